@@ -1,0 +1,58 @@
+/*
+ * backend.h - the one interface every backend implements.
+ *
+ * A backend lives in its own folder (src/cpu, src/opencl, src/vulkan), fills one
+ * `static const struct pe_backend_vtable` and is listed once in src/backends.c. The core
+ * never includes a backend's headers. The front end has validated every argument and
+ * resolved every default before it calls a slot: backends do not re-check user input,
+ * they only report device limits (POSENC_ERR_UNSUPPORTED) and native failures
+ * (POSENC_ERR_BACKEND, with the native code and call in the message via pe_error).
+ *
+ * A NULL op slot means "this backend does not have the op": the front end answers
+ * POSENC_ERR_UNSUPPORTED without calling it.
+ */
+#ifndef POSENC_BACKEND_H
+#define POSENC_BACKEND_H
+
+#include "internal.h"
+
+/* Every backend's private struct starts with this (checked with _Static_assert). */
+struct pe_backend {
+    const struct pe_backend_vtable *vt;
+    posenc_context *ctx;
+};
+
+struct pe_backend_vtable {
+    posenc_backend_kind kind;
+    const char *name;
+
+    /* Count usable devices without creating anything. On UNAVAILABLE, write the reason. */
+    posenc_status (*device_count)(int32_t *out_count, char *reason, size_t reason_size);
+
+    /*
+     * Open device `device` for ctx. With `gpu_only` (AUTO selection), `device` counts only
+     * real GPUs and CPU-emulated devices are skipped; no GPU -> POSENC_ERR_UNAVAILABLE.
+     * Report failures with pe_error(ctx, ...). On success *out->ctx == ctx.
+     */
+    posenc_status (*create)(posenc_context *ctx, int32_t device, bool gpu_only,
+                            struct pe_backend **out);
+    void (*destroy)(struct pe_backend *be);
+    void (*get_info)(const struct pe_backend *be, struct posenc_device_info *out);
+    posenc_status (*finish)(struct pe_backend *be);
+
+    /* Buffers: `mem` is the backend's own object; sizes and ranges are already checked. */
+    posenc_status (*buffer_create)(struct pe_backend *be, size_t size, void **out_mem);
+    void (*buffer_destroy)(struct pe_backend *be, void *mem);
+    posenc_status (*buffer_write)(struct pe_backend *be, void *mem, size_t offset,
+                                  const void *src, size_t size);
+    posenc_status (*buffer_read)(struct pe_backend *be, void *mem, size_t offset, void *dst,
+                                 size_t size);
+
+    /* Ops. */
+    posenc_status (*sinusoidal)(struct pe_backend *be, const struct pe_sinusoidal_op *op);
+};
+
+/* The registry (src/backends.c): the vtable for `kind`, or NULL if not compiled in. */
+const struct pe_backend_vtable *pe_backend_lookup(posenc_backend_kind kind);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * check.h - the verification cases shared by the test suites and `posenc verify`.
+ *
+ * Not part of the public API (built as a static helper library, not installed). A case
+ * is data: every parameter is in its name, so a failure can be reproduced from the name
+ * alone. pc_run_case() runs one case on a device under test (dut) and on the CPU
+ * reference (ref), with the same seeded inputs, poisoned outputs and guard bytes, and
+ * compares element by element against a per-element bound that is derived from f32/f16
+ * rounding (see pc_bound_* in check.c, where each bound is justified).
+ */
+#ifndef POSENC_CHECK_H
+#define POSENC_CHECK_H
+
+#include "posenc.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum pc_op { PC_OP_SINUSOIDAL = 0, PC_OP_COUNT };
+
+/* How tensors are laid out in their buffers. */
+enum pc_view {
+    PC_VIEW_CONTIGUOUS = 0,
+    PC_VIEW_PADDED = 1,   /* every row stride padded, odd element offset */
+    PC_VIEW_PERMUTED = 2  /* dims 1 and 2 swapped in memory (ggml-style permute) */
+};
+
+enum pc_pos_kind {
+    PC_POS_SEQUENTIAL = 0, /* i32 0, 1, 2, ... (+ batch index * 3) */
+    PC_POS_LARGE = 1,      /* i32 uniform in [0, pos_max) */
+    PC_POS_FLOAT = 2       /* f32 uniform in [0, pos_max), fractional (time stamps) */
+};
+
+struct pc_case {
+    char name[192];
+    enum pc_op op;
+    posenc_dtype dtype;    /* dst */
+    posenc_dtype x_dtype;  /* input (fused ops) */
+    int has_x;             /* 0: table only; 1: fused add with a separate x; 2: in place */
+    enum pc_view view;
+    enum pc_pos_kind pos_kind;
+    int pos_batched;       /* positions per batch row (P2 = B2) instead of broadcast */
+    int64_t pos_max;
+    int64_t ne[4];
+    uint64_t seed;
+    struct posenc_sinusoidal_params sin;
+};
+
+struct pc_result {
+    posenc_status status;   /* of the op on the dut (or of a setup step) */
+    double max_err;         /* max |dut - ref| */
+    double bound_at_max;    /* the bound at the element of max_err */
+    double worst_ratio;     /* max err/bound (<= 1 passes) */
+    int64_t n_checked;
+    int64_t n_bad;          /* elements over their bound, or NaN mismatches */
+    int64_t guard_bad;      /* bytes outside the output view that changed */
+    bool pass;
+    char msg[320];
+};
+
+/* Names of the ops as used by --op ("sinusoidal"). */
+const char *pc_op_name(enum pc_op op);
+
+/* All cases of `op` (or every op for PC_OP_COUNT). Returns a malloc'd array; free() it. */
+struct pc_case *pc_cases(enum pc_op op, size_t *out_count);
+
+/* Run one case on `dut` against `ref` (a CPU context). */
+void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
+                 struct pc_result *out);
+
+/* Tolerances (also used by the tests' own checks). u = 2^-24 (f32 unit roundoff). */
+double pc_ulp32(double v);
+double pc_ulp16(double v);
+/* |f32 device result - exact| for sin/cos of an f32 angle pos*w, magnitude |angle| = a,
+ * fused with |x*scale| = xs (0 when not fused), stored as f32. */
+double pc_bound_sincos_f32(double a, double xs);
+/* The same stored as f16: the f32 bound plus one f16 ulp of the result. */
+double pc_bound_to_f16(double bound_f32, double value);
+
+/* Seeded random numbers (splitmix64). */
+uint64_t pc_rand_u64(uint64_t *state);
+double pc_rand_uniform(uint64_t *state); /* [0, 1) */
+
+#endif

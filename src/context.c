@@ -1,0 +1,321 @@
+/* context.c - public entry points for contexts and buffers: argument checks, backend
+ * selection, dispatch through the vtable. */
+#include "backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *posenc_backend_name(posenc_backend_kind kind)
+{
+    switch (kind) {
+    case POSENC_BACKEND_AUTO: return "auto";
+    case POSENC_BACKEND_CPU: return "cpu";
+    case POSENC_BACKEND_OPENCL: return "opencl";
+    case POSENC_BACKEND_VULKAN: return "vulkan";
+    }
+    return "?";
+}
+
+static bool parse_backend(const char *s, posenc_backend_kind *out)
+{
+    for (int k = 0; k < POSENC_BACKEND_COUNT; k++)
+        if (strcasecmp(s, posenc_backend_name((posenc_backend_kind)k)) == 0) {
+            *out = (posenc_backend_kind)k;
+            return true;
+        }
+    return false;
+}
+
+static const char *unavailable_reason(posenc_backend_kind kind)
+{
+    (void)kind;
+    return "posenc was built without it (its development packages or glslc were missing "
+           "at configure time)";
+}
+
+/* Try to open `kind` on ctx. Leaves the error in ctx->last_error on failure. */
+static posenc_status open_backend(posenc_context *ctx, posenc_backend_kind kind, int32_t device,
+                                  bool gpu_only)
+{
+    const struct pe_backend_vtable *vt = pe_backend_lookup(kind);
+    if (!vt)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "backend %s is unavailable: %s",
+                        posenc_backend_name(kind), unavailable_reason(kind));
+    struct pe_backend *be = NULL;
+    posenc_status st = vt->create(ctx, device, gpu_only, &be);
+    if (st != POSENC_OK)
+        return st;
+    if (!be || be->vt != vt || be->ctx != ctx) {
+        if (be)
+            vt->destroy(be);
+        return pe_error(ctx, POSENC_ERR_INTERNAL, "backend %s returned a malformed object",
+                        vt->name);
+    }
+    ctx->backend = be;
+    ctx->kind = kind;
+    ctx->device = device;
+    return POSENC_OK;
+}
+
+posenc_status posenc_context_create(const struct posenc_context_params *params,
+                                    posenc_context **out_ctx, char *out_error, size_t error_size)
+{
+    struct posenc_context_params p;
+    memset(&p, 0, sizeof(p));
+    if (params)
+        p = *params;
+    if (out_error && error_size)
+        out_error[0] = '\0';
+    if (!out_ctx) {
+        pe_strlcpy(out_error, "out_ctx is NULL", error_size);
+        return POSENC_ERR_INVALID_ARGUMENT;
+    }
+    *out_ctx = NULL;
+
+    posenc_context *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        pe_strlcpy(out_error, "out of host memory allocating the context", error_size);
+        return POSENC_ERR_OUT_OF_MEMORY;
+    }
+    ctx->log_fn = p.log_fn;
+    ctx->log_level = p.log_level;
+    ctx->log_user_data = p.log_user_data;
+    ctx->flags = p.flags;
+
+    posenc_status st = POSENC_OK;
+    for (size_t i = 0; i < PE_ARRAY_SIZE(p.reserved); i++)
+        if (p.reserved[i] != 0) {
+            st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->reserved[%zu] = %u, must be 0",
+                          i, p.reserved[i]);
+            goto fail;
+        }
+    if ((int)p.backend < 0 || (int)p.backend >= POSENC_BACKEND_COUNT) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "params->backend = %d is not a posenc_backend_kind", (int)p.backend);
+        goto fail;
+    }
+    if (p.flags & ~(uint32_t)POSENC_CONTEXT_DEBUG) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->flags = 0x%x has unknown bits",
+                      p.flags);
+        goto fail;
+    }
+    if ((int)p.log_level < 0 || p.log_level > POSENC_LOG_DEBUG) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "params->log_level = %d is not a posenc_log_level", (int)p.log_level);
+        goto fail;
+    }
+
+    /* Environment overrides. */
+    const char *env = getenv("POSENC_BACKEND");
+    if (p.backend == POSENC_BACKEND_AUTO && env && *env) {
+        if (!parse_backend(env, &p.backend)) {
+            st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                          "POSENC_BACKEND = \"%s\" is not auto|cpu|opencl|vulkan", env);
+            goto fail;
+        }
+    }
+    env = getenv("POSENC_DEVICE");
+    if (p.device == 0 && env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end != '\0' || v < 0 || v > INT32_MAX) {
+            st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                          "POSENC_DEVICE = \"%s\" is not a device index", env);
+            goto fail;
+        }
+        p.device = (int32_t)v;
+    }
+    env = getenv("POSENC_DEBUG");
+    if (env && *env && strcmp(env, "0") != 0)
+        ctx->flags |= POSENC_CONTEXT_DEBUG;
+    if (p.device < 0) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->device = %d is negative",
+                      (int)p.device);
+        goto fail;
+    }
+
+    if (p.backend == POSENC_BACKEND_AUTO) {
+        static const posenc_backend_kind gpu_order[] = {POSENC_BACKEND_VULKAN,
+                                                        POSENC_BACKEND_OPENCL};
+        st = POSENC_ERR_UNAVAILABLE;
+        for (size_t i = 0; i < PE_ARRAY_SIZE(gpu_order) && st != POSENC_OK; i++) {
+            st = open_backend(ctx, gpu_order[i], p.device, true);
+            if (st != POSENC_OK)
+                pe_log(ctx, POSENC_LOG_INFO, "auto: %s skipped: %s",
+                       posenc_backend_name(gpu_order[i]), ctx->last_error);
+        }
+        if (st != POSENC_OK)
+            st = open_backend(ctx, POSENC_BACKEND_CPU, 0, false);
+    } else {
+        st = open_backend(ctx, p.backend, p.device, false);
+    }
+    if (st != POSENC_OK)
+        goto fail;
+    pe_log(ctx, POSENC_LOG_INFO, "using backend %s, device %d", posenc_backend_name(ctx->kind),
+           (int)ctx->device);
+    pe_clear_error(ctx);
+    *out_ctx = ctx;
+    return POSENC_OK;
+
+fail:
+    pe_strlcpy(out_error, ctx->last_error, error_size);
+    free(ctx);
+    return st;
+}
+
+void posenc_context_destroy(posenc_context **pctx)
+{
+    if (!pctx || !*pctx)
+        return;
+    posenc_context *ctx = *pctx;
+    if (ctx->live_buffers != 0)
+        pe_log(ctx, POSENC_LOG_ERROR,
+               "posenc_context_destroy: %lld buffers of this context were not destroyed first",
+               (long long)ctx->live_buffers);
+    if (ctx->backend) {
+        ctx->backend->vt->finish(ctx->backend);
+        ctx->backend->vt->destroy(ctx->backend);
+    }
+    free(ctx);
+    *pctx = NULL;
+}
+
+posenc_status posenc_context_finish(posenc_context *ctx)
+{
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    return ctx->backend->vt->finish(ctx->backend);
+}
+
+posenc_status posenc_context_get_info(const posenc_context *ctx,
+                                      struct posenc_device_info *out_info)
+{
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    if (!out_info)
+        return pe_error((posenc_context *)ctx, POSENC_ERR_INVALID_ARGUMENT, "out_info is NULL");
+    memset(out_info, 0, sizeof(*out_info));
+    ctx->backend->vt->get_info(ctx->backend, out_info);
+    out_info->backend = ctx->kind;
+    out_info->device_index = ctx->device;
+    return POSENC_OK;
+}
+
+posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *out_count,
+                                          char *out_reason, size_t reason_size)
+{
+    if (out_reason && reason_size)
+        out_reason[0] = '\0';
+    if (!out_count) {
+        pe_strlcpy(out_reason, "out_count is NULL", reason_size);
+        return POSENC_ERR_INVALID_ARGUMENT;
+    }
+    *out_count = 0;
+    if ((int)backend <= (int)POSENC_BACKEND_AUTO || (int)backend >= POSENC_BACKEND_COUNT) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "backend = %d is not CPU, OPENCL or VULKAN", (int)backend);
+        pe_strlcpy(out_reason, msg, reason_size);
+        return POSENC_ERR_INVALID_ARGUMENT;
+    }
+    const struct pe_backend_vtable *vt = pe_backend_lookup(backend);
+    if (!vt) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "backend %s is unavailable: %s", posenc_backend_name(backend),
+                 unavailable_reason(backend));
+        pe_strlcpy(out_reason, msg, reason_size);
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    char why[PE_ERR_MAX] = "";
+    posenc_status st = vt->device_count(out_count, why, sizeof(why));
+    pe_strlcpy(out_reason, why, reason_size);
+    return st;
+}
+
+/* ---- buffers ------------------------------------------------------------------------ */
+
+posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buffer **out_buffer)
+{
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    if (!out_buffer)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_buffer is NULL");
+    *out_buffer = NULL;
+    if (size == 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "size = 0: buffers must be non-empty");
+    posenc_buffer *b = calloc(1, sizeof(*b));
+    if (!b)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a buffer handle");
+    posenc_status st = ctx->backend->vt->buffer_create(ctx->backend, size, &b->mem);
+    if (st != POSENC_OK) {
+        free(b);
+        return st;
+    }
+    b->ctx = ctx;
+    b->size = size;
+    ctx->live_buffers++;
+    *out_buffer = b;
+    return POSENC_OK;
+}
+
+void posenc_buffer_destroy(posenc_buffer **pbuf)
+{
+    if (!pbuf || !*pbuf)
+        return;
+    posenc_buffer *b = *pbuf;
+    posenc_context *ctx = b->ctx;
+    ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
+    ctx->live_buffers--;
+    free(b);
+    *pbuf = NULL;
+}
+
+size_t posenc_buffer_size(const posenc_buffer *buffer)
+{
+    return buffer ? buffer->size : 0;
+}
+
+posenc_context *posenc_buffer_context(const posenc_buffer *buffer)
+{
+    return buffer ? buffer->ctx : NULL;
+}
+
+static posenc_status check_range(posenc_buffer *b, size_t offset, const void *host, size_t size,
+                                 const char *host_name)
+{
+    if (!host && size)
+        return pe_error(b->ctx, POSENC_ERR_INVALID_ARGUMENT, "%s is NULL", host_name);
+    if (offset > b->size || size > b->size - offset)
+        return pe_error(b->ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "offset + size = %zu + %zu is past the end of the %zu-byte buffer", offset,
+                        size, b->size);
+    return POSENC_OK;
+}
+
+posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const void *src,
+                                  size_t size)
+{
+    if (!buffer)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    posenc_context *ctx = buffer->ctx;
+    pe_clear_error(ctx);
+    PE_RETURN_IF_ERROR(check_range(buffer, offset, src, size, "src"));
+    if (size == 0)
+        return POSENC_OK;
+    return ctx->backend->vt->buffer_write(ctx->backend, buffer->mem, offset, src, size);
+}
+
+posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset, void *dst, size_t size)
+{
+    if (!buffer)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    posenc_context *ctx = buffer->ctx;
+    pe_clear_error(ctx);
+    PE_RETURN_IF_ERROR(check_range(buffer, offset, dst, size, "dst"));
+    if (size == 0)
+        return POSENC_OK;
+    return ctx->backend->vt->buffer_read(ctx->backend, buffer->mem, offset, dst, size);
+}

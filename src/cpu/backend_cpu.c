@@ -1,0 +1,200 @@
+/*
+ * backend_cpu.c - the reference backend.
+ *
+ * Plain loops over all four dimensions through the strides; angles and sin/cos in double,
+ * one rounding to the storage type at the end. Every other backend is tested against
+ * this file, so it stays obvious rather than fast.
+ */
+#include "backend.h"
+#include "posenc_config.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct pe_cpu_backend {
+    struct pe_backend base;
+};
+_Static_assert(offsetof(struct pe_cpu_backend, base) == 0, "base must be first");
+
+extern const struct pe_backend_vtable pe_cpu_vtable;
+
+/* ---- element access ------------------------------------------------------------------ */
+
+static double load(const struct pe_view *v, int64_t idx)
+{
+    const unsigned char *base = v->mem;
+    switch (v->dtype) {
+    case POSENC_DTYPE_F32: {
+        float f;
+        memcpy(&f, base + (size_t)idx * 4, 4);
+        return f;
+    }
+    case POSENC_DTYPE_F16: {
+        uint16_t h;
+        memcpy(&h, base + (size_t)idx * 2, 2);
+        return pe_f16_to_double(h);
+    }
+    case POSENC_DTYPE_I32: {
+        int32_t i;
+        memcpy(&i, base + (size_t)idx * 4, 4);
+        return i;
+    }
+    }
+    return 0.0;
+}
+
+static void store(const struct pe_view *v, int64_t idx, double value)
+{
+    unsigned char *base = v->mem;
+    if (v->dtype == POSENC_DTYPE_F32) {
+        float f = (float)value;
+        memcpy(base + (size_t)idx * 4, &f, 4);
+    } else {
+        uint16_t h = pe_f16_from_double(value);
+        memcpy(base + (size_t)idx * 2, &h, 2);
+    }
+}
+
+static int64_t elem(const struct pe_view *v, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
+{
+    return v->offset + i0 * v->st[0] + i1 * v->st[1] + i2 * v->st[2] + i3 * v->st[3];
+}
+
+/* ---- ops ------------------------------------------------------------------------------ */
+
+static posenc_status cpu_sinusoidal(struct pe_backend *be, const struct pe_sinusoidal_op *op)
+{
+    (void)be;
+    const struct pe_view *d = &op->dst;
+    for (int64_t i3 = 0; i3 < d->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < d->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < d->ne[1]; i1++) {
+                double p = load(&op->pos, op->pos.offset + i1 * op->pos.st[0] +
+                                              i2 * op->pos.st[1] + i3 * op->pos.st[2]);
+                for (int64_t i = 0; i < op->half; i++) {
+                    double angle = p * op->freq[i];
+                    int64_t is, ic; /* i0 of the sin and the cos value */
+                    switch (op->layout) {
+                    case POSENC_SIN_INTERLEAVED: is = 2 * i; ic = 2 * i + 1; break;
+                    case POSENC_SIN_HALF_SPLIT: is = i; ic = op->half + i; break;
+                    default: ic = i; is = op->half + i; break;
+                    }
+                    double vs = sin(angle), vc = cos(angle);
+                    if (op->x.mem) {
+                        vs += load(&op->x, elem(&op->x, is, i1, i2, i3)) * op->x_scale;
+                        vc += load(&op->x, elem(&op->x, ic, i1, i2, i3)) * op->x_scale;
+                    }
+                    store(d, elem(d, is, i1, i2, i3), vs);
+                    store(d, elem(d, ic, i1, i2, i3), vc);
+                }
+            }
+    return POSENC_OK;
+}
+
+/* ---- device, buffers ------------------------------------------------------------------ */
+
+static posenc_status cpu_device_count(int32_t *out_count, char *reason, size_t reason_size)
+{
+    (void)reason;
+    (void)reason_size;
+    *out_count = 1;
+    return POSENC_OK;
+}
+
+static posenc_status cpu_create(posenc_context *ctx, int32_t device, bool gpu_only,
+                                struct pe_backend **out)
+{
+    if (gpu_only)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "the CPU backend has no GPU device");
+    if (device != 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "device = %d: the CPU backend has one device (0)", (int)device);
+    struct pe_cpu_backend *cpu = calloc(1, sizeof(*cpu));
+    if (!cpu)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for the CPU backend");
+    cpu->base.vt = &pe_cpu_vtable;
+    cpu->base.ctx = ctx;
+    *out = &cpu->base;
+    return POSENC_OK;
+}
+
+static void cpu_destroy(struct pe_backend *be)
+{
+    free(be);
+}
+
+static void cpu_get_info(const struct pe_backend *be, struct posenc_device_info *out)
+{
+    (void)be;
+    out->type = POSENC_DEVICE_CPU;
+    pe_strlcpy(out->device_name, "host CPU (reference loops)", sizeof(out->device_name));
+    pe_strlcpy(out->vendor, "posenc", sizeof(out->vendor));
+    pe_strlcpy(out->driver_version, POSENC_VERSION_STRING, sizeof(out->driver_version));
+    pe_strlcpy(out->api_version, "C11", sizeof(out->api_version));
+    out->f16_storage = 1;
+    out->f16_native = 0;
+    out->max_buffer_size = (uint64_t)SIZE_MAX;
+    out->max_workgroup_size = 1;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    out->compute_units = n > 0 ? (uint32_t)n : 1;
+}
+
+static posenc_status cpu_finish(struct pe_backend *be)
+{
+    (void)be;
+    return POSENC_OK;
+}
+
+static posenc_status cpu_buffer_create(struct pe_backend *be, size_t size, void **out_mem)
+{
+    /* 64-byte aligned, size rounded up to a multiple of the alignment (aligned_alloc) */
+    size_t rounded = (size + 63) & ~(size_t)63;
+    if (rounded < size)
+        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "buffer size %zu is too large", size);
+    void *p = aligned_alloc(64, rounded);
+    if (!p)
+        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory allocating a %zu-byte buffer", size);
+    *out_mem = p;
+    return POSENC_OK;
+}
+
+static void cpu_buffer_destroy(struct pe_backend *be, void *mem)
+{
+    (void)be;
+    free(mem);
+}
+
+static posenc_status cpu_buffer_write(struct pe_backend *be, void *mem, size_t offset,
+                                      const void *src, size_t size)
+{
+    (void)be;
+    memcpy((unsigned char *)mem + offset, src, size);
+    return POSENC_OK;
+}
+
+static posenc_status cpu_buffer_read(struct pe_backend *be, void *mem, size_t offset, void *dst,
+                                     size_t size)
+{
+    (void)be;
+    memcpy(dst, (const unsigned char *)mem + offset, size);
+    return POSENC_OK;
+}
+
+const struct pe_backend_vtable pe_cpu_vtable = {
+    .kind = POSENC_BACKEND_CPU,
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .get_info = cpu_get_info,
+    .finish = cpu_finish,
+    .buffer_create = cpu_buffer_create,
+    .buffer_destroy = cpu_buffer_destroy,
+    .buffer_write = cpu_buffer_write,
+    .buffer_read = cpu_buffer_read,
+    .sinusoidal = cpu_sinusoidal,
+};

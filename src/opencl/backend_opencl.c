@@ -1,0 +1,869 @@
+/*
+ * backend_opencl.c - the OpenCL backend: one device, one in-order queue, programs built
+ * from the embedded cl/ sources on first use and cached per context.
+ *
+ * Programs are common.cl + <op>.cl, built with "-cl-std=CL1.2" plus -D options that pick
+ * the storage types (see cl/common.cl); no fast-math options. Each distinct option string
+ * is built once per context (struct pe_cl_program cache). POSENC_CL_KERNEL_DIR=<dir>
+ * loads the .cl files from <dir> instead of the embedded copies (kernel development).
+ *
+ * Kernel argument order (the one place it is written down; cl/sinusoidal.cl must match):
+ *
+ *   pe_sinusoidal  (built with -DDST_F16 -DHAS_X -DX_F16 -DPOS_I32, each 0 or 1)
+ *     0  mem    dst       f32 or f16 (half *)
+ *     1  long   dst_off   elements
+ *     2  long4  dst_st    elements, (st0, st1, st2, st3)
+ *     3  mem    x         f32 or f16; the dst buffer again when there is no x
+ *     4  long   x_off
+ *     5  long4  x_st
+ *     6  mem    pos       int32 or f32
+ *     7  long   pos_off
+ *     8  long4  pos_st    (st[0] for i1, st[1] for i2, st[2] for i3, 0)
+ *     9  mem    freq      f32 [half], read-only, uploaded per call
+ *    10  long4  shape     (half, ne1, ne2, ne3)
+ *    11  int    layout    posenc_sin_layout
+ *    12  float  x_scale
+ *   NDRange (half, ne1, ne2*ne3), each rounded up to the local size.
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include "backend.h"
+#include "cl_kernels.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CL_PLATFORM_NOT_FOUND_KHR
+#define CL_PLATFORM_NOT_FOUND_KHR -1001
+#endif
+
+#define PE_CL_MAX_PROGRAMS 32
+#define PE_CL_OPTS_MAX 160
+#define PE_CL_BUILD_LOG_SHOWN 300
+
+/* One built program and its kernel, keyed by (op source, option string). */
+struct pe_cl_program {
+    const char *file; /* "sinusoidal.cl" */
+    char options[PE_CL_OPTS_MAX];
+    cl_program program;
+    cl_kernel kernel;
+    size_t kernel_wg_size; /* CL_KERNEL_WORK_GROUP_SIZE */
+};
+
+/* A kernel source: the embedded bytes, or a copy read from POSENC_CL_KERNEL_DIR. */
+struct pe_cl_source {
+    const char *name;
+    const char *data;
+    size_t size;
+    bool owned;
+};
+
+struct pe_cl_backend {
+    struct pe_backend base;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    struct posenc_device_info info;
+    size_t max_item_size[3];
+    struct pe_cl_source sources[4];
+    int n_sources;
+    struct pe_cl_program programs[PE_CL_MAX_PROGRAMS];
+    int n_programs;
+};
+
+_Static_assert(offsetof(struct pe_cl_backend, base) == 0,
+               "struct pe_backend must be the first member of struct pe_cl_backend");
+
+extern const struct pe_backend_vtable pe_opencl_vtable;
+
+/* ------------------------------------------------------------------------------------ */
+/* Errors                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+static const char *cl_err_name(cl_int err)
+{
+    switch (err) {
+#define PE_CL_ERR(e) case e: return #e;
+    PE_CL_ERR(CL_SUCCESS)
+    PE_CL_ERR(CL_DEVICE_NOT_FOUND)
+    PE_CL_ERR(CL_DEVICE_NOT_AVAILABLE)
+    PE_CL_ERR(CL_COMPILER_NOT_AVAILABLE)
+    PE_CL_ERR(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    PE_CL_ERR(CL_OUT_OF_RESOURCES)
+    PE_CL_ERR(CL_OUT_OF_HOST_MEMORY)
+    PE_CL_ERR(CL_PROFILING_INFO_NOT_AVAILABLE)
+    PE_CL_ERR(CL_MEM_COPY_OVERLAP)
+    PE_CL_ERR(CL_IMAGE_FORMAT_MISMATCH)
+    PE_CL_ERR(CL_IMAGE_FORMAT_NOT_SUPPORTED)
+    PE_CL_ERR(CL_BUILD_PROGRAM_FAILURE)
+    PE_CL_ERR(CL_MAP_FAILURE)
+    PE_CL_ERR(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    PE_CL_ERR(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    PE_CL_ERR(CL_COMPILE_PROGRAM_FAILURE)
+    PE_CL_ERR(CL_LINKER_NOT_AVAILABLE)
+    PE_CL_ERR(CL_LINK_PROGRAM_FAILURE)
+    PE_CL_ERR(CL_DEVICE_PARTITION_FAILED)
+    PE_CL_ERR(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+    PE_CL_ERR(CL_INVALID_VALUE)
+    PE_CL_ERR(CL_INVALID_DEVICE_TYPE)
+    PE_CL_ERR(CL_INVALID_PLATFORM)
+    PE_CL_ERR(CL_INVALID_DEVICE)
+    PE_CL_ERR(CL_INVALID_CONTEXT)
+    PE_CL_ERR(CL_INVALID_QUEUE_PROPERTIES)
+    PE_CL_ERR(CL_INVALID_COMMAND_QUEUE)
+    PE_CL_ERR(CL_INVALID_HOST_PTR)
+    PE_CL_ERR(CL_INVALID_MEM_OBJECT)
+    PE_CL_ERR(CL_INVALID_BINARY)
+    PE_CL_ERR(CL_INVALID_BUILD_OPTIONS)
+    PE_CL_ERR(CL_INVALID_PROGRAM)
+    PE_CL_ERR(CL_INVALID_PROGRAM_EXECUTABLE)
+    PE_CL_ERR(CL_INVALID_KERNEL_NAME)
+    PE_CL_ERR(CL_INVALID_KERNEL_DEFINITION)
+    PE_CL_ERR(CL_INVALID_KERNEL)
+    PE_CL_ERR(CL_INVALID_ARG_INDEX)
+    PE_CL_ERR(CL_INVALID_ARG_VALUE)
+    PE_CL_ERR(CL_INVALID_ARG_SIZE)
+    PE_CL_ERR(CL_INVALID_KERNEL_ARGS)
+    PE_CL_ERR(CL_INVALID_WORK_DIMENSION)
+    PE_CL_ERR(CL_INVALID_WORK_GROUP_SIZE)
+    PE_CL_ERR(CL_INVALID_WORK_ITEM_SIZE)
+    PE_CL_ERR(CL_INVALID_GLOBAL_OFFSET)
+    PE_CL_ERR(CL_INVALID_EVENT_WAIT_LIST)
+    PE_CL_ERR(CL_INVALID_EVENT)
+    PE_CL_ERR(CL_INVALID_OPERATION)
+    PE_CL_ERR(CL_INVALID_BUFFER_SIZE)
+    PE_CL_ERR(CL_INVALID_GLOBAL_WORK_SIZE)
+    PE_CL_ERR(CL_INVALID_PROPERTY)
+    PE_CL_ERR(CL_INVALID_COMPILER_OPTIONS)
+    PE_CL_ERR(CL_INVALID_LINKER_OPTIONS)
+    PE_CL_ERR(CL_PLATFORM_NOT_FOUND_KHR)
+#undef PE_CL_ERR
+    default:
+        return "unknown OpenCL error";
+    }
+}
+
+static bool cl_err_is_oom(cl_int err)
+{
+    return err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+           err == CL_OUT_OF_HOST_MEMORY;
+}
+
+/* A failed cl* call: POSENC_ERR_BACKEND with the call, code and name. */
+static posenc_status cl_fail(posenc_context *ctx, const char *call, cl_int err)
+{
+    return pe_error(ctx, POSENC_ERR_BACKEND, "%s failed: %d (%s)", call, (int)err,
+                    cl_err_name(err));
+}
+
+/* The same, but allocation failures become POSENC_ERR_OUT_OF_MEMORY (buffers). */
+static posenc_status cl_fail_mem(posenc_context *ctx, const char *call, cl_int err)
+{
+    if (cl_err_is_oom(err))
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "%s failed: %d (%s)", call, (int)err,
+                        cl_err_name(err));
+    return cl_fail(ctx, call, err);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Platforms and devices                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+/* All platforms (malloc'd into *out, count in *out_n). On failure writes a reason and
+ * returns POSENC_ERR_UNAVAILABLE (no platform) or another status. */
+static posenc_status list_platforms(cl_platform_id **out, cl_uint *out_n, char *reason,
+                                    size_t reason_size)
+{
+    *out = NULL;
+    *out_n = 0;
+    cl_uint n = 0;
+    cl_int err = clGetPlatformIDs(0, NULL, &n);
+    if (err == CL_PLATFORM_NOT_FOUND_KHR) {
+        snprintf(reason, reason_size, "no OpenCL platform (ICD loader returned %d)", (int)err);
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    if (err == CL_SUCCESS && n == 0) {
+        snprintf(reason, reason_size, "no OpenCL platform (the ICD loader found none)");
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    if (err != CL_SUCCESS) {
+        snprintf(reason, reason_size, "clGetPlatformIDs failed: %d (%s)", (int)err,
+                 cl_err_name(err));
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    cl_platform_id *p = malloc(n * sizeof(*p));
+    if (!p) {
+        snprintf(reason, reason_size, "out of host memory listing %u OpenCL platforms", n);
+        return POSENC_ERR_OUT_OF_MEMORY;
+    }
+    err = clGetPlatformIDs(n, p, NULL);
+    if (err != CL_SUCCESS) {
+        free(p);
+        snprintf(reason, reason_size, "clGetPlatformIDs failed: %d (%s)", (int)err,
+                 cl_err_name(err));
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    *out = p;
+    *out_n = n;
+    return POSENC_OK;
+}
+
+/* Number of devices of `type` on platform p (0 when it has none or cannot say). */
+static cl_uint platform_device_count(cl_platform_id p, cl_device_type type)
+{
+    cl_uint n = 0;
+    if (clGetDeviceIDs(p, type, 0, NULL, &n) != CL_SUCCESS)
+        return 0;
+    return n;
+}
+
+static posenc_status cl_device_count(int32_t *out_count, char *reason, size_t reason_size)
+{
+    char scratch[8];
+    if (!reason || reason_size == 0) {
+        reason = scratch;
+        reason_size = sizeof(scratch);
+    }
+    *out_count = 0;
+    cl_platform_id *plats;
+    cl_uint np;
+    posenc_status st = list_platforms(&plats, &np, reason, reason_size);
+    if (st != POSENC_OK)
+        return st;
+    int64_t total = 0;
+    for (cl_uint k = 0; k < np; k++)
+        total += platform_device_count(plats[k], CL_DEVICE_TYPE_ALL);
+    free(plats);
+    if (total == 0) {
+        snprintf(reason, reason_size, "no OpenCL device on %u platform(s)", np);
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    *out_count = total > INT32_MAX ? INT32_MAX : (int32_t)total;
+    return POSENC_OK;
+}
+
+/* A string device property, truncated to fit dst (always NUL-terminated). */
+static cl_int device_string(cl_device_id dev, cl_device_info param, char *dst, size_t size)
+{
+    size_t n = 0;
+    dst[0] = '\0';
+    cl_int err = clGetDeviceInfo(dev, param, 0, NULL, &n);
+    if (err != CL_SUCCESS)
+        return err;
+    char *tmp = malloc(n + 1);
+    if (!tmp)
+        return CL_OUT_OF_HOST_MEMORY;
+    err = clGetDeviceInfo(dev, param, n, tmp, NULL);
+    if (err == CL_SUCCESS) {
+        tmp[n] = '\0';
+        pe_strlcpy(dst, tmp, size);
+    }
+    free(tmp);
+    return err;
+}
+
+/* Whether the space-separated extension list of dev contains `ext`. */
+static bool device_has_extension(cl_device_id dev, const char *ext)
+{
+    size_t n = 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS)
+        return false;
+    char *list = malloc(n + 1);
+    if (!list)
+        return false;
+    bool found = false;
+    if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, list, NULL) == CL_SUCCESS) {
+        list[n] = '\0';
+        size_t len = strlen(ext);
+        for (const char *s = list; (s = strstr(s, ext)) != NULL; s += len) {
+            bool start = s == list || s[-1] == ' ';
+            bool end = s[len] == '\0' || s[len] == ' ';
+            if (start && end) {
+                found = true;
+                break;
+            }
+        }
+    }
+    free(list);
+    return found;
+}
+
+/* Query everything get_info reports, once. */
+static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
+{
+    posenc_context *ctx = be->base.ctx;
+    cl_device_id dev = be->device;
+    struct posenc_device_info *info = &be->info;
+    memset(info, 0, sizeof(*info));
+    info->backend = POSENC_BACKEND_OPENCL;
+    info->device_index = index;
+
+    cl_device_type type = 0;
+    cl_bool unified = CL_FALSE;
+    cl_ulong max_alloc = 0;
+    size_t max_wg = 0;
+    cl_uint cus = 0;
+    cl_int err;
+    if ((err = clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof(type), &type, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(max_alloc), &max_alloc,
+                               NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(max_wg), &max_wg,
+                               NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(cus), &cus, NULL)) !=
+            CL_SUCCESS ||
+        (err = clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof(be->max_item_size),
+                               be->max_item_size, NULL)) != CL_SUCCESS ||
+        (err = device_string(dev, CL_DEVICE_NAME, info->device_name,
+                             sizeof(info->device_name))) != CL_SUCCESS ||
+        (err = device_string(dev, CL_DEVICE_VENDOR, info->vendor, sizeof(info->vendor))) !=
+            CL_SUCCESS ||
+        (err = device_string(dev, CL_DRIVER_VERSION, info->driver_version,
+                             sizeof(info->driver_version))) != CL_SUCCESS ||
+        (err = device_string(dev, CL_DEVICE_VERSION, info->api_version,
+                             sizeof(info->api_version))) != CL_SUCCESS)
+        return cl_fail(ctx, "clGetDeviceInfo", err);
+    /* Deprecated in 2.0 but still answered; only used to tell integrated GPUs apart. */
+    if (clGetDeviceInfo(dev, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof(unified), &unified, NULL) !=
+        CL_SUCCESS)
+        unified = CL_FALSE;
+
+    if (type & CL_DEVICE_TYPE_GPU)
+        info->type = unified ? POSENC_DEVICE_INTEGRATED_GPU : POSENC_DEVICE_DISCRETE_GPU;
+    else if (type & CL_DEVICE_TYPE_CPU)
+        info->type = POSENC_DEVICE_CPU;
+    else
+        info->type = POSENC_DEVICE_OTHER;
+    info->f16_storage = 1;
+    info->f16_native = device_has_extension(dev, "cl_khr_fp16") ? 1 : 0;
+    info->max_buffer_size = max_alloc;
+    info->max_workgroup_size = max_wg > UINT32_MAX ? UINT32_MAX : (uint32_t)max_wg;
+    info->compute_units = cus;
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Create / destroy                                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+static void cl_destroy(struct pe_backend *base);
+
+/* Find device `index` among all (or only GPU) devices of all platforms, in order. */
+static posenc_status find_device(posenc_context *ctx, int32_t index, bool gpu_only,
+                                 cl_platform_id *out_plat, cl_device_id *out_dev)
+{
+    char reason[PE_ERR_MAX];
+    cl_platform_id *plats;
+    cl_uint np;
+    posenc_status st = list_platforms(&plats, &np, reason, sizeof(reason));
+    if (st != POSENC_OK)
+        return pe_error(ctx, st, "%s", reason);
+
+    const cl_device_type type = gpu_only ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_ALL;
+    int64_t seen = 0;
+    st = POSENC_ERR_INTERNAL;
+    for (cl_uint k = 0; k < np; k++) {
+        cl_uint n = platform_device_count(plats[k], type);
+        if (n == 0 || index >= seen + n) {
+            seen += n;
+            continue;
+        }
+        cl_device_id *devs = malloc(n * sizeof(*devs));
+        if (!devs) {
+            free(plats);
+            return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+        }
+        cl_int err = clGetDeviceIDs(plats[k], type, n, devs, NULL);
+        if (err == CL_SUCCESS) {
+            *out_plat = plats[k];
+            *out_dev = devs[index - seen];
+            st = POSENC_OK;
+        } else {
+            st = cl_fail(ctx, "clGetDeviceIDs", err);
+        }
+        free(devs);
+        free(plats);
+        return st;
+    }
+    free(plats);
+    if (seen == 0)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, gpu_only
+                            ? "no OpenCL GPU device (%u platform(s); CPU devices such as PoCL "
+                              "are used only when the opencl backend is asked for)"
+                            : "no OpenCL device (%u platform(s))",
+                        np);
+    return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                    "device %d is past the last OpenCL %sdevice (there are %lld)", (int)index,
+                    gpu_only ? "GPU " : "", (long long)seen);
+}
+
+static posenc_status cl_create(posenc_context *ctx, int32_t device, bool gpu_only,
+                               struct pe_backend **out)
+{
+    *out = NULL;
+    if (device < 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "device %d is negative", (int)device);
+    cl_platform_id plat = NULL;
+    cl_device_id dev = NULL;
+    PE_RETURN_IF_ERROR(find_device(ctx, device, gpu_only, &plat, &dev));
+
+    struct pe_cl_backend *be = calloc(1, sizeof(*be));
+    if (!be)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+    be->base.vt = &pe_opencl_vtable;
+    be->base.ctx = ctx;
+    be->platform = plat;
+    be->device = dev;
+
+    posenc_status st = query_device(be, device);
+    if (st != POSENC_OK)
+        goto fail;
+
+    int major = 0, minor = 0;
+    if (sscanf(be->info.api_version, "OpenCL %d.%d", &major, &minor) != 2 ||
+        major * 100 + minor < 102) {
+        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                      "OpenCL device %d (%s) reports \"%s\"; posenc needs OpenCL 1.2 or later",
+                      (int)device, be->info.device_name, be->info.api_version);
+        goto fail;
+    }
+    cl_bool compiler = CL_FALSE;
+    cl_int err = clGetDeviceInfo(dev, CL_DEVICE_COMPILER_AVAILABLE, sizeof(compiler), &compiler,
+                                 NULL);
+    if (err != CL_SUCCESS) {
+        st = cl_fail(ctx, "clGetDeviceInfo(CL_DEVICE_COMPILER_AVAILABLE)", err);
+        goto fail;
+    }
+    if (!compiler) {
+        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                      "OpenCL device %d (%s) has no compiler (CL_DEVICE_COMPILER_AVAILABLE)",
+                      (int)device, be->info.device_name);
+        goto fail;
+    }
+
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat,
+                                           0};
+    be->context = clCreateContext(props, 1, &dev, NULL, NULL, &err);
+    if (!be->context || err != CL_SUCCESS) {
+        be->context = NULL;
+        st = cl_fail(ctx, "clCreateContext", err);
+        goto fail;
+    }
+    be->queue = clCreateCommandQueue(be->context, dev, 0, &err);
+    if (!be->queue || err != CL_SUCCESS) {
+        be->queue = NULL;
+        st = cl_fail(ctx, "clCreateCommandQueue", err);
+        goto fail;
+    }
+
+    pe_log(ctx, POSENC_LOG_INFO, "opencl: device %d: %s (%s, driver %s)", (int)device,
+           be->info.device_name, be->info.api_version, be->info.driver_version);
+    *out = &be->base;
+    return POSENC_OK;
+
+fail:
+    cl_destroy(&be->base);
+    return st;
+}
+
+static void cl_destroy(struct pe_backend *base)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    if (!be)
+        return;
+    if (be->queue)
+        clFinish(be->queue);
+    for (int k = 0; k < be->n_programs; k++) {
+        if (be->programs[k].kernel)
+            clReleaseKernel(be->programs[k].kernel);
+        if (be->programs[k].program)
+            clReleaseProgram(be->programs[k].program);
+    }
+    for (int k = 0; k < be->n_sources; k++)
+        if (be->sources[k].owned)
+            free((void *)be->sources[k].data);
+    if (be->queue)
+        clReleaseCommandQueue(be->queue);
+    if (be->context)
+        clReleaseContext(be->context);
+    free(be);
+}
+
+static void cl_get_info(const struct pe_backend *base, struct posenc_device_info *out)
+{
+    const struct pe_cl_backend *be = (const struct pe_cl_backend *)base;
+    *out = be->info;
+}
+
+static posenc_status cl_finish(struct pe_backend *base)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    cl_int err = clFinish(be->queue);
+    return err == CL_SUCCESS ? POSENC_OK : cl_fail(be->base.ctx, "clFinish", err);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Buffers                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+static posenc_status cl_buffer_create(struct pe_backend *base, size_t size, void **out_mem)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    *out_mem = NULL;
+    if ((uint64_t)size > be->info.max_buffer_size)
+        return pe_error(be->base.ctx, POSENC_ERR_UNSUPPORTED,
+                        "buffer of %zu bytes is larger than this OpenCL device allows "
+                        "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu bytes)",
+                        size, (unsigned long long)be->info.max_buffer_size);
+    cl_int err = CL_SUCCESS;
+    cl_mem mem = clCreateBuffer(be->context, CL_MEM_READ_WRITE, size, NULL, &err);
+    if (!mem || err != CL_SUCCESS)
+        return cl_fail_mem(be->base.ctx, "clCreateBuffer", err != CL_SUCCESS ? err
+                                                                  : CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    *out_mem = mem;
+    return POSENC_OK;
+}
+
+static void cl_buffer_destroy(struct pe_backend *base, void *mem)
+{
+    (void)base;
+    /* OpenCL keeps the object alive until queued commands that use it have finished. */
+    if (mem)
+        clReleaseMemObject((cl_mem)mem);
+}
+
+static posenc_status cl_buffer_write(struct pe_backend *base, void *mem, size_t offset,
+                                     const void *src, size_t size)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    if (size == 0)
+        return POSENC_OK;
+    /* Blocking: the caller may free or reuse `src` as soon as this returns. */
+    cl_int err =
+        clEnqueueWriteBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, src, 0, NULL, NULL);
+    return err == CL_SUCCESS ? POSENC_OK
+                             : cl_fail_mem(be->base.ctx, "clEnqueueWriteBuffer", err);
+}
+
+static posenc_status cl_buffer_read(struct pe_backend *base, void *mem, size_t offset, void *dst,
+                                    size_t size)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    if (size == 0)
+        return cl_finish(base);
+    cl_int err =
+        clEnqueueReadBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, dst, 0, NULL, NULL);
+    return err == CL_SUCCESS ? POSENC_OK
+                             : cl_fail_mem(be->base.ctx, "clEnqueueReadBuffer", err);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Kernel sources and the program cache                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/* Read `name` from `dir` into a malloc'd NUL-terminated string. */
+static posenc_status read_source_file(posenc_context *ctx, const char *dir, const char *name,
+                                      struct pe_cl_source *out)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return pe_error(ctx, POSENC_ERR_BACKEND, "POSENC_CL_KERNEL_DIR is too long");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pe_error(ctx, POSENC_ERR_BACKEND, "POSENC_CL_KERNEL_DIR: cannot open %s: %s",
+                        path, strerror(errno));
+    char *data = NULL;
+    size_t size = 0, cap = 0;
+    for (;;) {
+        if (cap - size < 4096) {
+            cap = cap ? cap * 2 : 16384;
+            char *grown = realloc(data, cap + 1);
+            if (!grown) {
+                free(data);
+                fclose(f);
+                return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory reading %s",
+                                path);
+            }
+            data = grown;
+        }
+        size_t got = fread(data + size, 1, cap - size, f);
+        size += got;
+        if (got == 0)
+            break;
+    }
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (bad) {
+        free(data);
+        return pe_error(ctx, POSENC_ERR_BACKEND, "POSENC_CL_KERNEL_DIR: cannot read %s", path);
+    }
+    data[size] = '\0';
+    out->name = name;
+    out->data = data;
+    out->size = size;
+    out->owned = true;
+    return POSENC_OK;
+}
+
+/* The source of `name` ("common.cl"): embedded, or from POSENC_CL_KERNEL_DIR. Loaded once
+ * per context. */
+static posenc_status get_source(struct pe_cl_backend *be, const char *name,
+                                const struct pe_cl_source **out)
+{
+    for (int k = 0; k < be->n_sources; k++) {
+        if (strcmp(be->sources[k].name, name) == 0) {
+            *out = &be->sources[k];
+            return POSENC_OK;
+        }
+    }
+    if (be->n_sources >= (int)PE_ARRAY_SIZE(be->sources))
+        return pe_error(be->base.ctx, POSENC_ERR_INTERNAL, "opencl: too many kernel sources");
+    struct pe_cl_source *src = &be->sources[be->n_sources];
+    const char *dir = getenv("POSENC_CL_KERNEL_DIR");
+    if (dir && dir[0]) {
+        PE_RETURN_IF_ERROR(read_source_file(be->base.ctx, dir, name, src));
+        pe_log(be->base.ctx, POSENC_LOG_INFO, "opencl: %s loaded from %s (POSENC_CL_KERNEL_DIR)",
+               name, dir);
+    } else {
+        const struct pe_cl_file *f = pe_cl_find(name);
+        if (!f)
+            return pe_error(be->base.ctx, POSENC_ERR_INTERNAL,
+                            "opencl: kernel source %s is not embedded", name);
+        src->name = name;
+        src->data = (const char *)f->data;
+        src->size = f->size;
+        src->owned = false;
+    }
+    be->n_sources++;
+    *out = src;
+    return POSENC_OK;
+}
+
+/* The kernel `kernel_name` of common.cl + `file`, built with `defines` (cached). */
+static posenc_status get_program(struct pe_cl_backend *be, const char *file,
+                                 const char *kernel_name, const char *defines,
+                                 struct pe_cl_program **out)
+{
+    posenc_context *ctx = be->base.ctx;
+    for (int k = 0; k < be->n_programs; k++) {
+        struct pe_cl_program *p = &be->programs[k];
+        if (strcmp(p->file, file) == 0 && strcmp(p->options, defines) == 0) {
+            *out = p;
+            return POSENC_OK;
+        }
+    }
+    if (be->n_programs >= PE_CL_MAX_PROGRAMS)
+        return pe_error(ctx, POSENC_ERR_INTERNAL, "opencl: program cache full (%d programs)",
+                        PE_CL_MAX_PROGRAMS);
+    if (strlen(defines) >= PE_CL_OPTS_MAX)
+        return pe_error(ctx, POSENC_ERR_INTERNAL, "opencl: build options too long");
+
+    const struct pe_cl_source *common, *op;
+    PE_RETURN_IF_ERROR(get_source(be, "common.cl", &common));
+    PE_RETURN_IF_ERROR(get_source(be, file, &op));
+
+    const char *strings[2] = {common->data, op->data};
+    const size_t lengths[2] = {common->size, op->size};
+    cl_int err;
+    cl_program prog = clCreateProgramWithSource(be->context, 2, strings, lengths, &err);
+    if (!prog || err != CL_SUCCESS)
+        return cl_fail(ctx, "clCreateProgramWithSource", err);
+
+    char options[PE_CL_OPTS_MAX + 32];
+    snprintf(options, sizeof(options), "-cl-std=CL1.2 %s", defines);
+    err = clBuildProgram(prog, 1, &be->device, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char log[PE_CL_BUILD_LOG_SHOWN + 1] = "";
+        size_t n = 0;
+        if (clGetProgramBuildInfo(prog, be->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) ==
+                CL_SUCCESS &&
+            n > 0) {
+            char *full = malloc(n + 1);
+            if (full && clGetProgramBuildInfo(prog, be->device, CL_PROGRAM_BUILD_LOG, n, full,
+                                              NULL) == CL_SUCCESS) {
+                full[n] = '\0';
+                pe_log(ctx, POSENC_LOG_DEBUG, "opencl: build log of %s [%s]:\n%s", file,
+                       options, full);
+                pe_strlcpy(log, full, sizeof(log));
+                for (size_t k = strlen(log); k > 0 && (log[k - 1] == '\n' || log[k - 1] == ' ');)
+                    log[--k] = '\0';
+            }
+            free(full);
+        }
+        clReleaseProgram(prog);
+        return pe_error(ctx, POSENC_ERR_BACKEND, "clBuildProgram(%s, \"%s\") failed: %d (%s): %s",
+                        file, options, (int)err, cl_err_name(err), log);
+    }
+    cl_kernel kernel = clCreateKernel(prog, kernel_name, &err);
+    if (!kernel || err != CL_SUCCESS) {
+        clReleaseProgram(prog);
+        return cl_fail(ctx, "clCreateKernel", err);
+    }
+    size_t wg = 0;
+    err = clGetKernelWorkGroupInfo(kernel, be->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(wg), &wg,
+                                   NULL);
+    if (err != CL_SUCCESS) {
+        clReleaseKernel(kernel);
+        clReleaseProgram(prog);
+        return cl_fail(ctx, "clGetKernelWorkGroupInfo", err);
+    }
+
+    struct pe_cl_program *p = &be->programs[be->n_programs++];
+    p->file = file;
+    pe_strlcpy(p->options, defines, sizeof(p->options));
+    p->program = prog;
+    p->kernel = kernel;
+    p->kernel_wg_size = wg ? wg : 1;
+    pe_log(ctx, POSENC_LOG_INFO, "opencl: built %s [%s]", file, options);
+    *out = p;
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Launch helpers                                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+static size_t pow2_at_least(uint64_t v, size_t cap)
+{
+    size_t p = 1;
+    while (p < v && p < cap)
+        p *= 2;
+    return p;
+}
+
+/* Local size for a 2-D-ish range (n0 x n1 x n2) and the global sizes rounded up to it.
+ * Returns false if a global size does not fit a size_t. */
+static bool launch_size(const struct pe_cl_backend *be, const struct pe_cl_program *p,
+                        const uint64_t n[3], size_t global[3], size_t local[3])
+{
+    size_t limit = p->kernel_wg_size;
+    if (be->info.max_workgroup_size && limit > be->info.max_workgroup_size)
+        limit = be->info.max_workgroup_size;
+    if (limit > 256)
+        limit = 256;
+    size_t cap0 = be->max_item_size[0] ? be->max_item_size[0] : 1;
+    size_t cap1 = be->max_item_size[1] ? be->max_item_size[1] : 1;
+    local[0] = pow2_at_least(n[0], 64);
+    while (local[0] > limit || local[0] > cap0)
+        local[0] /= 2;
+    local[1] = pow2_at_least(n[1], limit / local[0]);
+    while (local[1] > 1 && (local[0] * local[1] > limit || local[1] > cap1))
+        local[1] /= 2;
+    local[2] = 1;
+    for (int k = 0; k < 3; k++) {
+        uint64_t g = (n[k] + local[k] - 1) / local[k] * local[k];
+        if (g > (uint64_t)SIZE_MAX)
+            return false;
+        global[k] = (size_t)g;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Ops                                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+static cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    cl_long4 v;
+    v.s[0] = a;
+    v.s[1] = b;
+    v.s[2] = c;
+    v.s[3] = d;
+    return v;
+}
+
+static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinusoidal_op *op)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    posenc_context *ctx = be->base.ctx;
+    const struct pe_view *dst = &op->dst, *x = &op->x, *pos = &op->pos;
+    const bool has_x = x->mem != NULL;
+
+    const uint64_t n[3] = {(uint64_t)op->half, (uint64_t)dst->ne[1],
+                           (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
+    if (n[0] == 0 || n[1] == 0 || n[2] == 0)
+        return POSENC_OK;
+
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d",
+             dst->dtype == POSENC_DTYPE_F16, has_x, has_x && x->dtype == POSENC_DTYPE_F16,
+             pos->dtype == POSENC_DTYPE_I32);
+    struct pe_cl_program *p = NULL;
+    PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl", "pe_sinusoidal", defines, &p));
+
+    size_t global[3], local[3];
+    if (!launch_size(be, p, n, global, local))
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "sinusoidal: %llu x %llu x %llu work-items do not fit this device's "
+                        "size_t",
+                        (unsigned long long)n[0], (unsigned long long)n[1],
+                        (unsigned long long)n[2]);
+
+    cl_int err;
+    cl_mem freq = clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                 (size_t)op->half * sizeof(float), (void *)op->freq_f32, &err);
+    if (!freq || err != CL_SUCCESS)
+        return cl_fail_mem(ctx, "clCreateBuffer(freq)", err);
+
+    cl_mem dst_mem = (cl_mem)dst->mem;
+    cl_mem x_mem = has_x ? (cl_mem)x->mem : dst_mem;
+    cl_mem pos_mem = (cl_mem)pos->mem;
+    const cl_long dst_off = dst->offset, x_off = has_x ? x->offset : 0, pos_off = pos->offset;
+    const cl_long4 dst_st = long4_of(dst->st[0], dst->st[1], dst->st[2], dst->st[3]);
+    const cl_long4 x_st = has_x ? long4_of(x->st[0], x->st[1], x->st[2], x->st[3])
+                                : long4_of(0, 0, 0, 0);
+    const cl_long4 pos_st = long4_of(pos->st[0], pos->st[1], pos->st[2], 0);
+    const cl_long4 shape = long4_of(op->half, dst->ne[1], dst->ne[2], dst->ne[3]);
+    const cl_int layout = (cl_int)op->layout;
+    const cl_float x_scale = op->x_scale;
+
+    struct {
+        size_t size;
+        const void *value;
+    } args[] = {
+        {sizeof(cl_mem), &dst_mem},   {sizeof(cl_long), &dst_off}, {sizeof(cl_long4), &dst_st},
+        {sizeof(cl_mem), &x_mem},     {sizeof(cl_long), &x_off},   {sizeof(cl_long4), &x_st},
+        {sizeof(cl_mem), &pos_mem},   {sizeof(cl_long), &pos_off}, {sizeof(cl_long4), &pos_st},
+        {sizeof(cl_mem), &freq},      {sizeof(cl_long4), &shape},  {sizeof(cl_int), &layout},
+        {sizeof(cl_float), &x_scale},
+    };
+    posenc_status st = POSENC_OK;
+    for (cl_uint k = 0; k < PE_ARRAY_SIZE(args); k++) {
+        err = clSetKernelArg(p->kernel, k, args[k].size, args[k].value);
+        if (err != CL_SUCCESS) {
+            st = pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(pe_sinusoidal, %u) failed: %d (%s)",
+                          k, (int)err, cl_err_name(err));
+            break;
+        }
+    }
+    if (st == POSENC_OK) {
+        err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            st = cl_fail(ctx, "clEnqueueNDRangeKernel(pe_sinusoidal)", err);
+    }
+    /* Safe right after enqueueing: OpenCL keeps the buffer until the kernel is done. */
+    clReleaseMemObject(freq);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+const struct pe_backend_vtable pe_opencl_vtable = {
+    .kind = POSENC_BACKEND_OPENCL,
+    .name = "opencl",
+    .device_count = cl_device_count,
+    .create = cl_create,
+    .destroy = cl_destroy,
+    .get_info = cl_get_info,
+    .finish = cl_finish,
+    .buffer_create = cl_buffer_create,
+    .buffer_destroy = cl_buffer_destroy,
+    .buffer_write = cl_buffer_write,
+    .buffer_read = cl_buffer_read,
+    .sinusoidal = cl_sinusoidal,
+};

@@ -1,0 +1,119 @@
+/* harness.c - see harness.h. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct th_state th;
+
+static void th_log(posenc_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level <= POSENC_LOG_WARN) {
+        if (level == POSENC_LOG_WARN) {
+            th.warnings++;
+            fprintf(stderr, "posenc warning: %s\n", msg);
+        }
+    }
+}
+
+static int required(posenc_backend_kind kind)
+{
+    const char *req = getenv("POSENC_TEST_REQUIRE");
+    if (!req)
+        return 0;
+    const char *name = posenc_backend_name(kind);
+    size_t n = strlen(name);
+    for (const char *p = req; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == req || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+            return 1;
+    return 0;
+}
+
+int th_init(int argc, char **argv, const char *suite)
+{
+    memset(&th, 0, sizeof(th));
+    th.kind = POSENC_BACKEND_CPU;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
+            const char *b = argv[++i];
+            int found = 0;
+            for (int k = 1; k < POSENC_BACKEND_COUNT; k++)
+                if (!strcmp(b, posenc_backend_name((posenc_backend_kind)k))) {
+                    th.kind = (posenc_backend_kind)k;
+                    found = 1;
+                }
+            if (!found) {
+                fprintf(stderr, "%s: unknown backend '%s'\n", suite, b);
+                return 1;
+            }
+        }
+    }
+    char err[512];
+    struct posenc_context_params rp = {.backend = POSENC_BACKEND_CPU};
+    if (posenc_context_create(&rp, &th.ref, err, sizeof(err)) != POSENC_OK) {
+        fprintf(stderr, "%s: cannot create the CPU reference: %s\n", suite, err);
+        return 1;
+    }
+    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    posenc_status st = posenc_context_create(&p, &th.dut, err, sizeof(err));
+    if (st != POSENC_OK) {
+        posenc_context_destroy(&th.ref);
+        if (st == POSENC_ERR_UNAVAILABLE && !required(th.kind)) {
+            printf("SKIP %s on %s: %s\n", suite, posenc_backend_name(th.kind), err);
+            return 77;
+        }
+        fprintf(stderr, "%s: backend %s: %s: %s\n", suite, posenc_backend_name(th.kind),
+                posenc_status_string(st), err);
+        return 1;
+    }
+    struct posenc_device_info info;
+    posenc_context_get_info(th.dut, &info);
+    printf("%s on %s: %s (%s)\n", suite, posenc_backend_name(th.kind), info.device_name,
+           info.api_version);
+    if (th.warnings) {
+        fprintf(stderr, "%s: %d warnings while creating the context\n", suite, th.warnings);
+        return 1;
+    }
+    return -1;
+}
+
+void th_fini(void)
+{
+    posenc_context_destroy(&th.dut);
+    posenc_context_destroy(&th.ref);
+}
+
+void th_check_warnings(void)
+{
+    int n = th.warnings;
+    th.warnings = 0;
+    if (n)
+        fail_msg("%d driver/validation warnings (see stderr)", n);
+}
+
+posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes)
+{
+    posenc_buffer *b = NULL;
+    assert_int_equal(posenc_buffer_create(ctx, bytes, &b), POSENC_OK);
+    assert_int_equal(posenc_buffer_write(b, 0, src, bytes), POSENC_OK);
+    return b;
+}
+
+void *th_download(posenc_buffer *b)
+{
+    size_t n = posenc_buffer_size(b);
+    void *p = malloc(n);
+    assert_non_null(p);
+    assert_int_equal(posenc_buffer_read(b, 0, p, n), POSENC_OK);
+    return p;
+}
+
+int th_run(const char *suite, const struct CMUnitTest *tests, size_t count)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "%s/%s", suite, posenc_backend_name(th.kind));
+    return _cmocka_run_group_tests(name, tests, count, NULL, NULL);
+}

@@ -1,0 +1,46 @@
+/*
+ * harness.h - what every posenc test program shares: `--backend NAME` parsing, the
+ * device-under-test context (created with POSENC_CONTEXT_DEBUG so that Vulkan runs under
+ * the Khronos validation layer) plus a CPU reference context, and the warning counter
+ * that turns any driver or validation message into a failure.
+ *
+ * Exit codes: 77 (meson's SKIP) only when the backend is absent (not compiled in or no
+ * device) and not listed in POSENC_TEST_REQUIRE (comma-separated backend names, set by
+ * CI so that a missing backend fails instead of skipping).
+ */
+#ifndef POSENC_TEST_HARNESS_H
+#define POSENC_TEST_HARNESS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "posenc.h"
+
+struct th_state {
+    posenc_backend_kind kind;
+    posenc_context *dut; /* the backend under test */
+    posenc_context *ref; /* the CPU reference */
+    int warnings;        /* WARN messages from the dut since the last th_check_warnings */
+};
+extern struct th_state th;
+
+/* Parse args and open the contexts. Returns -1 to go on, or an exit code (77 = skip). */
+int th_init(int argc, char **argv, const char *suite);
+void th_fini(void);
+
+/* Fail the current test if the dut logged warnings (validation messages) since the
+ * last call, and reset the counter. */
+void th_check_warnings(void);
+
+/* A buffer on `ctx` holding `bytes` bytes copied from `src` (asserts success). */
+posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes);
+/* Read a whole buffer into a malloc'd block (asserts success). */
+void *th_download(posenc_buffer *b);
+
+/* Run the cmocka tests (any count, heap arrays too) under the suite name. */
+int th_run(const char *suite, const struct CMUnitTest *tests, size_t count);
+
+#endif
