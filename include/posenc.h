@@ -356,6 +356,365 @@ POSENC_API posenc_status posenc_sinusoidal_freqs(int64_t d,
                                                  const struct posenc_sinusoidal_params *params,
                                                  double *out_freq);
 
+/* ------------------------------------------------------------------------------------ */
+/* RoPE: rotary position embedding (Su et al. 2021) and its context-extension scalings   */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Every RoPE variant is: for rotated pair j (0 <= j < n_dims/2) of a head,
+ *
+ *     angle_j = pos[stream_j] * w_j
+ *     (y_a, y_b) = mscale * (x_a cos(angle_j) - x_b sin(angle_j),
+ *                            x_a sin(angle_j) + x_b cos(angle_j))
+ *
+ * where (a, b) are the two dims of the pair (set by the mode), w_j is the per-pair
+ * frequency after scaling, stream_j selects one of the token's position streams
+ * (M-RoPE, vision) and mscale is the magnitude (attention) factor. posenc computes w_j,
+ * stream_j and mscale once per call, on the host, in double (posenc_rope_freqs());
+ * kernels only rotate. Dims outside the rotated window [n_offs, n_offs + n_dims) are
+ * copied unchanged.
+ */
+typedef enum posenc_rope_mode {
+    /* GPT-J, ggml mode 0 (NORMAL): pair j = dims (2j, 2j+1); one position stream. */
+    POSENC_ROPE_NORMAL = 0,
+    /* GPT-NeoX, HF rotate_half, ggml mode 2: pair j = dims (j, j + n_dims/2). */
+    POSENC_ROPE_NEOX = 1,
+    /* Qwen2-VL / Qwen2.5-VL M-RoPE, ggml mode 8: NeoX pairs; pairs are assigned to
+     * position streams (t, h, w, extra) in contiguous sections of sections[0..3] pairs,
+     * repeating if the sections cover fewer than n_dims/2 pairs. w_j = base^(-2j/n_dims). */
+    POSENC_ROPE_MROPE = 2,
+    /* Qwen3-VL interleaved M-RoPE, ggml mode 40: NeoX pairs; with sector = j % (sum of
+     * sections), pair j uses stream 1 (h) when sector%3 == 1 and sector < 3*sections[1],
+     * 2 (w) when sector%3 == 2 and sector < 3*sections[2], 0 (t) when sector%3 == 0 and
+     * sector < 3*sections[0], else stream 3 (ggml's rule). */
+    POSENC_ROPE_IMROPE = 3,
+    /* 2-D vision RoPE (Qwen2-VL ViT, ggml mode 24): NeoX pairs over the whole window;
+     * the first sections[0] pairs use stream 0, the next sections[1] pairs stream 1, and
+     * the frequency index restarts in each section: w_j = base^(-2k/(n_dims/2)) with k
+     * the pair's index inside its section. */
+    POSENC_ROPE_VISION = 4
+} posenc_rope_mode;
+
+typedef enum posenc_rope_scaling_kind {
+    POSENC_ROPE_SCALING_NONE = 0,        /* w_j = base^(-2j/n_dims) */
+    POSENC_ROPE_SCALING_LINEAR = 1,      /* position interpolation: w_j / factor */
+    POSENC_ROPE_SCALING_NTK = 2,         /* static NTK-aware: base * factor^(n/(n-2)) */
+    /* HF "dynamic": with L = seq_len, if L > original_ctx the base becomes
+     * base * (factor*L/original_ctx - (factor-1))^(n/(n-2)); at or below original_ctx
+     * the original base is used. */
+    POSENC_ROPE_SCALING_DYNAMIC_NTK = 3,
+    /* YaRN as in the paper and HF: per-pair blend of w_j (extrapolation) and w_j/factor
+     * (interpolation) by a linear ramp between the correction dims of beta_fast and
+     * beta_slow over original_ctx, truncated to integers unless
+     * POSENC_ROPE_YARN_NO_TRUNCATE (GPT-OSS); mscale = attention_factor, default
+     * 0.1*ln(factor)+1, or the DeepSeek form from mscale / mscale_all_dim. */
+    POSENC_ROPE_SCALING_YARN = 4,
+    /* Llama 3.1 / 3.2: pairs with wavelength < original_ctx/high_freq_factor kept, those
+     * with wavelength > original_ctx/low_freq_factor divided by factor, smooth between. */
+    POSENC_ROPE_SCALING_LLAMA3 = 5,
+    /* LongRoPE (Phi-3, Phi-4-mini): w_j / short_factor[j] when seq_len <= original_ctx,
+     * w_j / long_factor[j] above; mscale = attention_factor, default
+     * sqrt(1 + ln(factor)/ln(original_ctx)) (1 when factor <= 1). */
+    POSENC_ROPE_SCALING_LONGROPE = 6,
+    /* ggml's YaRN (ggml_rope_ext with ext_factor): freq_scale = 1/factor; the ramp uses
+     * ggml's floor/ceil correction dims, blended by ext_factor; when ext_factor != 0
+     * mscale *= 1 + 0.1*ln(factor). Matches ggml's CPU backend. */
+    POSENC_ROPE_SCALING_GGML_YARN = 7
+} posenc_rope_scaling_kind;
+
+/* posenc_rope_scaling.flags */
+enum {
+    POSENC_ROPE_YARN_NO_TRUNCATE = 1u << 0 /* YaRN: keep fractional correction dims */
+};
+
+/* Frequency scaling. All-zero = no scaling. Fields not used by `kind` must be 0. */
+struct posenc_rope_scaling {
+    posenc_rope_scaling_kind kind;
+    float factor;            /* s > 0 (LINEAR, NTK, DYNAMIC_NTK, YARN, LLAMA3, LONGROPE,
+                              * GGML_YARN); 0 -> 1 */
+    int32_t original_ctx;    /* original_max_position_embeddings (DYNAMIC_NTK, YARN, LLAMA3,
+                              * LONGROPE, GGML_YARN): required > 0 for those kinds */
+    /* DYNAMIC_NTK and LONGROPE: the current sequence length (largest position + 1).
+     * 0 -> posenc reads the positions back from the device to find it (a host sync). */
+    int32_t seq_len;
+    float beta_fast;         /* YARN, GGML_YARN: 0 -> 32 */
+    float beta_slow;         /* YARN, GGML_YARN: 0 -> 1 */
+    float attention_factor;  /* YARN, LONGROPE: 0 -> the default formula above */
+    float mscale;            /* YARN (DeepSeek): 0 -> unused */
+    float mscale_all_dim;    /* YARN (DeepSeek): 0 -> unused */
+    float ext_factor;        /* GGML_YARN: ggml's ext_factor (0 = pure interpolation) */
+    float low_freq_factor;   /* LLAMA3: 0 -> 1 */
+    float high_freq_factor;  /* LLAMA3: 0 -> 4 */
+    const float *short_factor; /* LONGROPE: [n_dims/2] */
+    const float *long_factor;  /* LONGROPE: [n_dims/2] */
+    uint32_t flags;          /* POSENC_ROPE_YARN_* */
+};
+
+/* posenc_rope_params.flags */
+enum {
+    /* The backward pass: rotate by -angle (the transpose of the forward rotation), times
+     * mscale, as ggml_rope_back. Applying it to the forward output restores x * mscale^2. */
+    POSENC_ROPE_BACKWARD = 1u << 0
+};
+
+/* Parameters of the RoPE ops. All-zero (or NULL) = NORMAL mode over the whole head,
+ * base 10000, no scaling. Pointers are read during the call only. */
+struct posenc_rope_params {
+    posenc_rope_mode mode;
+    int32_t n_dims;          /* rotated dims, even, > 0; 0 -> head_dim - n_offs */
+    int32_t n_offs;          /* first rotated dim (ggml n_offs); >= 0 */
+    float freq_base;         /* 0 -> 10000; finite and > 0 */
+    float attn_factor;       /* magnitude multiplier on top of the scaling's; 0 -> 1 */
+    int32_t sections[4];     /* MROPE, IMROPE, VISION: pairs per stream */
+    /* Optional [n_dims/2]: position stream of each pair (0..3). Replaces the mode's own
+     * assignment (Pixtral, Llama 4 and other 2-D layouts). */
+    const uint8_t *pair_stream;
+    /* Optional [n_dims/2]: divide the base frequencies w_j by these before the scaling
+     * kind is applied (ggml freq_factors, rope_freqs.weight). */
+    const float *freq_factors;
+    /* Optional [n_dims/2]: the frequencies themselves, replacing base, mode-specific
+     * exponents and scaling (mscale then = attn_factor). */
+    const float *freqs;
+    struct posenc_rope_scaling scaling;
+    uint32_t flags;          /* POSENC_ROPE_* */
+    uint32_t reserved[4];    /* must be zero */
+};
+
+/* What posenc_rope_freqs() derived, for inspection and for the attention op. */
+struct posenc_rope_info {
+    int32_t n_dims;          /* resolved rotated dims */
+    int32_t n_streams;       /* position streams the pairs use (pos->ne[1] must be >= this) */
+    double base;             /* base after NTK / dynamic NTK */
+    double mscale;           /* magnitude applied to cos/sin (attn_factor included) */
+    /* Factor for the softmax scale 1/sqrt(d) (DeepSeek YaRN: get_mscale(s, mscale_all_dim)^2;
+     * 1 otherwise). posenc does not apply it; the attention op multiplies it in. */
+    double softmax_scale;
+    double corr_low;         /* YaRN: the correction dims (after truncation); 0 otherwise */
+    double corr_high;
+    int32_t seq_len;         /* DYNAMIC_NTK / LONGROPE: the length used */
+    int32_t long_factors;    /* LONGROPE: 1 if long_factor was used */
+};
+
+/*
+ * The per-pair table of posenc_rope(), in double, for a head of `head_dim` dims:
+ * out_freq[j] = w_j and out_stream[j] = stream_j for j < n_dims/2 (either array may be
+ * NULL; size them for head_dim/2 entries). `seq_len` of DYNAMIC_NTK / LONGROPE must be
+ * given here (> 0). out_info may be NULL.
+ */
+POSENC_API posenc_status posenc_rope_freqs(int64_t head_dim, const struct posenc_rope_params *params,
+                                           double *out_freq, uint8_t *out_stream,
+                                           struct posenc_rope_info *out_info);
+
+/*
+ * Rotate x into dst.
+ *
+ *   x, dst  [head_dim, n_head, T, B]  f32 or f16 (independently); ggml's layout. Other
+ *           layouts (HF's [B, H, T, D]) are strided views of the same memory.
+ *           dst may be exactly x (in place); otherwise they must not overlap.
+ *   pos     [T, S, 1 or B, 1]  I32 or F32 (fractional positions: time series); S >= the
+ *           streams the pairs use (1 for NORMAL/NEOX; ggml passes 4 for M-RoPE).
+ *
+ * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, strides or params (n_dims
+ * odd or > head_dim - n_offs, unknown mode, NaN factors, ...).
+ */
+POSENC_API posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x,
+                                     const posenc_tensor *pos, const posenc_tensor *dst,
+                                     const struct posenc_rope_params *params);
+
+/*
+ * Rotate queries and keys in one launch: q [head_dim, Hq, T, B] -> q_out and
+ * k [head_dim, Hk, T, B] -> k_out with the same positions and params (GQA: Hq != Hk).
+ * Each output may be its input (in place). Same checks as posenc_rope.
+ */
+POSENC_API posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q,
+                                        const posenc_tensor *k, const posenc_tensor *pos,
+                                        const posenc_tensor *q_out, const posenc_tensor *k_out,
+                                        const struct posenc_rope_params *params);
+
+/*
+ * Re-rotate keys that were rotated with (pos_from, from) so they become rotated with
+ * (pos_to, to), in one pass: angle_j = pos_to*w_to_j - pos_from*w_from_j, magnitude
+ * mscale_to/mscale_from. For context shift (pos_to = pos_from - n_discard) and for
+ * switching dynamic-NTK / LongRoPE tables without recomputing K. Both params must
+ * resolve to the same mode, n_dims and n_offs.
+ */
+POSENC_API posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
+                                              const posenc_tensor *pos_from,
+                                              const struct posenc_rope_params *from,
+                                              const posenc_tensor *pos_to,
+                                              const struct posenc_rope_params *to,
+                                              const posenc_tensor *dst);
+
+/*
+ * ggml compatibility: turn a GGML_OP_ROPE node's op_params (the 15 int32 words ggml
+ * stores: n_past, n_dims, mode, n_ctx, n_ctx_orig, then freq_base, freq_scale,
+ * ext_factor, attn_factor, beta_fast, beta_slow as float bits, then sections[4]) into
+ * posenc params with ggml's semantics (mode 0/2/8/24/40, GGML_YARN scaling when
+ * freq_scale != 1 or ext_factor != 0). `freq_factors` is ggml's optional src[2] data
+ * ([n_dims/2] floats) or NULL; it is stored in out->freq_factors, so it must outlive
+ * the posenc_rope call. `head_dim` is src[0]->ne[0] (VISION's n_dims is ggml's n_dims*2).
+ */
+POSENC_API posenc_status posenc_rope_params_from_ggml(const int32_t op_params[15],
+                                                      int64_t head_dim,
+                                                      const float *freq_factors,
+                                                      struct posenc_rope_params *out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Learned absolute positions (BERT, GPT-2, OPT, ViT)                                    */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * dst = x + table[pos] (or dst = table[pos] when x is NULL).
+ *
+ *   table  [d, rows]        f32 or f16: row r is the embedding of position r.
+ *   pos    [T, 1 or B]      I32: the row of each token.
+ *   x, dst [d, T, B]        f32 or f16; x may be exactly dst (in place).
+ *
+ * A position < 0 or >= rows is an error, never a clamp: POSENC_ERR_OUT_OF_RANGE with a
+ * message naming the token index and its value (the seed's "2,049th token" of a
+ * 2,048-row table), and dst untouched. To guarantee that, posenc reads the positions
+ * back to the host before launching (this waits for queued work).
+ */
+POSENC_API posenc_status posenc_learned(posenc_context *ctx, const posenc_tensor *x,
+                                        const posenc_tensor *pos, const posenc_tensor *table,
+                                        const posenc_tensor *dst);
+
+/*
+ * The backward pass of posenc_learned: dtable[pos[t]] += dy[t] for every token, in
+ * place on dtable ([d, rows], f32 or f16). Deterministic: every row sums its tokens in
+ * token order (no float atomics), so results are the same bits on every run, and equal
+ * across backends up to f32 rounding. Positions out of range: as posenc_learned.
+ */
+POSENC_API posenc_status posenc_learned_backward(posenc_context *ctx, const posenc_tensor *dy,
+                                                 const posenc_tensor *pos,
+                                                 const posenc_tensor *dtable);
+
+/* ------------------------------------------------------------------------------------ */
+/* 2-D positions for vision transformers (MAE, DiT, DINOv2)                              */
+/* ------------------------------------------------------------------------------------ */
+
+struct posenc_2d_params {
+    float base;          /* 0 -> 10000 */
+    /* Positions are (column, row) / grid_scale: DiT/PixArt's grid_size/base_size times
+     * their interpolation scale. 0 -> 1. */
+    float grid_scale;
+    int32_t cls_token;   /* 1: row 0 of dst is a zero row for the class token (MAE) */
+    uint32_t reserved[4];
+};
+
+/*
+ * MAE's 2-D sin-cos table for an grid_h x grid_w patch grid: token t = r*grid_w + c (+1
+ * with a class token) gets [sincos_1d(d/2, c), sincos_1d(d/2, r)], each 1-D half in the
+ * half-split layout (sin block, cos block) with w_i = base^(-2i/(d/2)): the width
+ * coordinate first, as MAE's get_2d_sincos_pos_embed. dst: [d, grid_h*grid_w (+1)],
+ * f32 or f16; d must be a multiple of 4.
+ */
+POSENC_API posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid_w,
+                                          const posenc_tensor *dst,
+                                          const struct posenc_2d_params *params);
+
+typedef enum posenc_resize_filter {
+    POSENC_RESIZE_BICUBIC = 0,  /* torch bicubic, A = -0.75 (timm / DINOv2 default) */
+    POSENC_RESIZE_BILINEAR = 1  /* torch bilinear */
+} posenc_resize_filter;
+
+struct posenc_resize_params {
+    posenc_resize_filter filter;
+    int32_t cls_token;   /* 1: row 0 of src is a class token, copied to row 0 of dst */
+    uint32_t reserved[4];
+};
+
+/*
+ * Resize a learned position grid, as torch.nn.functional.interpolate with
+ * align_corners=False does for ViT / DINOv2 at a new resolution:
+ *   src [d, src_h*src_w (+1)] -> dst [d, dst_h*dst_w (+1)], rows in row-major grid order.
+ * The interpolation weights are computed on the host in double.
+ */
+POSENC_API posenc_status posenc_resize_2d(posenc_context *ctx, const posenc_tensor *src,
+                                          int64_t src_h, int64_t src_w, const posenc_tensor *dst,
+                                          int64_t dst_h, int64_t dst_w,
+                                          const struct posenc_resize_params *params);
+
+/* ------------------------------------------------------------------------------------ */
+/* Biases added to attention logits: relative (T5, Shaw) and ALiBi                       */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Logits are [K, Q, H, B] (ggml order: keys innermost): element (k, q, h, b) is the score
+ * of query q against key k in head h. Query q sits at position q + q_offset and key k at
+ * position k + k_offset (KV-cache decoding: q_offset = number of cached tokens).
+ */
+
+typedef enum posenc_relbias_kind {
+    /* T5: bucket of the relative position k - q (Raffel et al., HF _relative_position_bucket):
+     * half the buckets exact for small distances, the rest logarithmic up to
+     * max_distance. */
+    POSENC_RELBIAS_T5 = 0,
+    /* Shaw et al.: bucket = clip(k - q, -max_distance, max_distance) + max_distance,
+     * 2*max_distance + 1 buckets. */
+    POSENC_RELBIAS_CLIPPED = 1
+} posenc_relbias_kind;
+
+struct posenc_relbias_params {
+    posenc_relbias_kind kind;
+    int32_t num_buckets;   /* T5: 0 -> 32. CLIPPED: must be 0 (it is 2*max_distance+1) */
+    int32_t max_distance;  /* T5: 0 -> 128. CLIPPED: > 0 */
+    int32_t causal;        /* T5: 1 = unidirectional (decoder self-attention) */
+    int32_t q_offset;      /* position of query 0 */
+    int32_t k_offset;      /* position of key 0 */
+    uint32_t reserved[4];
+};
+
+/* The bucket of relative position rel = key_pos - query_pos (host helper, also what the
+ * kernels use): T5 with 32 buckets, max distance 128, bidirectional maps -5 -> 5, 0 -> 0,
+ * 7 -> 23, 200 -> 31. */
+POSENC_API posenc_status posenc_relbias_bucket(const struct posenc_relbias_params *params,
+                                               int64_t rel, int32_t *out_bucket);
+
+/*
+ * dst = logits + table[bucket(k - q), h]:  table [n_buckets, H] (f32 or f16; ne0 =
+ * buckets), logits/dst [K, Q, H, B] (f32 or f16; dst may be exactly logits). logits NULL:
+ * dst = the bias alone.
+ */
+POSENC_API posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
+                                        const posenc_tensor *table, const posenc_tensor *dst,
+                                        const struct posenc_relbias_params *params);
+
+/* Backward: dtable[bucket, h] += sum over (k, q, b) of dlogits with that bucket, in a
+ * fixed order (deterministic). dtable [n_buckets, H], updated in place. */
+POSENC_API posenc_status posenc_relbias_backward(posenc_context *ctx,
+                                                 const posenc_tensor *dlogits,
+                                                 const posenc_tensor *dtable,
+                                                 const struct posenc_relbias_params *params);
+
+struct posenc_alibi_params {
+    /* ggml's max_bias: slopes m_h = 2^(-max_bias*(h+1)/n) for h < n = 2^floor(log2 H), and
+     * 2^(-max_bias/2*(2(h-n)+1)/n) beyond: the paper's rule for any head count.
+     * 0 -> 8 (the paper). */
+    float max_bias;
+    int32_t causal;      /* 1: keys after the query get -inf */
+    int32_t symmetric;   /* 1: bias -m*|q - k| (encoder / bidirectional variant) */
+    int32_t q_offset;    /* as above */
+    int32_t k_offset;
+    const float *slopes; /* optional [H]: use these slopes instead */
+    uint32_t reserved[4];
+};
+
+/* The slopes for `n_head` heads into out_slopes[0 .. n_head-1] (double). For 8 heads
+ * 2^-1 ... 2^-8; for 12 heads those 8 then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5. */
+POSENC_API posenc_status posenc_alibi_slopes(int64_t n_head, const struct posenc_alibi_params *params,
+                                             double *out_slopes);
+
+/*
+ * dst = logits + bias with bias(k, q, h) = -m_h * (qpos - kpos) (symmetric: -m_h*|qpos -
+ * kpos|), and -inf where causal and kpos > qpos. The distance is formed in integers and
+ * converted once, so it is exact in f32 even for f16 logits. logits/dst [K, Q, H, B],
+ * f32 or f16; logits NULL: dst = the bias alone; dst may be exactly logits.
+ */
+POSENC_API posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
+                                      const posenc_tensor *dst,
+                                      const struct posenc_alibi_params *params);
+
 #ifdef __cplusplus
 }
 #endif

@@ -50,7 +50,20 @@ struct pe_backend_vtable {
 
     /* Ops. */
     posenc_status (*sinusoidal)(struct pe_backend *be, const struct pe_sinusoidal_op *op);
+    /* posenc_rope, posenc_rope_qk (x2/dst2 set) and posenc_rope_rerotate (pos_from set).
+     * sin/cos are computed once per (token, pair) and reused across heads. */
+    posenc_status (*rope)(struct pe_backend *be, const struct pe_rope_op *op);
+    posenc_status (*learned)(struct pe_backend *be, const struct pe_learned_op *op);
+    posenc_status (*learned_backward)(struct pe_backend *be, const struct pe_learned_bwd_op *op);
+    posenc_status (*resize_2d)(struct pe_backend *be, const struct pe_resize_op *op);
+    posenc_status (*relbias)(struct pe_backend *be, const struct pe_relbias_op *op);
+    posenc_status (*relbias_backward)(struct pe_backend *be, const struct pe_relbias_bwd_op *op);
+    posenc_status (*alibi)(struct pe_backend *be, const struct pe_alibi_op *op);
 };
+
+extern const struct pe_backend_vtable pe_cpu_vtable;
+extern const struct pe_backend_vtable pe_opencl_vtable;
+extern const struct pe_backend_vtable pe_vulkan_vtable;
 
 /* The registry (src/backends.c): the vtable for `kind`, or NULL if not compiled in. */
 const struct pe_backend_vtable *pe_backend_lookup(posenc_backend_kind kind);

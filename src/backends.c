@@ -3,14 +3,6 @@
 #include "backend.h"
 #include "posenc_config.h"
 
-extern const struct pe_backend_vtable pe_cpu_vtable;
-#if POSENC_HAVE_OPENCL
-extern const struct pe_backend_vtable pe_opencl_vtable;
-#endif
-#if POSENC_HAVE_VULKAN
-extern const struct pe_backend_vtable pe_vulkan_vtable;
-#endif
-
 static const struct pe_backend_vtable *const pe_backends[] = {
 #if POSENC_HAVE_VULKAN
     &pe_vulkan_vtable,

@@ -88,4 +88,126 @@ struct pe_sinusoidal_op {
     const float *freq_f32; /* [half], the same rounded to f32 (GPU backends) */
 };
 
+/*
+ * A resolved RoPE table (built by src/rope_freq.c): per rotated pair j < n_pairs its
+ * frequency (double for the CPU reference, f32 for the GPU kernels) and position stream.
+ */
+struct pe_rope_table {
+    int64_t n_pairs;
+    int64_t n_dims;           /* 2 * n_pairs */
+    int64_t n_offs;
+    posenc_rope_mode mode;
+    double *freq;             /* [n_pairs] */
+    float *freq_f32;          /* [n_pairs] */
+    uint8_t *stream;          /* [n_pairs] */
+    struct posenc_rope_info info;
+};
+
+/*
+ * Check `params` (NULL = defaults) for a head of head_dim dims, resolve every default and
+ * build the table. Messages name the field ("params->n_dims = 7 ..."). `seq_len` replaces
+ * params->scaling.seq_len when that is 0 (the front end found it from the positions);
+ * pass 0 when it is unknown (then DYNAMIC_NTK / LONGROPE without seq_len is an error).
+ * ctx may be NULL (no message is recorded then).
+ */
+posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
+                                  const struct posenc_rope_params *params, int32_t seq_len,
+                                  struct pe_rope_table *out);
+void pe_rope_table_free(struct pe_rope_table *t);
+
+/* posenc_rope / posenc_rope_qk / posenc_rope_rerotate, resolved. For each pair j of the
+ * window, each head i1, token i2 and batch i3:
+ *   angle = sign * pos[i2, stream[j], i3] * freq[j]
+ *           (rerotate: pos[..stream[j]..]*freq[j] - pos_from[..stream_from[j]..]*freq_from[j])
+ *   (dst[a], dst[b]) = mscale * (x[a] cos - x[b] sin, x[a] sin + x[b] cos)
+ * with a = n_offs + 2j, b = a + 1 (pairing 0) or a = n_offs + j, b = a + n_pairs
+ * (pairing 1). Dims outside [n_offs, n_offs + 2*n_pairs) are copied from x to dst. */
+struct pe_rope_op {
+    struct pe_view x, dst;       /* [head_dim, H, T, B] */
+    struct pe_view x2, dst2;     /* posenc_rope_qk's k, k_out; mem == NULL otherwise */
+    struct pe_view pos;          /* (t, s, b) at offset + t*st[0] + s*st[1] + b*st[2];
+                                  * st[2] == 0 when the positions are shared by the batch */
+    struct pe_view pos_from;     /* rerotate only; mem == NULL otherwise */
+    int64_t n_offs, n_pairs;
+    int pairing;                 /* 0: adjacent pairs (NORMAL), 1: half-split (NEOX...) */
+    int sign;                    /* +1 forward, -1 backward */
+    double mscale;
+    const double *freq;          /* [n_pairs] */
+    const float *freq_f32;
+    const uint8_t *stream;
+    const double *freq_from;     /* rerotate only */
+    const float *freq_from_f32;
+    const uint8_t *stream_from;
+};
+
+/* posenc_learned, resolved: dst[i0, t, b] = x[i0, t, b] + table[i0, pos(t, b)] (x.mem ==
+ * NULL: no x). pos(t, b) at pos.offset + t*pos.st[0] + b*pos.st[1] (st[1] == 0 when
+ * shared by the batch); every position was checked to be in [0, table.ne[1]). */
+struct pe_learned_op {
+    struct pe_view x, table, pos, dst;   /* x, dst [d, T, B]; table [d, rows] */
+};
+
+/* posenc_learned_backward, resolved: for each segment s (one table row), in order
+ *   acc = sum over e in entries[seg_start[s] .. seg_start[s+1]) of dy[i0, t(e), b(e)]
+ *   dtable[i0, seg_row[s]] += acc
+ * with e = t + T*b a flat token index, entries sorted by row and, within a row, by e:
+ * the summation order is fixed, so the result is deterministic. */
+struct pe_learned_bwd_op {
+    struct pe_view dy, dtable;           /* dy [d, T, B]; dtable [d, rows] */
+    int64_t n_tokens;                    /* T (to split e into t, b) */
+    int64_t n_segments;
+    const int32_t *entries;              /* [T*B] */
+    const int32_t *seg_start;            /* [n_segments + 1] */
+    const int32_t *seg_row;              /* [n_segments] */
+};
+
+/* posenc_resize_2d, resolved: for output grid cell (r, c) and channel i0
+ *   dst[i0, cls + r*dst_w + c] = sum_{a<4, b<4} wy[4r+a] wx[4c+b] src[i0, cls + iy[4r+a]*src_w + ix[4c+b]]
+ * (bilinear uses two taps; the other weights are 0 with a valid index). With cls, row 0
+ * of src is copied to row 0 of dst. */
+struct pe_resize_op {
+    struct pe_view src, dst;             /* [d, rows] */
+    int64_t src_w, dst_h, dst_w;
+    int cls;
+    const int32_t *ix, *iy;              /* [4*dst_w], [4*dst_h] */
+    const double *wx, *wy;               /* weights, double (CPU) */
+    const float *wx_f32, *wy_f32;        /* the same in f32 (GPU) */
+};
+
+/* posenc_relbias, resolved: for (k, q, h, b):
+ *   rel = (k + k_offset) - (q + q_offset)
+ *   dst[k,q,h,b] = logits[k,q,h,b] + table[bucket[rel - rel_min], h]
+ * (logits.mem == NULL: no logits). */
+struct pe_relbias_op {
+    struct pe_view logits, table, dst;   /* [K, Q, H, B]; table [n_buckets, H] */
+    int64_t q_offset, k_offset;
+    int64_t rel_min, n_rel;
+    const int32_t *bucket;               /* [n_rel] */
+};
+
+/* posenc_relbias_backward, resolved: for each bucket u and head h, in order
+ *   acc = sum over rel in rels[seg_start[u] .. seg_start[u+1]) (ascending), over b, over
+ *         q ascending (with k = q + q_offset + rel - k_offset in [0, K)) of dlogits[k,q,h,b]
+ *   dtable[u, h] += acc */
+struct pe_relbias_bwd_op {
+    struct pe_view dlogits, dtable;
+    int64_t q_offset, k_offset;
+    int64_t rel_min, n_buckets;
+    const int32_t *rels;                 /* rel - rel_min values, grouped by bucket */
+    const int32_t *seg_start;            /* [n_buckets + 1] */
+};
+
+/* posenc_alibi, resolved: for (k, q, h, b), with qp = q + q_offset, kp = k + k_offset and
+ * the distance dist = qp - kp formed in integers (symmetric: |qp - kp|):
+ *   causal and kp > qp:  dst = -inf
+ *   else                  dst = logits - slope[h] * (float)dist   (logits.mem == NULL: 0)
+ */
+struct pe_alibi_op {
+    struct pe_view logits, dst;          /* [K, Q, H, B] */
+    int64_t q_offset, k_offset;
+    int causal, symmetric;
+    const double *slopes;                /* [H] */
+    const float *slopes_f32;
+};
+
 #endif

@@ -1,18 +1,17 @@
 /* check.c - run verification cases on a device under test against the CPU reference. */
-#include "check.h"
+#include "check_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PC_GUARD 64      /* guard bytes before and after every output view */
-#define PC_POISON 0xA5u  /* byte pattern outputs are filled with before an op */
 
 const char *pc_op_name(enum pc_op op)
 {
     switch (op) {
     case PC_OP_SINUSOIDAL: return "sinusoidal";
+    case PC_OP_ROPE: return "rope";
     case PC_OP_COUNT: break;
     }
     return "?";
@@ -75,6 +74,23 @@ double pc_bound_sincos_f32(double a, double xs)
     return b;
 }
 
+/*
+ * One rotated element y = m*(xa cos t - xb sin t) computed in f32 against the exact value:
+ *  - the angle t' differs from t by at most `angle_err` (2 ulp of pos*w, see above), so
+ *    cos and sin move by at most angle_err each;
+ *  - evaluating cos/sin of t': 4 ulp each, <= 4 * 2^-23;
+ *  - m is rounded to f32 (u) and multiplied into cos and sin (u);
+ *  - the two products xa*c, xb*s and their difference round (u each, relative to
+ *    m*(|xa|+|xb|), which bounds every intermediate);
+ *  - the reference rounds its double result once (u).
+ * Every term scales with m*(|xa|+|xb|), so the bound is m*xsum*(angle_err + 2^-21 + 6u).
+ */
+double pc_bound_rope_f32(double angle_err, double m, double xsum)
+{
+    const double u = 0x1p-24;
+    return fabs(m) * xsum * (angle_err + 4.0 * 0x1p-23 + 6.0 * u);
+}
+
 /* An f16 result is the f32 value (within bound_f32 of exact) rounded to f16, and the
  * reference is the exact value rounded once: they differ by at most bound_f32 plus one
  * f16 ulp at the larger magnitude. */
@@ -85,7 +101,7 @@ double pc_bound_to_f16(double bound_f32, double value)
 
 /* ---- the case table ---------------------------------------------------------------------- */
 
-static void add_case(struct pc_case **cases, size_t *n, size_t *cap, const struct pc_case *c)
+void add_case(struct pc_case **cases, size_t *n, size_t *cap, const struct pc_case *c)
 {
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 64;
@@ -98,7 +114,7 @@ static void add_case(struct pc_case **cases, size_t *n, size_t *cap, const struc
     (*cases)[(*n)++] = *c;
 }
 
-static const char *view_name(enum pc_view v)
+const char *view_name(enum pc_view v)
 {
     return v == PC_VIEW_CONTIGUOUS ? "contig" : v == PC_VIEW_PADDED ? "padded" : "permuted";
 }
@@ -195,20 +211,16 @@ struct pc_case *pc_cases(enum pc_op op, size_t *out_count)
     size_t n = 0, cap = 0;
     if (op == PC_OP_SINUSOIDAL || op == PC_OP_COUNT)
         sinusoidal_cases(&cases, &n, &cap);
+    if (op == PC_OP_ROPE || op == PC_OP_COUNT)
+        pc_rope_cases(&cases, &n, &cap);
     *out_count = n;
     return cases;
 }
 
 /* ---- tensors on both contexts --------------------------------------------------------- */
 
-/* A layout of ne in a byte image: offset, strides, total bytes (guards included). */
-struct pc_layout {
-    size_t offset;
-    int64_t nb[4];
-    size_t bytes;
-};
 
-static struct pc_layout make_layout(const int64_t ne[4], size_t es, enum pc_view view)
+struct pc_layout make_layout(const int64_t ne[4], size_t es, enum pc_view view)
 {
     struct pc_layout l;
     memset(&l, 0, sizeof(l));
@@ -242,13 +254,13 @@ static struct pc_layout make_layout(const int64_t ne[4], size_t es, enum pc_view
     return l;
 }
 
-static size_t byte_at(const struct pc_layout *l, int64_t i0, int64_t i1, int64_t i2,
+size_t byte_at(const struct pc_layout *l, int64_t i0, int64_t i1, int64_t i2,
                       int64_t i3)
 {
     return l->offset + (size_t)(i0 * l->nb[0] + i1 * l->nb[1] + i2 * l->nb[2] + i3 * l->nb[3]);
 }
 
-static double get_val(const unsigned char *img, size_t at, posenc_dtype dt)
+double get_val(const unsigned char *img, size_t at, posenc_dtype dt)
 {
     if (dt == POSENC_DTYPE_F32) {
         float f;
@@ -265,7 +277,7 @@ static double get_val(const unsigned char *img, size_t at, posenc_dtype dt)
     return i;
 }
 
-static void set_val(unsigned char *img, size_t at, posenc_dtype dt, double v)
+void set_val(unsigned char *img, size_t at, posenc_dtype dt, double v)
 {
     if (dt == POSENC_DTYPE_F32) {
         float f = (float)v;
@@ -291,7 +303,7 @@ static void free_bufs(struct pc_bufs *b)
     posenc_buffer_destroy(&b->pos);
 }
 
-static posenc_status upload(posenc_context *ctx, const unsigned char *img, size_t bytes,
+posenc_status upload(posenc_context *ctx, const unsigned char *img, size_t bytes,
                             posenc_buffer **out)
 {
     posenc_status st = posenc_buffer_create(ctx, bytes, out);
@@ -374,7 +386,7 @@ static bool make_images(const struct pc_case *c, struct pc_images *im)
     return true;
 }
 
-static posenc_tensor view_of(posenc_buffer *b, const struct pc_layout *l, posenc_dtype dt,
+posenc_tensor view_of(posenc_buffer *b, const struct pc_layout *l, posenc_dtype dt,
                              const int64_t ne[4])
 {
     posenc_tensor t;
@@ -457,6 +469,10 @@ static double sinusoidal_bound(const struct pc_case *c, const struct pc_images *
 void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
                  struct pc_result *r)
 {
+    if (c->op == PC_OP_ROPE) {
+        pc_run_rope_case(ref, dut, c, r);
+        return;
+    }
     memset(r, 0, sizeof(*r));
     struct pc_images im;
     unsigned char *ref_img = NULL, *dut_img = NULL, *mask = NULL;

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum pc_op { PC_OP_SINUSOIDAL = 0, PC_OP_COUNT };
+enum pc_op { PC_OP_SINUSOIDAL = 0, PC_OP_ROPE = 1, PC_OP_COUNT };
 
 /* How tensors are laid out in their buffers. */
 enum pc_view {
@@ -44,7 +44,16 @@ struct pc_case {
     int64_t ne[4];
     uint64_t seed;
     struct posenc_sinusoidal_params sin;
+    /* rope */
+    int rope_call;                      /* enum pc_rope_call */
+    struct posenc_rope_params rope;     /* pointers point at static tables in check_rope.c */
+    struct posenc_rope_params rope_from;/* rerotate: the table the keys were rotated with */
+    int64_t k_heads;                    /* rope_qk: heads of k */
+    int n_streams;                      /* positions per token */
+    int64_t pos_shift;                  /* rerotate: pos_to = pos_from - pos_shift */
 };
+
+enum pc_rope_call { PC_ROPE = 0, PC_ROPE_QK = 1, PC_ROPE_REROTATE = 2 };
 
 struct pc_result {
     posenc_status status;   /* of the op on the dut (or of a setup step) */
@@ -74,6 +83,10 @@ double pc_ulp16(double v);
 /* |f32 device result - exact| for sin/cos of an f32 angle pos*w, magnitude |angle| = a,
  * fused with |x*scale| = xs (0 when not fused), stored as f32. */
 double pc_bound_sincos_f32(double a, double xs);
+/* |f32 device result - exact| of one rotated element m*(xa cos - xb sin) (or its
+ * partner), given a bound `angle_err` on the f32 angle's error, magnitude m, and
+ * |xa| + |xb| = xsum. */
+double pc_bound_rope_f32(double angle_err, double m, double xsum);
 /* The same stored as f16: the f32 bound plus one f16 ulp of the result. */
 double pc_bound_to_f16(double bound_f32, double value);
 

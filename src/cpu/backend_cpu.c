@@ -19,8 +19,6 @@ struct pe_cpu_backend {
 };
 _Static_assert(offsetof(struct pe_cpu_backend, base) == 0, "base must be first");
 
-extern const struct pe_backend_vtable pe_cpu_vtable;
-
 /* ---- element access ------------------------------------------------------------------ */
 
 static double load(const struct pe_view *v, int64_t idx)
@@ -91,6 +89,55 @@ static posenc_status cpu_sinusoidal(struct pe_backend *be, const struct pe_sinus
                     store(d, elem(d, ic, i1, i2, i3), vc);
                 }
             }
+    return POSENC_OK;
+}
+
+/* Rotate one tensor (x -> dst) with the per-(token, pair) cos/sin in cs[2*j], cs[2*j+1]. */
+static void cpu_rope_tensor(const struct pe_rope_op *op, const struct pe_view *x,
+                            const struct pe_view *d, int64_t i2, int64_t i3, const double *cs)
+{
+    int64_t lo = op->n_offs, hi = op->n_offs + 2 * op->n_pairs;
+    for (int64_t i1 = 0; i1 < x->ne[1]; i1++) {
+        for (int64_t j = 0; j < op->n_pairs; j++) {
+            int64_t a = op->pairing == 0 ? lo + 2 * j : lo + j;
+            int64_t b = op->pairing == 0 ? a + 1 : a + op->n_pairs;
+            double xa = load(x, elem(x, a, i1, i2, i3)), xb = load(x, elem(x, b, i1, i2, i3));
+            double c = cs[2 * j], s = cs[2 * j + 1];
+            store(d, elem(d, a, i1, i2, i3), xa * c - xb * s);
+            store(d, elem(d, b, i1, i2, i3), xa * s + xb * c);
+        }
+        for (int64_t i0 = 0; i0 < x->ne[0]; i0++)
+            if (i0 < lo || i0 >= hi)
+                store(d, elem(d, i0, i1, i2, i3), load(x, elem(x, i0, i1, i2, i3)));
+    }
+}
+
+static double pos_at(const struct pe_view *p, int64_t t, int64_t stream, int64_t batch)
+{
+    return load(p, p->offset + t * p->st[0] + stream * p->st[1] + batch * p->st[2]);
+}
+
+static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op)
+{
+    double *cs = malloc(sizeof(double) * 2 * (size_t)(op->n_pairs > 0 ? op->n_pairs : 1));
+    if (!cs)
+        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld cos/sin",
+                        (long long)op->n_pairs);
+    for (int64_t i3 = 0; i3 < op->x.ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < op->x.ne[2]; i2++) {
+            /* cos/sin once per (token, pair), in double, shared by every head */
+            for (int64_t j = 0; j < op->n_pairs; j++) {
+                double angle = op->sign * pos_at(&op->pos, i2, op->stream[j], i3) * op->freq[j];
+                if (op->pos_from.mem)
+                    angle -= pos_at(&op->pos_from, i2, op->stream_from[j], i3) * op->freq_from[j];
+                cs[2 * j] = cos(angle) * op->mscale;
+                cs[2 * j + 1] = sin(angle) * op->mscale;
+            }
+            cpu_rope_tensor(op, &op->x, &op->dst, i2, i3, cs);
+            if (op->x2.mem)
+                cpu_rope_tensor(op, &op->x2, &op->dst2, i2, i3, cs);
+        }
+    free(cs);
     return POSENC_OK;
 }
 
@@ -197,4 +244,5 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .buffer_write = cpu_buffer_write,
     .buffer_read = cpu_buffer_read,
     .sinusoidal = cpu_sinusoidal,
+    .rope = cpu_rope,
 };

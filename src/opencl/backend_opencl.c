@@ -24,6 +24,37 @@
  *    11  int    layout    posenc_sin_layout
  *    12  float  x_scale
  *   NDRange (half, ne1, ne2*ne3), each rounded up to the local size.
+ *
+ *   pe_rope  (cl/rope.cl; built with -DHAS_X=1 -DX_F16 -DDST_F16 -DHAS_X2 -DX2_F16
+ *             -DDST2_F16 -DPOS_I32 -DHAS_FROM -DPOS_FROM_I32, each 0 or 1)
+ *     0  mem    x         f32 or f16
+ *     1  long   x_off     elements
+ *     2  long4  x_st      elements, (st0, st1, st2, st3)
+ *     3  mem    dst       f32 or f16 (may be the x buffer: in place, or a disjoint view)
+ *     4  long   dst_off
+ *     5  long4  dst_st
+ *     6  mem    x2        fused Q/K: k (f32 or f16); x again without it
+ *     7  long   x2_off
+ *     8  long4  x2_st
+ *     9  mem    dst2      fused Q/K: k_out; dst again without it
+ *    10  long   dst2_off
+ *    11  long4  dst2_st
+ *    12  mem    pos       int32 or f32
+ *    13  long   pos_off
+ *    14  long4  pos_st    (st[0] for the token, st[1] for the stream, st[2] for the batch, 0)
+ *    15  mem    pos_from  rerotate: int32 or f32; pos again without it
+ *    16  long   pos_from_off
+ *    17  long4  pos_from_st
+ *    18  mem    tab       f32 [4 * n_pairs]: freq, freq_from (0 without), stream,
+ *                         stream_from (as floats); read-only, uploaded per call
+ *    19  long4  shape     (n_pairs, ne2, ne3, n_copy)   n_copy: dims outside the window
+ *                         when some tensor is not rotated in place, else 0
+ *    20  long4  dims      (x ne1, x2 ne1 or 0, n_offs, pairing)
+ *    21  int    flags     bit 0: copy x -> dst outside the window; bit 1: x2 -> dst2
+ *    22  float  mscale
+ *    23  int    sign      +1 forward (and rerotate), -1 backward
+ *   NDRange (n_pairs + n_copy, ne2, ne3), each rounded up to the local size. Each
+ *   work-item takes sin/cos once and loops over all heads of x and x2.
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -40,7 +71,7 @@
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
 #endif
 
-#define PE_CL_MAX_PROGRAMS 32
+#define PE_CL_MAX_PROGRAMS 64
 #define PE_CL_OPTS_MAX 160
 #define PE_CL_BUILD_LOG_SHOWN 300
 
@@ -69,10 +100,11 @@ struct pe_cl_backend {
     cl_command_queue queue;
     struct posenc_device_info info;
     size_t max_item_size[3];
-    struct pe_cl_source sources[4];
+    struct pe_cl_source sources[16];
     int n_sources;
     struct pe_cl_program programs[PE_CL_MAX_PROGRAMS];
     int n_programs;
+    int evict_next; /* the slot a full program cache reuses next */
 };
 
 _Static_assert(offsetof(struct pe_cl_backend, base) == 0,
@@ -656,9 +688,6 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
             return POSENC_OK;
         }
     }
-    if (be->n_programs >= PE_CL_MAX_PROGRAMS)
-        return pe_error(ctx, POSENC_ERR_INTERNAL, "opencl: program cache full (%d programs)",
-                        PE_CL_MAX_PROGRAMS);
     if (strlen(defines) >= PE_CL_OPTS_MAX)
         return pe_error(ctx, POSENC_ERR_INTERNAL, "opencl: build options too long");
 
@@ -712,7 +741,19 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
         return cl_fail(ctx, "clGetKernelWorkGroupInfo", err);
     }
 
-    struct pe_cl_program *p = &be->programs[be->n_programs++];
+    /* A full cache (many dtype combinations) recycles its slots in turn: releasing a
+     * kernel that is still enqueued is fine, OpenCL keeps it until the command is done. */
+    struct pe_cl_program *p;
+    if (be->n_programs < PE_CL_MAX_PROGRAMS) {
+        p = &be->programs[be->n_programs++];
+    } else {
+        p = &be->programs[be->evict_next];
+        be->evict_next = (be->evict_next + 1) % PE_CL_MAX_PROGRAMS;
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: program cache full, dropping %s [%s]", p->file,
+               p->options);
+        clReleaseKernel(p->kernel);
+        clReleaseProgram(p->program);
+    }
     p->file = file;
     pe_strlcpy(p->options, defines, sizeof(p->options));
     p->program = prog;
@@ -851,6 +892,133 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
     return st;
 }
 
+/* Whether two views are the same elements (in place). The front end guarantees that a
+ * destination is either exactly its input or disjoint from it. */
+static bool same_view(const struct pe_view *a, const struct pe_view *b)
+{
+    return a->mem == b->mem && a->dtype == b->dtype && a->offset == b->offset &&
+           a->st[0] == b->st[0] && a->st[1] == b->st[1] && a->st[2] == b->st[2] &&
+           a->st[3] == b->st[3];
+}
+
+static cl_long4 view_st(const struct pe_view *v)
+{
+    return long4_of(v->st[0], v->st[1], v->st[2], v->st[3]);
+}
+
+static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *op)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    posenc_context *ctx = be->base.ctx;
+    const struct pe_view *x = &op->x, *dst = &op->dst, *pos = &op->pos;
+    const bool has_x2 = op->x2.mem != NULL;
+    const bool has_from = op->pos_from.mem != NULL;
+    const struct pe_view *x2 = has_x2 ? &op->x2 : x, *dst2 = has_x2 ? &op->dst2 : dst;
+    const struct pe_view *pos_from = has_from ? &op->pos_from : pos;
+    const int64_t n_pairs = op->n_pairs;
+
+    const int64_t n_head = x->ne[1], n_head2 = has_x2 ? x2->ne[1] : 0;
+    if (n_pairs <= 0 || x->ne[2] == 0 || x->ne[3] == 0 || (n_head == 0 && n_head2 == 0))
+        return POSENC_OK;
+
+    /* Dims outside the rotated window, copied by extra slots of dimension 0. */
+    cl_int flags = 0;
+    if (!same_view(x, dst))
+        flags |= 1;
+    if (has_x2 && !same_view(x2, dst2))
+        flags |= 2;
+    const int64_t n_copy = flags ? x->ne[0] - 2 * n_pairs : 0;
+
+    const uint64_t n[3] = {(uint64_t)(n_pairs + n_copy), (uint64_t)x->ne[2],
+                           (uint64_t)x->ne[3]};
+
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines),
+             "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
+             "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d",
+             x->dtype == POSENC_DTYPE_F16, dst->dtype == POSENC_DTYPE_F16, has_x2,
+             has_x2 && x2->dtype == POSENC_DTYPE_F16, has_x2 && dst2->dtype == POSENC_DTYPE_F16,
+             pos->dtype == POSENC_DTYPE_I32, has_from,
+             !has_from || pos_from->dtype == POSENC_DTYPE_I32);
+    struct pe_cl_program *p = NULL;
+    PE_RETURN_IF_ERROR(get_program(be, "rope.cl", "pe_rope", defines, &p));
+
+    size_t global[3], local[3];
+    if (!launch_size(be, p, n, global, local))
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "rope: %llu x %llu x %llu work-items do not fit this device's size_t",
+                        (unsigned long long)n[0], (unsigned long long)n[1],
+                        (unsigned long long)n[2]);
+
+    /* freq, freq_from, stream, stream_from: one upload per call. */
+    const size_t np = (size_t)n_pairs;
+    float *tab = malloc(4 * np * sizeof(float));
+    if (!tab)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (rope table)");
+    for (size_t j = 0; j < np; j++) {
+        tab[j] = op->freq_f32[j];
+        tab[np + j] = has_from ? op->freq_from_f32[j] : 0.0f;
+        tab[2 * np + j] = (float)op->stream[j];
+        tab[3 * np + j] = has_from ? (float)op->stream_from[j] : 0.0f;
+    }
+    cl_int err;
+    cl_mem tab_mem = clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                    4 * np * sizeof(float), tab, &err);
+    free(tab);
+    if (!tab_mem || err != CL_SUCCESS)
+        return cl_fail_mem(ctx, "clCreateBuffer(rope table)", err);
+
+    cl_mem x_mem = (cl_mem)x->mem, dst_mem = (cl_mem)dst->mem;
+    cl_mem x2_mem = (cl_mem)x2->mem, dst2_mem = (cl_mem)dst2->mem;
+    cl_mem pos_mem = (cl_mem)pos->mem, pos_from_mem = (cl_mem)pos_from->mem;
+    const cl_long x_off = x->offset, dst_off = dst->offset, x2_off = x2->offset,
+                  dst2_off = dst2->offset, pos_off = pos->offset,
+                  pos_from_off = pos_from->offset;
+    const cl_long4 x_st = view_st(x), dst_st = view_st(dst), x2_st = view_st(x2),
+                   dst2_st = view_st(dst2);
+    const cl_long4 pos_st = long4_of(pos->st[0], pos->st[1], pos->st[2], 0);
+    const cl_long4 pos_from_st = long4_of(pos_from->st[0], pos_from->st[1], pos_from->st[2], 0);
+    const cl_long4 shape = long4_of(n_pairs, x->ne[2], x->ne[3], n_copy);
+    const cl_long4 dims = long4_of(n_head, n_head2, op->n_offs, op->pairing);
+    const cl_float mscale = (float)op->mscale;
+    const cl_int sign = op->sign < 0 ? -1 : 1;
+
+    struct {
+        size_t size;
+        const void *value;
+    } args[] = {
+        {sizeof(cl_mem), &x_mem},        {sizeof(cl_long), &x_off},
+        {sizeof(cl_long4), &x_st},       {sizeof(cl_mem), &dst_mem},
+        {sizeof(cl_long), &dst_off},     {sizeof(cl_long4), &dst_st},
+        {sizeof(cl_mem), &x2_mem},       {sizeof(cl_long), &x2_off},
+        {sizeof(cl_long4), &x2_st},      {sizeof(cl_mem), &dst2_mem},
+        {sizeof(cl_long), &dst2_off},    {sizeof(cl_long4), &dst2_st},
+        {sizeof(cl_mem), &pos_mem},      {sizeof(cl_long), &pos_off},
+        {sizeof(cl_long4), &pos_st},     {sizeof(cl_mem), &pos_from_mem},
+        {sizeof(cl_long), &pos_from_off}, {sizeof(cl_long4), &pos_from_st},
+        {sizeof(cl_mem), &tab_mem},      {sizeof(cl_long4), &shape},
+        {sizeof(cl_long4), &dims},       {sizeof(cl_int), &flags},
+        {sizeof(cl_float), &mscale},     {sizeof(cl_int), &sign},
+    };
+    posenc_status st = POSENC_OK;
+    for (cl_uint k = 0; k < PE_ARRAY_SIZE(args); k++) {
+        err = clSetKernelArg(p->kernel, k, args[k].size, args[k].value);
+        if (err != CL_SUCCESS) {
+            st = pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(pe_rope, %u) failed: %d (%s)",
+                          k, (int)err, cl_err_name(err));
+            break;
+        }
+    }
+    if (st == POSENC_OK) {
+        err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            st = cl_fail(ctx, "clEnqueueNDRangeKernel(pe_rope)", err);
+    }
+    /* Safe right after enqueueing: OpenCL keeps the buffer until the kernel is done. */
+    clReleaseMemObject(tab_mem);
+    return st;
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 const struct pe_backend_vtable pe_opencl_vtable = {
@@ -866,4 +1034,5 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .buffer_write = cl_buffer_write,
     .buffer_read = cl_buffer_read,
     .sinusoidal = cl_sinusoidal,
+    .rope = cl_rope,
 };

@@ -1,0 +1,157 @@
+/*
+ * rope.cl - rotary position embedding (posenc_rope, posenc_rope_qk, posenc_rope_rerotate).
+ *
+ * One work-item per (slot i, token i2, batch i3). A slot i < n_pairs is rotated pair i:
+ * the work-item reads its position(s), forms the angle in f32 and takes full-precision
+ * sin and cos ONCE, then rotates that pair in every head of x (and, fused Q/K, of x2:
+ * GQA allows a different head count). A slot n_pairs <= i < n_pairs + n_copy is one
+ * dimension outside the rotated window [n_offs, n_offs + 2*n_pairs); the work-item copies
+ * it from x to dst (and x2 to dst2) in every head, unless that tensor is rotated in place
+ * (flags bit 0: copy x -> dst, bit 1: copy x2 -> dst2). Both elements of a pair are read
+ * before either is written, so dst may be the very same view as x.
+ *
+ * Storage types come from -D options (0 or 1): X_F16 / DST_F16 (common.cl; HAS_X=1),
+ * X2_F16 / DST2_F16 / HAS_X2 (fused Q/K), POS_I32 and HAS_FROM / POS_FROM_I32 (rerotate).
+ * Offsets and strides are in elements of each tensor's own type; all index arithmetic is
+ * 64-bit. The NDRange may be rounded up past `shape`. The host
+ * (src/opencl/backend_opencl.c) lists the argument order.
+ *
+ * tab (f32, 4 * n_pairs): freq[j], freq_from[j], stream[j], stream_from[j] (streams are
+ * small integers stored exactly as floats), one buffer so that a call uploads once.
+ */
+
+#ifndef HAS_X2
+#define HAS_X2 0
+#endif
+#ifndef X2_F16
+#define X2_F16 0
+#endif
+#ifndef DST2_F16
+#define DST2_F16 0
+#endif
+#ifndef HAS_FROM
+#define HAS_FROM 0
+#endif
+#ifndef POS_FROM_I32
+#define POS_FROM_I32 1
+#endif
+
+#if HAS_X2 && X2_F16
+#define X2_T half
+#define PE_LOAD_X2(p, i) vload_half((size_t)(i), (p))
+#else
+#define X2_T float
+#define PE_LOAD_X2(p, i) ((p)[(i)])
+#endif
+#if HAS_X2 && DST2_F16
+#define DST2_T half
+#define PE_STORE_DST2(p, i, v) vstore_half_rte((v), (size_t)(i), (p))
+#else
+#define DST2_T float
+#define PE_STORE_DST2(p, i, v) ((p)[(i)] = (v))
+#endif
+#if HAS_FROM && !POS_FROM_I32
+#define POS_FROM_T float
+#else
+#define POS_FROM_T int
+#endif
+
+#define PE_ROPE_COPY_X 1
+#define PE_ROPE_COPY_X2 2
+
+/* Rotate pair (a, b) (element offsets from each head's start) of n_head heads of one
+ * token: the same c, s for all of them. */
+#define PE_ROPE_HEADS(LOAD, STORE, x, xr, x_st1, dst, dr, d_st1, n_head, xa, xb, da, db) \
+    for (long h = 0; h < (n_head); h++) {                                                \
+        const long xh = (xr) + h * (x_st1);                                              \
+        const long dh = (dr) + h * (d_st1);                                              \
+        const float va = LOAD(x, xh + (xa));                                             \
+        const float vb = LOAD(x, xh + (xb));                                             \
+        const float ya = va * c - vb * s;                                                \
+        const float yb = va * s + vb * c;                                                \
+        STORE(dst, dh + (da), ya);                                                       \
+        STORE(dst, dh + (db), yb);                                                       \
+    }
+
+/* Copy element (xi -> di) of n_head heads. */
+#define PE_COPY_HEADS(LOAD, STORE, x, xr, x_st1, dst, dr, d_st1, n_head, xi, di) \
+    for (long h = 0; h < (n_head); h++)                                          \
+        STORE(dst, (dr) + h * (d_st1) + (di), LOAD(x, (xr) + h * (x_st1) + (xi)));
+
+/*
+ * shape = (n_pairs, ne2 (tokens), ne3 (batch), n_copy)
+ * dims  = (n_head of x, n_head of x2 (0 without), n_offs, pairing)
+ */
+__kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
+                      __global DST_T *dst, const long dst_off, const long4 dst_st,
+                      __global const X2_T *x2, const long x2_off, const long4 x2_st,
+                      __global DST2_T *dst2, const long dst2_off, const long4 dst2_st,
+                      __global const POS_T *pos, const long pos_off, const long4 pos_st,
+                      __global const POS_FROM_T *pos_from, const long pos_from_off,
+                      const long4 pos_from_st, __global const float *tab, const long4 shape,
+                      const long4 dims, const int flags, const float mscale, const int sign)
+{
+    const long i = (long)get_global_id(0);
+    const long i2 = (long)get_global_id(1);
+    const long i3 = (long)get_global_id(2);
+    const long n_pairs = shape.s0;
+    if (i >= n_pairs + shape.s3 || i2 >= shape.s1 || i3 >= shape.s2)
+        return;
+    const long n_head = dims.s0;
+    const long xr = x_off + i2 * x_st.s2 + i3 * x_st.s3;
+    const long dr = dst_off + i2 * dst_st.s2 + i3 * dst_st.s3;
+#if HAS_X2
+    const long n_head2 = dims.s1;
+    const long x2r = x2_off + i2 * x2_st.s2 + i3 * x2_st.s3;
+    const long d2r = dst2_off + i2 * dst2_st.s2 + i3 * dst2_st.s3;
+#endif
+
+    if (i >= n_pairs) {
+        /* A pass-through dim: the k-th dim outside the window, in order. */
+        const long k = i - n_pairs;
+        const long n_offs = dims.s2;
+        const long c0 = k < n_offs ? k : k + 2 * n_pairs;
+        if (flags & PE_ROPE_COPY_X)
+            PE_COPY_HEADS(PE_LOAD_X, PE_STORE_DST, x, xr, x_st.s1, dst, dr, dst_st.s1, n_head,
+                          c0 * x_st.s0, c0 * dst_st.s0)
+#if HAS_X2
+        if (flags & PE_ROPE_COPY_X2)
+            PE_COPY_HEADS(PE_LOAD_X2, PE_STORE_DST2, x2, x2r, x2_st.s1, dst2, d2r, dst2_st.s1,
+                          n_head2, c0 * x2_st.s0, c0 * dst2_st.s0)
+#endif
+        return;
+    }
+
+    const long stream = (long)tab[2 * n_pairs + i];
+    const float p =
+        convert_float(pos[pos_off + i2 * pos_st.s0 + stream * pos_st.s1 + i3 * pos_st.s2]);
+    float angle = p * tab[i];
+#if HAS_FROM
+    const long stream_from = (long)tab[3 * n_pairs + i];
+    const float p_from = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
+                                                stream_from * pos_from_st.s1 +
+                                                i3 * pos_from_st.s2]);
+    angle = angle - p_from * tab[n_pairs + i];
+#endif
+    if (sign < 0)
+        angle = -angle;
+    float cr;
+    const float sr = sincos(angle, &cr);
+    const float c = cr * mscale;
+    const float s = sr * mscale;
+
+    long a, b; /* i0 of the pair's two dims */
+    if (dims.s3 == 0) {
+        a = dims.s2 + 2 * i;
+        b = a + 1;
+    } else {
+        a = dims.s2 + i;
+        b = a + n_pairs;
+    }
+    PE_ROPE_HEADS(PE_LOAD_X, PE_STORE_DST, x, xr, x_st.s1, dst, dr, dst_st.s1, n_head,
+                  a * x_st.s0, b * x_st.s0, a * dst_st.s0, b * dst_st.s0)
+#if HAS_X2
+    PE_ROPE_HEADS(PE_LOAD_X2, PE_STORE_DST2, x2, x2r, x2_st.s1, dst2, d2r, dst2_st.s1,
+                  n_head2, a * x2_st.s0, b * x2_st.s0, a * dst2_st.s0, b * dst2_st.s0)
+#endif
+}

@@ -1,0 +1,34 @@
+/* check_internal.h - helpers shared by the case runners of src/check (not installed). */
+#ifndef POSENC_CHECK_INTERNAL_H
+#define POSENC_CHECK_INTERNAL_H
+
+#include "check.h"
+
+#include <stddef.h>
+
+#define PC_GUARD 64     /* guard bytes before and after every output view */
+#define PC_POISON 0xA5u /* byte pattern outputs are filled with before an op */
+
+/* A layout of ne in a byte image: offset, strides, total bytes (guards included). */
+struct pc_layout {
+    size_t offset;
+    int64_t nb[4];
+    size_t bytes;
+};
+
+struct pc_layout make_layout(const int64_t ne[4], size_t es, enum pc_view view);
+size_t byte_at(const struct pc_layout *l, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
+double get_val(const unsigned char *img, size_t at, posenc_dtype dt);
+void set_val(unsigned char *img, size_t at, posenc_dtype dt, double v);
+posenc_status upload(posenc_context *ctx, const unsigned char *img, size_t bytes,
+                     posenc_buffer **out);
+posenc_tensor view_of(posenc_buffer *b, const struct pc_layout *l, posenc_dtype dt,
+                      const int64_t ne[4]);
+void add_case(struct pc_case **cases, size_t *n, size_t *cap, const struct pc_case *c);
+const char *view_name(enum pc_view v);
+
+void pc_rope_cases(struct pc_case **cases, size_t *n, size_t *cap);
+void pc_run_rope_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
+                      struct pc_result *r);
+
+#endif

@@ -1,0 +1,1035 @@
+/*
+ * backend_vulkan.c - the Vulkan backend: instance (+ validation messages forwarded to the
+ * log), physical and logical device, device memory and buffers, the command buffer and
+ * fence every submission goes through, device info. The op launches and pipelines are in
+ * ops_vulkan.c; the execution model is described in vk_internal.h.
+ *
+ * Portability floor: a Vulkan 1.1 instance and device and no optional feature. Device
+ * buffers prefer DEVICE_LOCAL memory; when that memory is also HOST_VISIBLE|HOST_COHERENT
+ * (integrated GPUs, lavapipe) it is mapped once and read/written by memcpy, otherwise
+ * through a host-visible staging buffer and vkCmdCopyBuffer. POSENC_VK_FORCE_STAGING=1
+ * forces the staging path (to test it on unified-memory devices).
+ */
+#include "vk_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PE_VK_VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
+#define PE_VK_PORTABILITY_ENUMERATION "VK_KHR_portability_enumeration"
+#define PE_VK_PORTABILITY_SUBSET "VK_KHR_portability_subset"
+#define PE_VK_STAGING_CHUNK ((VkDeviceSize)16 << 20) /* largest staging buffer, bytes */
+
+/* ------------------------------------------------------------------------------------ */
+/* Results and errors                                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+const char *pe_vk_result_name(VkResult r)
+{
+    switch (r) {
+#define PE_VK_CASE(x) \
+    case x:           \
+        return #x;
+        PE_VK_CASE(VK_SUCCESS)
+        PE_VK_CASE(VK_NOT_READY)
+        PE_VK_CASE(VK_TIMEOUT)
+        PE_VK_CASE(VK_EVENT_SET)
+        PE_VK_CASE(VK_EVENT_RESET)
+        PE_VK_CASE(VK_INCOMPLETE)
+        PE_VK_CASE(VK_ERROR_OUT_OF_HOST_MEMORY)
+        PE_VK_CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+        PE_VK_CASE(VK_ERROR_INITIALIZATION_FAILED)
+        PE_VK_CASE(VK_ERROR_DEVICE_LOST)
+        PE_VK_CASE(VK_ERROR_MEMORY_MAP_FAILED)
+        PE_VK_CASE(VK_ERROR_LAYER_NOT_PRESENT)
+        PE_VK_CASE(VK_ERROR_EXTENSION_NOT_PRESENT)
+        PE_VK_CASE(VK_ERROR_FEATURE_NOT_PRESENT)
+        PE_VK_CASE(VK_ERROR_INCOMPATIBLE_DRIVER)
+        PE_VK_CASE(VK_ERROR_TOO_MANY_OBJECTS)
+        PE_VK_CASE(VK_ERROR_FORMAT_NOT_SUPPORTED)
+        PE_VK_CASE(VK_ERROR_FRAGMENTED_POOL)
+        PE_VK_CASE(VK_ERROR_UNKNOWN)
+        PE_VK_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
+        PE_VK_CASE(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+#ifdef VK_VERSION_1_2
+        PE_VK_CASE(VK_ERROR_FRAGMENTATION)
+        PE_VK_CASE(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+#endif
+#ifdef VK_VERSION_1_3
+        PE_VK_CASE(VK_PIPELINE_COMPILE_REQUIRED)
+#endif
+#ifdef VK_KHR_surface
+        PE_VK_CASE(VK_ERROR_SURFACE_LOST_KHR)
+        PE_VK_CASE(VK_ERROR_NATIVE_WINDOW_IN_USE_KHR)
+#endif
+#ifdef VK_KHR_swapchain
+        PE_VK_CASE(VK_SUBOPTIMAL_KHR)
+        PE_VK_CASE(VK_ERROR_OUT_OF_DATE_KHR)
+#endif
+#ifdef VK_EXT_debug_report
+        PE_VK_CASE(VK_ERROR_VALIDATION_FAILED_EXT)
+#endif
+#ifdef VK_NV_glsl_shader
+        PE_VK_CASE(VK_ERROR_INVALID_SHADER_NV)
+#endif
+#undef PE_VK_CASE
+    default:
+        break;
+    }
+    return "VK_RESULT_UNKNOWN";
+}
+
+posenc_status pe_vk_fail(struct pe_vk_backend *be, const char *call, VkResult r)
+{
+    posenc_status st = POSENC_ERR_BACKEND;
+    if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY)
+        st = POSENC_ERR_OUT_OF_MEMORY;
+    return pe_error(be->base.ctx, st, "%s failed: %s (%d)", call, pe_vk_result_name(r), (int)r);
+}
+
+static bool env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Instance                                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL
+vk_debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                  VkDebugUtilsMessageTypeFlagsEXT types,
+                  const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    (void)severity;
+    (void)types;
+    posenc_context *ctx = user;
+    if (ctx)
+        pe_log(ctx, POSENC_LOG_WARN, "vulkan validation: %s",
+               data && data->pMessage ? data->pMessage : "(no message)");
+    return VK_FALSE; /* never abort the call */
+}
+
+static void fill_messenger_info(VkDebugUtilsMessengerCreateInfoEXT *mi, posenc_context *ctx)
+{
+    memset(mi, 0, sizeof *mi);
+    mi->sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+    mi->messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi->messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    mi->pfnUserCallback = vk_debug_callback;
+    mi->pUserData = ctx;
+}
+
+static bool has_extension(const VkExtensionProperties *ext, uint32_t n, const char *name)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(ext[i].extensionName, name) == 0)
+            return true;
+    return false;
+}
+
+/* Instance extensions (of the implementation, or of `layer`); NULL when there are none
+ * or on failure. */
+static VkExtensionProperties *instance_extensions(const char *layer, uint32_t *out_n)
+{
+    *out_n = 0;
+    uint32_t n = 0;
+    if (vkEnumerateInstanceExtensionProperties(layer, &n, NULL) != VK_SUCCESS || n == 0)
+        return NULL;
+    VkExtensionProperties *ext = calloc(n, sizeof *ext);
+    if (!ext)
+        return NULL;
+    VkResult r = vkEnumerateInstanceExtensionProperties(layer, &n, ext);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        free(ext);
+        return NULL;
+    }
+    *out_n = n;
+    return ext;
+}
+
+static bool layer_present(const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkLayerProperties *layers = calloc(n, sizeof *layers);
+    if (!layers)
+        return false;
+    bool found = false;
+    VkResult r = vkEnumerateInstanceLayerProperties(&n, layers);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(layers[i].layerName, name) == 0;
+    free(layers);
+    return found;
+}
+
+/*
+ * Create a Vulkan 1.1 instance. With `debug` (ctx != NULL), enable the validation layer
+ * and VK_EXT_debug_utils if present; *out_debug_utils says whether the extension is on.
+ * A 1.0-only loader answers VK_ERROR_INCOMPATIBLE_DRIVER.
+ */
+static VkResult vk_instance_create(posenc_context *ctx, bool debug, VkInstance *out,
+                                   bool *out_debug_utils)
+{
+    *out = VK_NULL_HANDLE;
+    if (out_debug_utils)
+        *out_debug_utils = false;
+    /* vkEnumerateInstanceVersion exists from loader 1.1 on; a 1.0 loader would reject
+     * apiVersion 1.1 anyway. */
+    if (!vkGetInstanceProcAddr(VK_NULL_HANDLE, "vkEnumerateInstanceVersion"))
+        return VK_ERROR_INCOMPATIBLE_DRIVER;
+
+    uint32_t n_ext = 0;
+    VkExtensionProperties *ext = instance_extensions(NULL, &n_ext);
+    const char *enabled_ext[2];
+    uint32_t n_enabled_ext = 0;
+    const char *enabled_layers[1];
+    uint32_t n_layers = 0;
+    VkInstanceCreateFlags flags = 0;
+
+#ifdef VK_KHR_portability_enumeration
+    /* MoltenVK and other non-conformant implementations are listed only with this. */
+    if (has_extension(ext, n_ext, PE_VK_PORTABILITY_ENUMERATION)) {
+        enabled_ext[n_enabled_ext++] = PE_VK_PORTABILITY_ENUMERATION;
+        flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+#endif
+
+    bool debug_utils = false;
+    if (debug) {
+        if (layer_present(PE_VK_VALIDATION_LAYER)) {
+            enabled_layers[n_layers++] = PE_VK_VALIDATION_LAYER;
+            uint32_t n_lext = 0;
+            VkExtensionProperties *lext = instance_extensions(PE_VK_VALIDATION_LAYER, &n_lext);
+            debug_utils = has_extension(lext, n_lext, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+            free(lext);
+        } else if (ctx) {
+            pe_log(ctx, POSENC_LOG_WARN,
+                   "vulkan: validation layer not installed (" PE_VK_VALIDATION_LAYER ")");
+        }
+        if (!debug_utils)
+            debug_utils = has_extension(ext, n_ext, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+        if (debug_utils)
+            enabled_ext[n_enabled_ext++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+        else if (ctx && n_layers)
+            pe_log(ctx, POSENC_LOG_WARN,
+                   "vulkan: " VK_EXT_DEBUG_UTILS_EXTENSION_NAME
+                   " not available, validation messages are not forwarded");
+    }
+    free(ext);
+
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        .pApplicationName = "posenc",
+        .applicationVersion = VK_MAKE_VERSION(POSENC_VERSION_MAJOR, POSENC_VERSION_MINOR,
+                                              POSENC_VERSION_PATCH),
+        .pEngineName = "posenc",
+        .engineVersion = VK_MAKE_VERSION(POSENC_VERSION_MAJOR, POSENC_VERSION_MINOR,
+                                         POSENC_VERSION_PATCH),
+        .apiVersion = VK_API_VERSION_1_1,
+    };
+    /* Chained so that messages from vkCreateInstance / vkDestroyInstance arrive too. */
+    VkDebugUtilsMessengerCreateInfoEXT mi;
+    fill_messenger_info(&mi, ctx);
+    VkInstanceCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+        .pNext = debug_utils ? &mi : NULL,
+        .flags = flags,
+        .pApplicationInfo = &app,
+        .enabledLayerCount = n_layers,
+        .ppEnabledLayerNames = n_layers ? enabled_layers : NULL,
+        .enabledExtensionCount = n_enabled_ext,
+        .ppEnabledExtensionNames = n_enabled_ext ? enabled_ext : NULL,
+    };
+    VkResult r = vkCreateInstance(&ci, NULL, out);
+    if (r != VK_SUCCESS) {
+        *out = VK_NULL_HANDLE;
+        return r;
+    }
+    if (out_debug_utils)
+        *out_debug_utils = debug_utils;
+    return VK_SUCCESS;
+}
+
+/* All physical devices; *out_list is NULL when there are none. */
+static VkResult vk_physical_devices(VkInstance inst, VkPhysicalDevice **out_list,
+                                    uint32_t *out_n)
+{
+    *out_list = NULL;
+    *out_n = 0;
+    for (;;) {
+        uint32_t n = 0;
+        VkResult r = vkEnumeratePhysicalDevices(inst, &n, NULL);
+        if (r != VK_SUCCESS)
+            return r;
+        if (n == 0)
+            return VK_SUCCESS;
+        VkPhysicalDevice *list = calloc(n, sizeof *list);
+        if (!list)
+            return VK_ERROR_OUT_OF_HOST_MEMORY;
+        r = vkEnumeratePhysicalDevices(inst, &n, list);
+        if (r == VK_INCOMPLETE) { /* a device appeared in between: try again */
+            free(list);
+            continue;
+        }
+        if (r != VK_SUCCESS) {
+            free(list);
+            return r;
+        }
+        *out_list = list;
+        *out_n = n;
+        return VK_SUCCESS;
+    }
+}
+
+static bool is_gpu_type(VkPhysicalDeviceType t)
+{
+    return t == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU ||
+           t == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+           t == VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU;
+}
+
+static const char *device_type_name(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return "CPU";
+    default:
+        return "other";
+    }
+}
+
+static void format_version(char *dst, size_t size, const char *prefix, uint32_t v)
+{
+    snprintf(dst, size, "%s%u.%u.%u", prefix, (v >> 22) & 0x7fu, (v >> 12) & 0x3ffu,
+             v & 0xfffu);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* device_count                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+static void set_reason(char *reason, size_t size, const char *call, VkResult r)
+{
+    if (reason && size)
+        snprintf(reason, size, "%s failed: %s (%d)", call, pe_vk_result_name(r), (int)r);
+}
+
+static posenc_status vk_device_count(int32_t *out_count, char *reason, size_t reason_size)
+{
+    *out_count = 0;
+    VkInstance inst;
+    VkResult r = vk_instance_create(NULL, false, &inst, NULL);
+    if (r != VK_SUCCESS) {
+        set_reason(reason, reason_size, "vkCreateInstance (Vulkan 1.1)", r);
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    VkPhysicalDevice *list;
+    uint32_t n;
+    r = vk_physical_devices(inst, &list, &n);
+    free(list);
+    vkDestroyInstance(inst, NULL);
+    if (r != VK_SUCCESS) {
+        set_reason(reason, reason_size, "vkEnumeratePhysicalDevices", r);
+        return POSENC_ERR_UNAVAILABLE;
+    }
+    *out_count = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* create / destroy                                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+static void vk_destroy(struct pe_backend *b);
+
+/* Pick the physical device (index among all, or among GPUs with gpu_only). */
+static posenc_status vk_pick_device(struct pe_vk_backend *be, int32_t device, bool gpu_only)
+{
+    posenc_context *ctx = be->base.ctx;
+    VkPhysicalDevice *list;
+    uint32_t n;
+    VkResult r = vk_physical_devices(be->instance, &list, &n);
+    if (r != VK_SUCCESS) {
+        if (r == VK_ERROR_INITIALIZATION_FAILED)
+            return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                            "vkEnumeratePhysicalDevices failed: %s (%d)",
+                            pe_vk_result_name(r), (int)r);
+        return pe_vk_fail(be, "vkEnumeratePhysicalDevices", r);
+    }
+    uint32_t count = 0;
+    VkPhysicalDevice chosen = VK_NULL_HANDLE;
+    for (uint32_t i = 0; i < n; i++) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(list[i], &p);
+        if (gpu_only && !is_gpu_type(p.deviceType))
+            continue;
+        if (device >= 0 && count == (uint32_t)device)
+            chosen = list[i];
+        count++;
+    }
+    free(list);
+    if (gpu_only && count == 0)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "no Vulkan GPU device (%u Vulkan device%s, none a GPU)", n,
+                        n == 1 ? "" : "s");
+    if (n == 0)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "no Vulkan device found");
+    if (!chosen)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "device %" PRId32 " is out of range: there %s %u Vulkan %sdevice%s",
+                        device, count == 1 ? "is" : "are", count, gpu_only ? "GPU " : "",
+                        count == 1 ? "" : "s");
+    be->phys = chosen;
+    return POSENC_OK;
+}
+
+/* Properties, limits and features of be->phys; fails if it is older than Vulkan 1.1. */
+static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtensionProperties *ext,
+                                     uint32_t n_ext)
+{
+    vkGetPhysicalDeviceProperties(be->phys, &be->props);
+    vkGetPhysicalDeviceMemoryProperties(be->phys, &be->mem_props);
+    uint32_t v = be->props.apiVersion;
+    if (VK_VERSION_MAJOR(v) == 1 && VK_VERSION_MINOR(v) < 1)
+        return pe_error(be->base.ctx, POSENC_ERR_UNAVAILABLE,
+                        "Vulkan device %" PRId32 " (%s) supports only Vulkan %u.%u; posenc "
+                        "needs 1.1",
+                        be->device_index, be->props.deviceName, VK_VERSION_MAJOR(v),
+                        VK_VERSION_MINOR(v));
+
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+    };
+    VkPhysicalDeviceProperties2 p2 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+        .pNext = &m3,
+    };
+#ifdef VK_KHR_driver_properties
+    VkPhysicalDeviceDriverPropertiesKHR drv = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES_KHR,
+    };
+    /* The instance is 1.1, so use the struct through the (1.2-promoted) device extension,
+     * which 1.2+ drivers keep listing. */
+    if (has_extension(ext, n_ext, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) {
+        m3.pNext = &drv;
+        be->has_driver_props = true;
+    }
+#else
+    (void)ext;
+    (void)n_ext;
+#endif
+    vkGetPhysicalDeviceProperties2(be->phys, &p2);
+    be->max_alloc = m3.maxMemoryAllocationSize;
+#ifdef VK_KHR_driver_properties
+    if (be->has_driver_props) {
+        pe_strlcpy(be->driver_name, drv.driverName, sizeof be->driver_name);
+        pe_strlcpy(be->driver_info, drv.driverInfo, sizeof be->driver_info);
+    }
+#endif
+
+    VkPhysicalDevice16BitStorageFeatures f16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+    };
+    VkPhysicalDeviceFeatures2 f2 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+        .pNext = &f16,
+    };
+    vkGetPhysicalDeviceFeatures2(be->phys, &f2);
+    be->f16_native = f16.storageBuffer16BitAccess == VK_TRUE;
+    return POSENC_OK;
+}
+
+static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_only)
+{
+    posenc_context *ctx = be->base.ctx;
+    bool debug = (ctx->flags & POSENC_CONTEXT_DEBUG) != 0;
+    bool debug_utils = false;
+    VkResult r = vk_instance_create(ctx, debug, &be->instance, &debug_utils);
+    if (r != VK_SUCCESS)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "vkCreateInstance (Vulkan 1.1) failed: %s (%d)",
+                        pe_vk_result_name(r), (int)r);
+    if (debug_utils) {
+        PFN_vkCreateDebugUtilsMessengerEXT create_messenger =
+            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+                be->instance, "vkCreateDebugUtilsMessengerEXT");
+        be->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+            be->instance, "vkDestroyDebugUtilsMessengerEXT");
+        VkDebugUtilsMessengerCreateInfoEXT mi;
+        fill_messenger_info(&mi, ctx);
+        if (create_messenger && be->destroy_messenger) {
+            r = create_messenger(be->instance, &mi, NULL, &be->messenger);
+            if (r != VK_SUCCESS) {
+                be->messenger = VK_NULL_HANDLE;
+                pe_log(ctx, POSENC_LOG_WARN, "vulkan: vkCreateDebugUtilsMessengerEXT failed: %s",
+                       pe_vk_result_name(r));
+            }
+        }
+    }
+
+    be->device_index = device;
+    PE_RETURN_IF_ERROR(vk_pick_device(be, device, gpu_only));
+
+    uint32_t n_ext = 0;
+    VkExtensionProperties *ext = NULL;
+    r = vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n_ext, NULL);
+    if (r == VK_SUCCESS && n_ext) {
+        ext = calloc(n_ext, sizeof *ext);
+        if (!ext)
+            return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+        r = vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n_ext, ext);
+    }
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        free(ext);
+        return pe_vk_fail(be, "vkEnumerateDeviceExtensionProperties", r);
+    }
+    posenc_status st = vk_query_device(be, ext, n_ext);
+    bool portability_subset = has_extension(ext, n_ext, PE_VK_PORTABILITY_SUBSET);
+    free(ext);
+    if (st != POSENC_OK)
+        return st;
+
+    /* A queue family with compute (every Vulkan device has one). */
+    uint32_t n_fam = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &n_fam, NULL);
+    VkQueueFamilyProperties *fam = calloc(n_fam ? n_fam : 1, sizeof *fam);
+    if (!fam)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &n_fam, fam);
+    uint32_t family = UINT32_MAX;
+    for (uint32_t i = 0; i < n_fam && family == UINT32_MAX; i++)
+        if ((fam[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && fam[i].queueCount > 0)
+            family = i;
+    free(fam);
+    if (family == UINT32_MAX)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "Vulkan device %" PRId32 " (%s) has no compute queue", device,
+                        be->props.deviceName);
+    be->queue_family = family;
+
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+        .queueFamilyIndex = family,
+        .queueCount = 1,
+        .pQueuePriorities = &priority,
+    };
+    const char *dev_ext[1];
+    uint32_t n_dev_ext = 0;
+    if (portability_subset) /* required by the spec when the device lists it */
+        dev_ext[n_dev_ext++] = PE_VK_PORTABILITY_SUBSET;
+    VkDeviceCreateInfo dci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+        .queueCreateInfoCount = 1,
+        .pQueueCreateInfos = &qci,
+        .enabledExtensionCount = n_dev_ext,
+        .ppEnabledExtensionNames = n_dev_ext ? dev_ext : NULL,
+    };
+    r = vkCreateDevice(be->phys, &dci, NULL, &be->dev);
+    if (r != VK_SUCCESS) {
+        be->dev = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkCreateDevice", r);
+    }
+    vkGetDeviceQueue(be->dev, family, 0, &be->queue);
+
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = family,
+    };
+    r = vkCreateCommandPool(be->dev, &pci, NULL, &be->cmd_pool);
+    if (r != VK_SUCCESS) {
+        be->cmd_pool = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkCreateCommandPool", r);
+    }
+    VkCommandBufferAllocateInfo cai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = be->cmd_pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    r = vkAllocateCommandBuffers(be->dev, &cai, &be->cmd);
+    if (r != VK_SUCCESS) {
+        be->cmd = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkAllocateCommandBuffers", r);
+    }
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    r = vkCreateFence(be->dev, &fci, NULL, &be->fence);
+    if (r != VK_SUCCESS) {
+        be->fence = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkCreateFence", r);
+    }
+    PE_RETURN_IF_ERROR(pe_vk_ops_init(be));
+
+    be->force_staging = env_flag("POSENC_VK_FORCE_STAGING");
+    char api[32];
+    format_version(api, sizeof api, "", be->props.apiVersion);
+    pe_log(ctx, POSENC_LOG_INFO, "vulkan: device %" PRId32 ": %s (%s, Vulkan %s)%s", device,
+           be->props.deviceName, device_type_name(be->props.deviceType), api,
+           be->force_staging ? ", staging buffers forced" : "");
+    return POSENC_OK;
+}
+
+static posenc_status vk_create(posenc_context *ctx, int32_t device, bool gpu_only,
+                               struct pe_backend **out)
+{
+    *out = NULL;
+    struct pe_vk_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory allocating the Vulkan backend");
+    be->base.vt = &pe_vulkan_vtable;
+    be->base.ctx = ctx;
+    posenc_status st = vk_open(be, device, gpu_only);
+    if (st != POSENC_OK) {
+        vk_destroy(&be->base);
+        return st;
+    }
+    *out = &be->base;
+    return POSENC_OK;
+}
+
+static void vk_destroy(struct pe_backend *b)
+{
+    struct pe_vk_backend *be = (struct pe_vk_backend *)b;
+    if (!be)
+        return;
+    if (be->dev) {
+        if (be->in_flight) {
+            /* errors cannot be reported from here; the device is going away anyway */
+            vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
+            be->in_flight = false;
+        }
+        vkDeviceWaitIdle(be->dev);
+        pe_vk_ops_destroy(be);
+        pe_vk_buffer_free(be, &be->staging);
+        pe_vk_buffer_free(be, &be->freq);
+        if (be->fence)
+            vkDestroyFence(be->dev, be->fence, NULL);
+        if (be->cmd_pool)
+            vkDestroyCommandPool(be->dev, be->cmd_pool, NULL); /* frees be->cmd */
+        vkDestroyDevice(be->dev, NULL);
+    }
+    if (be->instance) {
+        if (be->messenger && be->destroy_messenger)
+            be->destroy_messenger(be->instance, be->messenger, NULL);
+        vkDestroyInstance(be->instance, NULL);
+    }
+    free(be);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* get_info / finish                                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+static const char *vendor_name(uint32_t id)
+{
+    switch (id) {
+    case 0x1002: return "AMD";
+    case 0x1010: return "Imagination";
+    case 0x106B: return "Apple";
+    case 0x10DE: return "NVIDIA";
+    case 0x13B5: return "ARM";
+    case 0x14E4: return "Broadcom";
+    case 0x5143: return "Qualcomm";
+    case 0x8086: return "Intel";
+    case 0x10001: return "Vivante";
+    case 0x10002: return "VeriSilicon";
+    case 0x10003: return "Kazan";
+    case 0x10004: return "Codeplay";
+    case 0x10005: return "Mesa";
+    case 0x10006: return "PoCL";
+    case 0x10007: return "MoltenVK";
+    default: return NULL;
+    }
+}
+
+static void vk_get_info(const struct pe_backend *b, struct posenc_device_info *out)
+{
+    const struct pe_vk_backend *be = (const struct pe_vk_backend *)b;
+    const VkPhysicalDeviceProperties *p = &be->props;
+    out->backend = POSENC_BACKEND_VULKAN;
+    switch (p->deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        out->type = POSENC_DEVICE_DISCRETE_GPU;
+        break;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        out->type = POSENC_DEVICE_INTEGRATED_GPU;
+        break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        out->type = POSENC_DEVICE_CPU;
+        break;
+    default:
+        out->type = POSENC_DEVICE_OTHER;
+        break;
+    }
+    out->device_index = be->device_index;
+    pe_strlcpy(out->device_name, p->deviceName, sizeof out->device_name);
+    const char *vn = vendor_name(p->vendorID);
+    if (vn)
+        snprintf(out->vendor, sizeof out->vendor, "%s (0x%" PRIx32 ")", vn, p->vendorID);
+    else
+        snprintf(out->vendor, sizeof out->vendor, "0x%" PRIx32, p->vendorID);
+
+    uint32_t dv = p->driverVersion;
+    if (be->has_driver_props) {
+        char tmp[sizeof be->driver_name + sizeof be->driver_info + 2];
+        snprintf(tmp, sizeof tmp, "%s %s", be->driver_name, be->driver_info);
+        pe_strlcpy(out->driver_version, tmp, sizeof out->driver_version);
+    } else if (p->vendorID == 0x10DE) { /* NVIDIA: 10.8.8.6 bits */
+        snprintf(out->driver_version, sizeof out->driver_version, "%u.%u.%u.%u",
+                 (dv >> 22) & 0x3ffu, (dv >> 14) & 0xffu, (dv >> 6) & 0xffu, dv & 0x3fu);
+    } else {
+        format_version(out->driver_version, sizeof out->driver_version, "", dv);
+    }
+    format_version(out->api_version, sizeof out->api_version, "Vulkan ", p->apiVersion);
+    out->f16_storage = 1;
+    out->f16_native = be->f16_native ? 1 : 0;
+    uint64_t max = p->limits.maxStorageBufferRange;
+    if (be->max_alloc && be->max_alloc < max)
+        max = be->max_alloc;
+    out->max_buffer_size = max;
+    out->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
+    out->compute_units = 0; /* Vulkan does not say */
+}
+
+static posenc_status vk_finish(struct pe_backend *b)
+{
+    return pe_vk_wait((struct pe_vk_backend *)b);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Submission                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+posenc_status pe_vk_wait(struct pe_vk_backend *be)
+{
+    if (!be->in_flight)
+        return POSENC_OK;
+    VkResult r = vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
+    be->in_flight = false;
+    VkResult r2 = vkResetFences(be->dev, 1, &be->fence);
+    if (r != VK_SUCCESS)
+        return pe_vk_fail(be, "vkWaitForFences", r);
+    if (r2 != VK_SUCCESS)
+        return pe_vk_fail(be, "vkResetFences", r2);
+    return POSENC_OK;
+}
+
+posenc_status pe_vk_begin(struct pe_vk_backend *be)
+{
+    PE_RETURN_IF_ERROR(pe_vk_wait(be));
+    VkResult r = vkResetCommandBuffer(be->cmd, 0);
+    if (r != VK_SUCCESS)
+        return pe_vk_fail(be, "vkResetCommandBuffer", r);
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    r = vkBeginCommandBuffer(be->cmd, &bi);
+    if (r != VK_SUCCESS)
+        return pe_vk_fail(be, "vkBeginCommandBuffer", r);
+    be->recording = true;
+    /* Earlier submissions' shader and transfer writes -> this one's reads and writes
+     * (submission order alone is no memory dependency). Host writes before the submit
+     * are visible implicitly. */
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    };
+    VkPipelineStageFlags stages =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(be->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    return POSENC_OK;
+}
+
+posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait)
+{
+    /* This submission's writes -> host reads after the fence wait. */
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+    };
+    vkCmdPipelineBarrier(be->cmd,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    be->recording = false;
+    VkResult r = vkEndCommandBuffer(be->cmd);
+    if (r != VK_SUCCESS)
+        return pe_vk_fail(be, "vkEndCommandBuffer", r);
+    VkSubmitInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+        .commandBufferCount = 1,
+        .pCommandBuffers = &be->cmd,
+    };
+    r = vkQueueSubmit(be->queue, 1, &si, be->fence);
+    if (r != VK_SUCCESS)
+        return pe_vk_fail(be, "vkQueueSubmit", r);
+    be->in_flight = true;
+    return wait ? pe_vk_wait(be) : POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Memory and buffers                                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+#define PE_VK_HOST_FLAGS (VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+
+void pe_vk_buffer_free(struct pe_vk_backend *be, struct pe_vk_buffer *b)
+{
+    if (b->buf)
+        vkDestroyBuffer(be->dev, b->buf, NULL);
+    if (b->mem)
+        vkFreeMemory(be->dev, b->mem, NULL); /* also unmaps */
+    memset(b, 0, sizeof *b);
+}
+
+/*
+ * Create a buffer of `size` bytes and give it memory. `host`: host-visible, coherent and
+ * mapped (prefer HOST_CACHED: it is read back). Otherwise prefer DEVICE_LOCAL and map it
+ * only when it is also host-visible and coherent and staging is not forced. Memory types
+ * are tried in order of preference until one allocation succeeds.
+ */
+static posenc_status vk_buffer_alloc(struct pe_vk_backend *be, VkDeviceSize size,
+                                     VkBufferUsageFlags usage, bool host,
+                                     struct pe_vk_buffer *out)
+{
+    memset(out, 0, sizeof *out);
+    VkBufferCreateInfo bci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = size,
+        .usage = usage,
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    VkResult r = vkCreateBuffer(be->dev, &bci, NULL, &out->buf);
+    if (r != VK_SUCCESS) {
+        out->buf = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkCreateBuffer", r);
+    }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(be->dev, out->buf, &req);
+
+    /* Two passes over the memory types: preferred flags first, then acceptable. */
+    const VkMemoryPropertyFlags want[2] = {
+        host ? PE_VK_HOST_FLAGS | VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+             : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+        host ? PE_VK_HOST_FLAGS : 0,
+    };
+    const VkMemoryPropertyFlags unwanted = VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT |
+                                           VK_MEMORY_PROPERTY_PROTECTED_BIT;
+    bool tried[VK_MAX_MEMORY_TYPES] = {false};
+    bool any = false;
+    uint32_t type = UINT32_MAX;
+    r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    for (int pass = 0; pass < 2 && type == UINT32_MAX; pass++) {
+        for (uint32_t i = 0; i < be->mem_props.memoryTypeCount; i++) {
+            VkMemoryPropertyFlags f = be->mem_props.memoryTypes[i].propertyFlags;
+            if (tried[i] || !(req.memoryTypeBits & (1u << i)) || (f & want[pass]) != want[pass] ||
+                (f & unwanted))
+                continue;
+            tried[i] = true;
+            any = true;
+            VkMemoryAllocateInfo mai = {
+                .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                .allocationSize = req.size,
+                .memoryTypeIndex = i,
+            };
+            r = vkAllocateMemory(be->dev, &mai, NULL, &out->mem);
+            if (r == VK_SUCCESS) {
+                type = i;
+                break;
+            }
+            out->mem = VK_NULL_HANDLE;
+            if (r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY)
+                break; /* a real failure: do not try the next type */
+        }
+        if (r != VK_SUCCESS && r != VK_ERROR_OUT_OF_DEVICE_MEMORY &&
+            r != VK_ERROR_OUT_OF_HOST_MEMORY)
+            break;
+    }
+    if (type == UINT32_MAX) {
+        pe_vk_buffer_free(be, out);
+        if (!any)
+            return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
+                            "no suitable Vulkan memory type for a %s buffer (memoryTypeBits "
+                            "0x%" PRIx32 ")",
+                            host ? "host-visible" : "device", req.memoryTypeBits);
+        if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+            return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                            "vkAllocateMemory of %" PRIu64 " bytes failed: %s (%d)",
+                            (uint64_t)req.size, pe_vk_result_name(r), (int)r);
+        return pe_vk_fail(be, "vkAllocateMemory", r);
+    }
+    out->size = size;
+    r = vkBindBufferMemory(be->dev, out->buf, out->mem, 0);
+    if (r != VK_SUCCESS) {
+        pe_vk_buffer_free(be, out);
+        return pe_vk_fail(be, "vkBindBufferMemory", r);
+    }
+    VkMemoryPropertyFlags f = be->mem_props.memoryTypes[type].propertyFlags;
+    if (host || (!be->force_staging && (f & PE_VK_HOST_FLAGS) == PE_VK_HOST_FLAGS)) {
+        r = vkMapMemory(be->dev, out->mem, 0, VK_WHOLE_SIZE, 0, &out->map);
+        if (r != VK_SUCCESS) {
+            out->map = NULL;
+            if (host) {
+                pe_vk_buffer_free(be, out);
+                return pe_vk_fail(be, "vkMapMemory", r);
+            }
+            /* a device buffer simply falls back to staging */
+        }
+    }
+    return POSENC_OK;
+}
+
+posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
+                                        VkDeviceSize size, VkBufferUsageFlags usage)
+{
+    if (b->buf && b->size >= size)
+        return POSENC_OK;
+    pe_vk_buffer_free(be, b);
+    VkDeviceSize alloc = 256;
+    while (alloc < size)
+        alloc *= 2;
+    return vk_buffer_alloc(be, alloc, usage, true, b);
+}
+
+static posenc_status vk_buffer_create(struct pe_backend *b, size_t size, void **out_mem)
+{
+    struct pe_vk_backend *be = (struct pe_vk_backend *)b;
+    *out_mem = NULL;
+    /* f16 tensors are accessed as 32-bit words: round up so the last word exists. */
+    VkDeviceSize alloc = ((VkDeviceSize)size + 3u) & ~(VkDeviceSize)3u;
+    if (alloc > be->props.limits.maxStorageBufferRange)
+        return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
+                        "buffer size %zu bytes exceeds this Vulkan device's "
+                        "maxStorageBufferRange (%" PRIu32 " bytes)",
+                        size, be->props.limits.maxStorageBufferRange);
+    if (be->max_alloc && alloc > be->max_alloc)
+        return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
+                        "buffer size %zu bytes exceeds this Vulkan device's "
+                        "maxMemoryAllocationSize (%" PRIu64 " bytes)",
+                        size, (uint64_t)be->max_alloc);
+    struct pe_vk_buffer *vb = calloc(1, sizeof *vb);
+    if (!vb)
+        return pe_error(b->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+    posenc_status st = vk_buffer_alloc(be,
+                                       alloc,
+                                       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                           VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                           VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                       false, vb);
+    if (st != POSENC_OK) {
+        free(vb);
+        return st;
+    }
+    *out_mem = vb;
+    return POSENC_OK;
+}
+
+static void vk_buffer_destroy(struct pe_backend *b, void *mem)
+{
+    struct pe_vk_backend *be = (struct pe_vk_backend *)b;
+    struct pe_vk_buffer *vb = mem;
+    if (!vb)
+        return;
+    /* Queued work may still use it; a failed wait is already reported by the next call
+     * (the device is lost), and the buffer is freed anyway. */
+    (void)pe_vk_wait(be);
+    pe_vk_buffer_free(be, vb);
+    free(vb);
+}
+
+static posenc_status vk_buffer_write(struct pe_backend *b, void *mem, size_t offset,
+                                     const void *src, size_t size)
+{
+    struct pe_vk_backend *be = (struct pe_vk_backend *)b;
+    struct pe_vk_buffer *vb = mem;
+    if (size == 0)
+        return POSENC_OK;
+    if (vb->map) {
+        PE_RETURN_IF_ERROR(pe_vk_wait(be));
+        memcpy((unsigned char *)vb->map + offset, src, size);
+        return POSENC_OK;
+    }
+    const unsigned char *s = src;
+    while (size > 0) {
+        VkDeviceSize n = size < PE_VK_STAGING_CHUNK ? size : PE_VK_STAGING_CHUNK;
+        PE_RETURN_IF_ERROR(pe_vk_wait(be)); /* the staging buffer may still be read */
+        PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(
+            be, &be->staging, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT));
+        memcpy(be->staging.map, s, (size_t)n);
+        PE_RETURN_IF_ERROR(pe_vk_begin(be));
+        VkBufferCopy region = {.srcOffset = 0, .dstOffset = offset, .size = n};
+        vkCmdCopyBuffer(be->cmd, be->staging.buf, vb->buf, 1, &region);
+        /* The last chunk may finish after we return: everything that touches the
+         * staging buffer or device memory waits first. */
+        PE_RETURN_IF_ERROR(pe_vk_submit(be, false));
+        s += n;
+        offset += (size_t)n;
+        size -= (size_t)n;
+    }
+    return POSENC_OK;
+}
+
+static posenc_status vk_buffer_read(struct pe_backend *b, void *mem, size_t offset, void *dst,
+                                    size_t size)
+{
+    struct pe_vk_backend *be = (struct pe_vk_backend *)b;
+    struct pe_vk_buffer *vb = mem;
+    PE_RETURN_IF_ERROR(pe_vk_wait(be));
+    if (size == 0)
+        return POSENC_OK;
+    if (vb->map) {
+        memcpy(dst, (const unsigned char *)vb->map + offset, size);
+        return POSENC_OK;
+    }
+    unsigned char *d = dst;
+    while (size > 0) {
+        VkDeviceSize n = size < PE_VK_STAGING_CHUNK ? size : PE_VK_STAGING_CHUNK;
+        PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(
+            be, &be->staging, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT));
+        PE_RETURN_IF_ERROR(pe_vk_begin(be));
+        VkBufferCopy region = {.srcOffset = offset, .dstOffset = 0, .size = n};
+        vkCmdCopyBuffer(be->cmd, vb->buf, be->staging.buf, 1, &region);
+        PE_RETURN_IF_ERROR(pe_vk_submit(be, true));
+        memcpy(d, be->staging.map, (size_t)n);
+        d += n;
+        offset += (size_t)n;
+        size -= (size_t)n;
+    }
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+const struct pe_backend_vtable pe_vulkan_vtable = {
+    .kind = POSENC_BACKEND_VULKAN,
+    .name = "vulkan",
+    .device_count = vk_device_count,
+    .create = vk_create,
+    .destroy = vk_destroy,
+    .get_info = vk_get_info,
+    .finish = vk_finish,
+    .buffer_create = vk_buffer_create,
+    .buffer_destroy = vk_buffer_destroy,
+    .buffer_write = vk_buffer_write,
+    .buffer_read = vk_buffer_read,
+    .sinusoidal = pe_vk_sinusoidal,
+};
