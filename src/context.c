@@ -170,14 +170,23 @@ void posenc_context_destroy(posenc_context **pctx)
     if (!pctx || !*pctx)
         return;
     posenc_context *ctx = *pctx;
-    if (ctx->live_buffers != 0)
+    if (ctx->backend)
+        ctx->backend->vt->finish(ctx->backend);
+    if (ctx->live_buffers != 0) {
+        /* A usage error, but the device objects must not outlive the device: release
+         * their memory now and leave the handles as orphans that posenc_buffer_destroy
+         * still accepts (it then frees only the handle). */
         pe_log(ctx, POSENC_LOG_ERROR,
                "posenc_context_destroy: %lld buffers of this context were not destroyed first",
                (long long)ctx->live_buffers);
-    if (ctx->backend) {
-        ctx->backend->vt->finish(ctx->backend);
-        ctx->backend->vt->destroy(ctx->backend);
+        for (posenc_buffer *b = ctx->buffers; b; b = b->next) {
+            ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
+            b->mem = NULL;
+            b->ctx = NULL;
+        }
     }
+    if (ctx->backend)
+        ctx->backend->vt->destroy(ctx->backend);
     free(ctx);
     *pctx = NULL;
 }
@@ -256,6 +265,10 @@ posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buff
     }
     b->ctx = ctx;
     b->size = size;
+    b->next = ctx->buffers;
+    if (ctx->buffers)
+        ctx->buffers->prev = b;
+    ctx->buffers = b;
     ctx->live_buffers++;
     *out_buffer = b;
     return POSENC_OK;
@@ -267,8 +280,16 @@ void posenc_buffer_destroy(posenc_buffer **pbuf)
         return;
     posenc_buffer *b = *pbuf;
     posenc_context *ctx = b->ctx;
-    ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
-    ctx->live_buffers--;
+    if (ctx) { /* else an orphan of a destroyed context: only the handle is left */
+        ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
+        if (b->prev)
+            b->prev->next = b->next;
+        else
+            ctx->buffers = b->next;
+        if (b->next)
+            b->next->prev = b->prev;
+        ctx->live_buffers--;
+    }
     free(b);
     *pbuf = NULL;
 }
@@ -298,7 +319,7 @@ static posenc_status check_range(posenc_buffer *b, size_t offset, const void *ho
 posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const void *src,
                                   size_t size)
 {
-    if (!buffer)
+    if (!buffer || !buffer->ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
     posenc_context *ctx = buffer->ctx;
     pe_clear_error(ctx);
@@ -310,7 +331,7 @@ posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const vo
 
 posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset, void *dst, size_t size)
 {
-    if (!buffer)
+    if (!buffer || !buffer->ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
     posenc_context *ctx = buffer->ctx;
     pe_clear_error(ctx);

@@ -40,13 +40,15 @@ struct posenc_context {
     posenc_log_level log_level;
     void *log_user_data;
     int64_t live_buffers;
+    struct posenc_buffer *buffers; /* live buffers, to release what the user forgot */
     char last_error[PE_ERR_MAX];
 };
 
 struct posenc_buffer {
-    posenc_context *ctx;
+    posenc_context *ctx;  /* NULL once the context was destroyed before the buffer */
     size_t size;
-    void *mem; /* the backend's own buffer object */
+    void *mem;            /* the backend's own buffer object */
+    struct posenc_buffer *prev, *next;
 };
 
 /* Record an error on ctx (formatted message), log it, and return `status`. */

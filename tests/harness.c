@@ -7,7 +7,7 @@
 
 struct th_state th;
 
-static void th_log(posenc_log_level level, const char *msg, void *user)
+void th_log(posenc_log_level level, const char *msg, void *user)
 {
     (void)user;
     if (level <= POSENC_LOG_WARN) {

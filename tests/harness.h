@@ -27,6 +27,10 @@ struct th_state {
 };
 extern struct th_state th;
 
+/* The log callback of the dut: counts WARN messages into th.warnings. Pass it to any
+ * extra context a test creates so its validation messages fail the test too. */
+void th_log(posenc_log_level level, const char *msg, void *user);
+
 /* Parse args and open the contexts. Returns -1 to go on, or an exit code (77 = skip). */
 int th_init(int argc, char **argv, const char *suite);
 void th_fini(void);

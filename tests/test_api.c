@@ -193,6 +193,31 @@ static void test_buffers(void **state)
     th_check_warnings();
 }
 
+/* A buffer that outlives its context: the device memory goes with the context (no
+ * validation message about leaked device memory), the handle can still be destroyed. */
+static void test_orphan_buffer(void **state)
+{
+    (void)state;
+    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    posenc_context *ctx = NULL;
+    assert_int_equal(posenc_context_create(&p, &ctx, NULL, 0), POSENC_OK);
+    posenc_buffer *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(posenc_buffer_create(ctx, 64, &a), POSENC_OK);
+    assert_int_equal(posenc_buffer_create(ctx, 64, &b), POSENC_OK);
+    assert_int_equal(posenc_buffer_create(ctx, 64, &c), POSENC_OK);
+    posenc_buffer_destroy(&b); /* unlink from the middle of the list */
+    posenc_context_destroy(&ctx);
+    char tmp[4];
+    assert_int_equal(posenc_buffer_write(a, 0, tmp, 4), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_buffer_read(c, 0, tmp, 4), POSENC_ERR_INVALID_ARGUMENT);
+    assert_null(posenc_buffer_context(a));
+    posenc_buffer_destroy(&a);
+    posenc_buffer_destroy(&c);
+    assert_null(a);
+    th_check_warnings();
+}
+
 static void test_tensor_helpers(void **state)
 {
     (void)state;
@@ -265,6 +290,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_auto_never_picks_emulated),
         cmocka_unit_test(test_device_info),
         cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_orphan_buffer),
         cmocka_unit_test(test_tensor_helpers),
         cmocka_unit_test(test_f16),
     };
