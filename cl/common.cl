@@ -10,6 +10,7 @@
  *   HAS_X     an input tensor x is read (fused add)
  *   X_F16     x is f16 (else f32); ignored without HAS_X
  *   POS_I32   positions are int32 (else f32)
+ *   TAB_F16   a table tensor (learned rows, relative-bias buckets) is f16 (else f32)
  */
 
 /* Arithmetic is plain f32: no contraction of a*b + c into fma, so every device rounds
@@ -27,6 +28,9 @@
 #endif
 #ifndef POS_I32
 #define POS_I32 1
+#endif
+#ifndef TAB_F16
+#define TAB_F16 0
 #endif
 
 /* Element types of the kernel arguments, and loads / stores that return / take float.
@@ -47,6 +51,14 @@
 #else
 #define X_T float
 #define PE_LOAD_X(p, i) ((p)[(i)])
+#endif
+
+#if TAB_F16
+#define TAB_T half
+#define PE_LOAD_TAB(p, i) vload_half((size_t)(i), (p))
+#else
+#define TAB_T float
+#define PE_LOAD_TAB(p, i) ((p)[(i)])
 #endif
 
 #if POS_I32

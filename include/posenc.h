@@ -227,7 +227,10 @@ POSENC_API posenc_status posenc_context_create(const struct posenc_context_param
                                                size_t error_size);
 
 /* Wait for queued work, free everything the context owns and set *ctx to NULL.
- * All buffers of the context must have been destroyed. */
+ * All buffers of the context should have been destroyed first. Buffers still alive are
+ * a usage error (logged as POSENC_LOG_ERROR): their device memory is released with the
+ * context, and their handles then accept only posenc_buffer_destroy (every other call
+ * returns POSENC_ERR_INVALID_ARGUMENT). */
 POSENC_API void posenc_context_destroy(posenc_context **ctx);
 
 /* Wait until every op queued on the context has finished. */
@@ -625,8 +628,8 @@ struct posenc_resize_params {
 };
 
 /*
- * Resize a learned position grid, as torch.nn.functional.interpolate with
- * align_corners=False does for ViT / DINOv2 at a new resolution:
+ * Resize a learned position grid, as torch.nn.functional.interpolate(size=...,
+ * align_corners=False, antialias=False) does for ViT / DINOv2 at a new resolution:
  *   src [d, src_h*src_w (+1)] -> dst [d, dst_h*dst_w (+1)], rows in row-major grid order.
  * The interpolation weights are computed on the host in double.
  */
@@ -657,11 +660,15 @@ typedef enum posenc_relbias_kind {
 
 struct posenc_relbias_params {
     posenc_relbias_kind kind;
-    int32_t num_buckets;   /* T5: 0 -> 32. CLIPPED: must be 0 (it is 2*max_distance+1) */
-    int32_t max_distance;  /* T5: 0 -> 128. CLIPPED: > 0 */
-    int32_t causal;        /* T5: 1 = unidirectional (decoder self-attention) */
-    int32_t q_offset;      /* position of query 0 */
-    int32_t k_offset;      /* position of key 0 */
+    /* T5: 0 -> 32; >= 4 bidirectional, >= 2 causal. CLIPPED: must be 0 (it is
+     * 2*max_distance+1) */
+    int32_t num_buckets;
+    /* T5: 0 -> 128; > the exact buckets (num_buckets/4 bidirectional, /2 causal).
+     * CLIPPED: > 0 */
+    int32_t max_distance;
+    int32_t causal;        /* T5: 1 = unidirectional (decoder self-attention). CLIPPED: 0 */
+    int32_t q_offset;      /* position of query 0 (>= 0) */
+    int32_t k_offset;      /* position of key 0 (>= 0) */
     uint32_t reserved[4];
 };
 
@@ -694,7 +701,7 @@ struct posenc_alibi_params {
     float max_bias;
     int32_t causal;      /* 1: keys after the query get -inf */
     int32_t symmetric;   /* 1: bias -m*|q - k| (encoder / bidirectional variant) */
-    int32_t q_offset;    /* as above */
+    int32_t q_offset;    /* as above (>= 0); every position must be <= 2^24 */
     int32_t k_offset;
     const float *slopes; /* optional [H]: use these slopes instead */
     uint32_t reserved[4];

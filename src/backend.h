@@ -9,7 +9,9 @@
  * (POSENC_ERR_BACKEND, with the native code and call in the message via pe_error).
  *
  * A NULL op slot means "this backend does not have the op": the front end answers
- * POSENC_ERR_UNSUPPORTED without calling it.
+ * POSENC_ERR_UNSUPPORTED without calling it. Host arrays an op struct points at
+ * (frequency tables, taps, buckets, slopes, segment lists) live only during the call: a
+ * backend copies or uploads what it needs before it returns.
  */
 #ifndef POSENC_BACKEND_H
 #define POSENC_BACKEND_H

@@ -12,6 +12,13 @@ const char *pc_op_name(enum pc_op op)
     switch (op) {
     case PC_OP_SINUSOIDAL: return "sinusoidal";
     case PC_OP_ROPE: return "rope";
+    case PC_OP_LEARNED: return "learned";
+    case PC_OP_LEARNED_BACKWARD: return "learned_backward";
+    case PC_OP_SINCOS_2D: return "sincos_2d";
+    case PC_OP_RESIZE_2D: return "resize_2d";
+    case PC_OP_RELBIAS: return "relbias";
+    case PC_OP_RELBIAS_BACKWARD: return "relbias_backward";
+    case PC_OP_ALIBI: return "alibi";
     case PC_OP_COUNT: break;
     }
     return "?";
@@ -213,6 +220,8 @@ struct pc_case *pc_cases(enum pc_op op, size_t *out_count)
         sinusoidal_cases(&cases, &n, &cap);
     if (op == PC_OP_ROPE || op == PC_OP_COUNT)
         pc_rope_cases(&cases, &n, &cap);
+    if (op >= PC_OP_LEARNED)
+        pc_encoding_cases(op, &cases, &n, &cap);
     *out_count = n;
     return cases;
 }
@@ -471,6 +480,10 @@ void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case 
 {
     if (c->op == PC_OP_ROPE) {
         pc_run_rope_case(ref, dut, c, r);
+        return;
+    }
+    if (c->op >= PC_OP_LEARNED && c->op < PC_OP_COUNT) {
+        pc_run_encoding_case(ref, dut, c, r);
         return;
     }
     memset(r, 0, sizeof(*r));

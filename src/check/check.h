@@ -16,7 +16,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum pc_op { PC_OP_SINUSOIDAL = 0, PC_OP_ROPE = 1, PC_OP_COUNT };
+enum pc_op {
+    PC_OP_SINUSOIDAL = 0,
+    PC_OP_ROPE = 1,
+    /* check_encodings.c */
+    PC_OP_LEARNED = 2,
+    PC_OP_LEARNED_BACKWARD = 3,
+    PC_OP_SINCOS_2D = 4,
+    PC_OP_RESIZE_2D = 5,
+    PC_OP_RELBIAS = 6,
+    PC_OP_RELBIAS_BACKWARD = 7,
+    PC_OP_ALIBI = 8,
+    PC_OP_COUNT
+};
 
 /* How tensors are laid out in their buffers. */
 enum pc_view {
@@ -51,6 +63,17 @@ struct pc_case {
     int64_t k_heads;                    /* rope_qk: heads of k */
     int n_streams;                      /* positions per token */
     int64_t pos_shift;                  /* rerotate: pos_to = pos_from - pos_shift */
+    /* learned, 2-D and attention-bias ops (check_encodings.c). ne is the shape of the
+     * tokens (learned: [d, T, B]; backward: dy), the output grid ([d, rows]) or the
+     * logits ([K, Q, H, B]); dtype is the output's (dst or dtable), x_dtype the input's
+     * (x, dy, logits, dlogits). */
+    posenc_dtype table_dtype;           /* learned table, relbias table, resize src */
+    int64_t rows;                       /* learned: table rows */
+    int64_t grid[4];                    /* sincos_2d: h, w; resize_2d: src h, w, dst h, w */
+    struct posenc_2d_params grid2d;
+    struct posenc_resize_params resize;
+    struct posenc_relbias_params relbias;
+    struct posenc_alibi_params alibi;   /* slopes point at a static table */
 };
 
 enum pc_rope_call { PC_ROPE = 0, PC_ROPE_QK = 1, PC_ROPE_REROTATE = 2 };

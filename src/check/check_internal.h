@@ -28,6 +28,10 @@ void add_case(struct pc_case **cases, size_t *n, size_t *cap, const struct pc_ca
 const char *view_name(enum pc_view v);
 
 void pc_rope_cases(struct pc_case **cases, size_t *n, size_t *cap);
+/* check_encodings.c: learned, 2-D, relative bias and ALiBi cases (op == PC_OP_COUNT: all). */
+void pc_encoding_cases(enum pc_op op, struct pc_case **cases, size_t *n, size_t *cap);
+void pc_run_encoding_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
+                          struct pc_result *r);
 void pc_run_rope_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
                       struct pc_result *r);
 

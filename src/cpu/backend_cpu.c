@@ -141,6 +141,143 @@ static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op
     return POSENC_OK;
 }
 
+/* dst = x + table[pos]: the sum in double, one rounding. */
+static posenc_status cpu_learned(struct pe_backend *be, const struct pe_learned_op *op)
+{
+    (void)be;
+    const struct pe_view *d = &op->dst;
+    for (int64_t b = 0; b < d->ne[2]; b++)
+        for (int64_t t = 0; t < d->ne[1]; t++) {
+            int64_t row = (int64_t)load(&op->pos, op->pos.offset + t * op->pos.st[0] +
+                                                      b * op->pos.st[1]);
+            for (int64_t i0 = 0; i0 < d->ne[0]; i0++) {
+                double v = load(&op->table, elem(&op->table, i0, row, 0, 0));
+                if (op->x.mem)
+                    v += load(&op->x, elem(&op->x, i0, t, b, 0));
+                store(d, elem(d, i0, t, b, 0), v);
+            }
+        }
+    return POSENC_OK;
+}
+
+/* dtable[row] += the tokens of the row, summed in double in segment order, one rounding. */
+static posenc_status cpu_learned_backward(struct pe_backend *be,
+                                          const struct pe_learned_bwd_op *op)
+{
+    (void)be;
+    const struct pe_view *dt = &op->dtable;
+    for (int64_t s = 0; s < op->n_segments; s++) {
+        int64_t row = op->seg_row[s];
+        for (int64_t i0 = 0; i0 < dt->ne[0]; i0++) {
+            double acc = 0.0;
+            for (int64_t k = op->seg_start[s]; k < op->seg_start[s + 1]; k++) {
+                int64_t e = op->entries[k];
+                acc += load(&op->dy, elem(&op->dy, i0, e % op->n_tokens, e / op->n_tokens, 0));
+            }
+            int64_t at = elem(dt, i0, row, 0, 0);
+            store(dt, at, load(dt, at) + acc);
+        }
+    }
+    return POSENC_OK;
+}
+
+/* dst cell (r, c) = sum over the 4x4 taps of wy*wx*src, in double; the cls row copied. */
+static posenc_status cpu_resize_2d(struct pe_backend *be, const struct pe_resize_op *op)
+{
+    (void)be;
+    const int64_t cls = op->cls, d = op->dst.ne[0];
+    if (cls)
+        for (int64_t i0 = 0; i0 < d; i0++)
+            store(&op->dst, elem(&op->dst, i0, 0, 0, 0),
+                  load(&op->src, elem(&op->src, i0, 0, 0, 0)));
+    for (int64_t r = 0; r < op->dst_h; r++)
+        for (int64_t c = 0; c < op->dst_w; c++)
+            for (int64_t i0 = 0; i0 < d; i0++) {
+                double acc = 0.0;
+                for (int a = 0; a < 4; a++)
+                    for (int b = 0; b < 4; b++) {
+                        int64_t row = cls + (int64_t)op->iy[4 * r + a] * op->src_w +
+                                      op->ix[4 * c + b];
+                        acc += op->wy[4 * r + a] * op->wx[4 * c + b] *
+                               load(&op->src, elem(&op->src, i0, row, 0, 0));
+                    }
+                store(&op->dst, elem(&op->dst, i0, cls + r * op->dst_w + c, 0, 0), acc);
+            }
+    return POSENC_OK;
+}
+
+/* dst = logits + table[bucket(k_pos - q_pos), h], in double, one rounding. */
+static posenc_status cpu_relbias(struct pe_backend *be, const struct pe_relbias_op *op)
+{
+    (void)be;
+    const struct pe_view *d = &op->dst;
+    for (int64_t b = 0; b < d->ne[3]; b++)
+        for (int64_t h = 0; h < d->ne[2]; h++)
+            for (int64_t q = 0; q < d->ne[1]; q++)
+                for (int64_t k = 0; k < d->ne[0]; k++) {
+                    int64_t rel = (k + op->k_offset) - (q + op->q_offset);
+                    int64_t u = op->bucket[rel - op->rel_min];
+                    double v = load(&op->table, elem(&op->table, u, h, 0, 0));
+                    if (op->logits.mem)
+                        v += load(&op->logits, elem(&op->logits, k, q, h, b));
+                    store(d, elem(d, k, q, h, b), v);
+                }
+    return POSENC_OK;
+}
+
+/* dtable[u, h] += every dlogits element of bucket u, summed in double in the op's order
+ * (rel ascending, then b, then q), one rounding. */
+static posenc_status cpu_relbias_backward(struct pe_backend *be,
+                                          const struct pe_relbias_bwd_op *op)
+{
+    (void)be;
+    const struct pe_view *g = &op->dlogits, *dt = &op->dtable;
+    const int64_t K = g->ne[0], Q = g->ne[1];
+    for (int64_t h = 0; h < dt->ne[1]; h++)
+        for (int64_t u = 0; u < op->n_buckets; u++) {
+            double acc = 0.0;
+            for (int64_t i = op->seg_start[u]; i < op->seg_start[u + 1]; i++) {
+                int64_t rel = op->rels[i] + op->rel_min;
+                for (int64_t b = 0; b < g->ne[3]; b++)
+                    for (int64_t q = 0; q < Q; q++) {
+                        int64_t k = q + op->q_offset + rel - op->k_offset;
+                        if (k >= 0 && k < K)
+                            acc += load(g, elem(g, k, q, h, b));
+                    }
+            }
+            int64_t at = elem(dt, u, h, 0, 0);
+            store(dt, at, load(dt, at) + acc);
+        }
+    return POSENC_OK;
+}
+
+/* dst = logits - slope[h] * dist (dist = q_pos - k_pos, or |.| symmetric), in double,
+ * one rounding; -inf where causal masks. */
+static posenc_status cpu_alibi(struct pe_backend *be, const struct pe_alibi_op *op)
+{
+    (void)be;
+    const struct pe_view *d = &op->dst;
+    for (int64_t b = 0; b < d->ne[3]; b++)
+        for (int64_t h = 0; h < d->ne[2]; h++)
+            for (int64_t q = 0; q < d->ne[1]; q++)
+                for (int64_t k = 0; k < d->ne[0]; k++) {
+                    int64_t qp = q + op->q_offset, kp = k + op->k_offset;
+                    double v;
+                    if (op->causal && kp > qp) {
+                        v = -INFINITY;
+                    } else {
+                        int64_t dist = qp - kp;
+                        if (op->symmetric && dist < 0)
+                            dist = -dist;
+                        v = -op->slopes[h] * (double)dist;
+                        if (op->logits.mem)
+                            v += load(&op->logits, elem(&op->logits, k, q, h, b));
+                    }
+                    store(d, elem(d, k, q, h, b), v);
+                }
+    return POSENC_OK;
+}
+
 /* ---- device, buffers ------------------------------------------------------------------ */
 
 static posenc_status cpu_device_count(int32_t *out_count, char *reason, size_t reason_size)
@@ -245,4 +382,10 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .buffer_read = cpu_buffer_read,
     .sinusoidal = cpu_sinusoidal,
     .rope = cpu_rope,
+    .learned = cpu_learned,
+    .learned_backward = cpu_learned_backward,
+    .resize_2d = cpu_resize_2d,
+    .relbias = cpu_relbias,
+    .relbias_backward = cpu_relbias_backward,
+    .alibi = cpu_alibi,
 };

@@ -7,7 +7,7 @@
  * is built once per context (struct pe_cl_program cache). POSENC_CL_KERNEL_DIR=<dir>
  * loads the .cl files from <dir> instead of the embedded copies (kernel development).
  *
- * Kernel argument order (the one place it is written down; cl/sinusoidal.cl must match):
+ * Kernel argument order (the one place it is written down; the cl/ files must match):
  *
  *   pe_sinusoidal  (built with -DDST_F16 -DHAS_X -DX_F16 -DPOS_I32, each 0 or 1)
  *     0  mem    dst       f32 or f16 (half *)
@@ -55,11 +55,62 @@
  *    23  int    sign      +1 forward (and rerotate), -1 backward
  *   NDRange (n_pairs + n_copy, ne2, ne3), each rounded up to the local size. Each
  *   work-item takes sin/cos once and loops over all heads of x and x2.
+ *
+ * The ops below are enqueued by src/opencl/ops_encodings.c. Every "mem/long/long4" triple
+ * is a tensor: buffer, offset and strides (st0, st1, st2, st3) in its own elements. An
+ * absent optional input gets the dst triple again (its -D option is 0). Every NDRange
+ * is rounded up to the local size; the kernels check their bounds.
+ *
+ *   pe_learned  (cl/learned.cl; -DDST_F16 -DHAS_X -DX_F16 -DTAB_F16)
+ *     0-2   dst, dst_off, dst_st      f32 or f16 [d, T, B]
+ *     3-5   x, x_off, x_st            f32 or f16; may be the dst view itself
+ *     6-8   table, tab_off, tab_st    f32 or f16 [d, rows]
+ *     9-11  pos, pos_off, pos_st      int32; pos_st = (st for t, st for b, 0, 0)
+ *    12     long4 shape               (d, T, B, 0)
+ *   NDRange (d, T, B).
+ *
+ *   pe_learned_bwd  (cl/learned.cl; -DDST_F16 (dtable) -DHAS_X=1 -DX_F16 (dy))
+ *     0-2   dtable, off, st           f32 or f16 [d, rows], read and written
+ *     3-5   dy, off, st               f32 or f16 [d, T, B]
+ *     6     mem   segs                int32: seg_start[n_seg+1], seg_row[n_seg], entries
+ *     7     long4 shape               (d, n_seg, T, 0)
+ *   NDRange (d, n_seg, 1).
+ *
+ *   pe_resize_2d  (cl/resize.cl; -DDST_F16 -DHAS_X=1 -DX_F16 (src))
+ *     0-2   dst, off, st              f32 or f16 [d, cls + dst_h*dst_w]
+ *     3-5   src, off, st              f32 or f16 [d, cls + src_h*src_w]
+ *     6     mem   taps                32-bit words: wx[4*dst_w], wy[4*dst_h] (f32 bits),
+ *                                     ix[4*dst_w], iy[4*dst_h] (int32)
+ *     7     long4 shape               (d, dst_h, dst_w, cls)
+ *     8     long  src_w
+ *   NDRange (d, cls + dst_h*dst_w, 1).
+ *
+ *   pe_relbias  (cl/bias.cl; -DDST_F16 -DHAS_X -DX_F16 (logits) -DTAB_F16)
+ *     0-2   dst, off, st              f32 or f16 [K, Q, H, B]
+ *     3-5   logits, off, st           f32 or f16; may be the dst view itself
+ *     6-8   table, off, st            f32 or f16 [n_buckets, H]
+ *     9     mem   bucket              int32 [n_rel]
+ *    10     long4 shape               (K, Q, H, B)
+ *    11     long4 offs                (q_offset, k_offset, rel_min, 0)
+ *   NDRange (K, Q, H*B).
+ *
+ *   pe_relbias_bwd  (cl/bias.cl; -DDST_F16 (dtable) -DHAS_X=1 -DX_F16 (dlogits))
+ *     0-2   dtable, off, st           f32 or f16 [n_buckets, H], read and written
+ *     3-5   dlogits, off, st          f32 or f16 [K, Q, H, B]
+ *     6     mem   segs                int32: seg_start[n_buckets+1], rels[...]
+ *     7     long4 shape               (K, Q, H, B)
+ *     8     long4 offs                (q_offset, k_offset, rel_min, n_buckets)
+ *   NDRange (n_buckets, H, 1).
+ *
+ *   pe_alibi  (cl/bias.cl; -DDST_F16 -DHAS_X -DX_F16 (logits))
+ *     0-2   dst, off, st              f32 or f16 [K, Q, H, B]
+ *     3-5   logits, off, st           f32 or f16; may be the dst view itself
+ *     6     mem   slopes              f32 [H]
+ *     7     long4 shape               (K, Q, H, B)
+ *     8     long4 offs                (q_offset, k_offset, causal, symmetric)
+ *   NDRange (K, Q, H*B).
  */
-#define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
-
-#include "backend.h"
+#include "backend_opencl.h"
 #include "cl_kernels.h"
 
 #include <errno.h>
@@ -70,42 +121,6 @@
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
 #endif
-
-#define PE_CL_MAX_PROGRAMS 64
-#define PE_CL_OPTS_MAX 160
-#define PE_CL_BUILD_LOG_SHOWN 300
-
-/* One built program and its kernel, keyed by (op source, option string). */
-struct pe_cl_program {
-    const char *file; /* "sinusoidal.cl" */
-    char options[PE_CL_OPTS_MAX];
-    cl_program program;
-    cl_kernel kernel;
-    size_t kernel_wg_size; /* CL_KERNEL_WORK_GROUP_SIZE */
-};
-
-/* A kernel source: the embedded bytes, or a copy read from POSENC_CL_KERNEL_DIR. */
-struct pe_cl_source {
-    const char *name;
-    const char *data;
-    size_t size;
-    bool owned;
-};
-
-struct pe_cl_backend {
-    struct pe_backend base;
-    cl_platform_id platform;
-    cl_device_id device;
-    cl_context context;
-    cl_command_queue queue;
-    struct posenc_device_info info;
-    size_t max_item_size[3];
-    struct pe_cl_source sources[16];
-    int n_sources;
-    struct pe_cl_program programs[PE_CL_MAX_PROGRAMS];
-    int n_programs;
-    int evict_next; /* the slot a full program cache reuses next */
-};
 
 _Static_assert(offsetof(struct pe_cl_backend, base) == 0,
                "struct pe_backend must be the first member of struct pe_cl_backend");
@@ -683,7 +698,8 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
     posenc_context *ctx = be->base.ctx;
     for (int k = 0; k < be->n_programs; k++) {
         struct pe_cl_program *p = &be->programs[k];
-        if (strcmp(p->file, file) == 0 && strcmp(p->options, defines) == 0) {
+        if (strcmp(p->file, file) == 0 && strcmp(p->kernel_name, kernel_name) == 0 &&
+            strcmp(p->options, defines) == 0) {
             *out = p;
             return POSENC_OK;
         }
@@ -749,17 +765,18 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
     } else {
         p = &be->programs[be->evict_next];
         be->evict_next = (be->evict_next + 1) % PE_CL_MAX_PROGRAMS;
-        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: program cache full, dropping %s [%s]", p->file,
-               p->options);
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: program cache full, dropping %s:%s [%s]",
+               p->file, p->kernel_name, p->options);
         clReleaseKernel(p->kernel);
         clReleaseProgram(p->program);
     }
     p->file = file;
+    p->kernel_name = kernel_name;
     pe_strlcpy(p->options, defines, sizeof(p->options));
     p->program = prog;
     p->kernel = kernel;
     p->kernel_wg_size = wg ? wg : 1;
-    pe_log(ctx, POSENC_LOG_INFO, "opencl: built %s [%s]", file, options);
+    pe_log(ctx, POSENC_LOG_INFO, "opencl: built %s:%s [%s]", file, kernel_name, options);
     *out = p;
     return POSENC_OK;
 }
@@ -802,6 +819,64 @@ static bool launch_size(const struct pe_cl_backend *be, const struct pe_cl_progr
         global[k] = (size_t)g;
     }
     return true;
+}
+
+/* The helpers src/opencl/ops_encodings.c uses (backend_opencl.h). */
+
+posenc_status pe_cl_get_program(struct pe_cl_backend *be, const char *file,
+                                const char *kernel_name, const char *defines,
+                                struct pe_cl_program **out)
+{
+    return get_program(be, file, kernel_name, defines, out);
+}
+
+posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const void *data,
+                           size_t size, cl_mem *out)
+{
+    *out = NULL;
+    cl_int err = CL_SUCCESS;
+    /* A zero-sized buffer is invalid in OpenCL: an empty table still gets 4 bytes. */
+    static const uint32_t zero = 0;
+    if (size == 0) {
+        data = &zero;
+        size = sizeof(zero);
+    }
+    cl_mem mem = clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, size,
+                                (void *)data, &err);
+    if (!mem || err != CL_SUCCESS) {
+        char call[96];
+        snprintf(call, sizeof(call), "clCreateBuffer(%s, %zu bytes)", what, size);
+        return cl_fail_mem(be->base.ctx, call,
+                           err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    }
+    *out = mem;
+    return POSENC_OK;
+}
+
+posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
+                           const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3])
+{
+    posenc_context *ctx = be->base.ctx;
+    size_t global[3], local[3];
+    if (!launch_size(be, p, n, global, local))
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "%s: %llu x %llu x %llu work-items do not fit this device's size_t",
+                        p->kernel_name, (unsigned long long)n[0], (unsigned long long)n[1],
+                        (unsigned long long)n[2]);
+    for (size_t k = 0; k < n_args; k++) {
+        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, args[k].size, args[k].value);
+        if (err != CL_SUCCESS)
+            return pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(%s, %zu) failed: %d (%s)",
+                            p->kernel_name, k, (int)err, cl_err_name(err));
+    }
+    cl_int err =
+        clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char call[96];
+        snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
+        return cl_fail_mem(ctx, call, err);
+    }
+    return POSENC_OK;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1035,4 +1110,10 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .buffer_read = cl_buffer_read,
     .sinusoidal = cl_sinusoidal,
     .rope = cl_rope,
+    .learned = pe_cl_learned,
+    .learned_backward = pe_cl_learned_backward,
+    .resize_2d = pe_cl_resize_2d,
+    .relbias = pe_cl_relbias,
+    .relbias_backward = pe_cl_relbias_backward,
+    .alibi = pe_cl_alibi,
 };

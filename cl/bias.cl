@@ -1,0 +1,126 @@
+/*
+ * bias.cl - biases added to attention logits [K, Q, H, B] (keys innermost):
+ * posenc_relbias (pe_relbias), posenc_relbias_backward (pe_relbias_bwd) and
+ * posenc_alibi (pe_alibi).
+ *
+ * Storage types from -D options (0 or 1, common.cl): DST_F16 (dst, or dtable read and
+ * written by the backward pass), HAS_X / X_F16 (logits, or dlogits with HAS_X=1) and
+ * TAB_F16 (the relative-bias table). Offsets and strides are in elements of each
+ * tensor's own type; all index arithmetic (positions, distances) is 64-bit. The NDRange
+ * may be rounded up past `shape`. The host (src/opencl/backend_opencl.c) lists the
+ * argument order.
+ *
+ * shape = (K, Q, H, B) everywhere.
+ */
+
+/*
+ * pe_relbias: one work-item per element (k, q, h + H*b):
+ *   rel = (k + k_offset) - (q + q_offset)
+ *   dst[k, q, h, b] = logits[k, q, h, b] + table[bucket[rel - rel_min], h]
+ * (no logits: the table value). The logits element is read before dst is written, so
+ * logits may be the very same view as dst.
+ * bucket: int32 [n_rel], uploaded per call. offs = (q_offset, k_offset, rel_min, 0).
+ */
+__kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 dst_st,
+                         __global const X_T *lg, const long lg_off, const long4 lg_st,
+                         __global const TAB_T *tab, const long tab_off, const long4 tab_st,
+                         __global const int *bucket, const long4 shape, const long4 offs)
+{
+    const long k = (long)get_global_id(0);
+    const long q = (long)get_global_id(1);
+    const long hb = (long)get_global_id(2);
+    if (k >= shape.s0 || q >= shape.s1 || hb >= shape.s2 * shape.s3)
+        return;
+    const long h = hb % shape.s2;
+    const long b = hb / shape.s2;
+    const long rel = (k + offs.s1) - (q + offs.s0);
+    const long u = (long)bucket[rel - offs.s2];
+    float v = PE_LOAD_TAB(tab, tab_off + u * tab_st.s0 + h * tab_st.s1);
+#if HAS_X
+    v = PE_LOAD_X(lg, lg_off + k * lg_st.s0 + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3) + v;
+#endif
+    PE_STORE_DST(dst, dst_off + k * dst_st.s0 + q * dst_st.s1 + h * dst_st.s2 + b * dst_st.s3,
+                 v);
+}
+
+/*
+ * pe_relbias_bwd: one work-item per (bucket u, head h), in a fixed order (deterministic,
+ * no atomics):
+ *   acc = 0 (f32)
+ *   for i in [seg_start[u], seg_start[u+1])       rel = rels[i] + rel_min, as listed
+ *     for b in [0, B)
+ *       for q ascending with k = q + q_offset + rel - k_offset in [0, K)
+ *         acc += dlogits[k, q, h, b]
+ *   dtable[u, h] += acc
+ * segs (int32): seg_start[n_buckets + 1], then rels[...] (rel - rel_min values).
+ * offs = (q_offset, k_offset, rel_min, n_buckets).
+ */
+__kernel void pe_relbias_bwd(__global DST_T *dtab, const long dtab_off, const long4 dtab_st,
+                             __global const X_T *dl, const long dl_off, const long4 dl_st,
+                             __global const int *segs, const long4 shape, const long4 offs)
+{
+    const long u = (long)get_global_id(0);
+    const long h = (long)get_global_id(1);
+    const long n_buckets = offs.s3;
+    if (u >= n_buckets || h >= shape.s2)
+        return;
+    const long K = shape.s0, Q = shape.s1, B = shape.s3;
+    __global const int *rels = segs + (n_buckets + 1);
+    const long i_end = (long)segs[u + 1];
+    const long hr = dl_off + h * dl_st.s2;
+
+    float acc = 0.0f;
+    for (long i = (long)segs[u]; i < i_end; i++) {
+        const long rel = (long)rels[i] + offs.s2;
+        const long delta = offs.s0 + rel - offs.s1; /* k = q + delta */
+        const long q_lo = delta < 0 ? -delta : 0;
+        const long q_hi = K - delta < Q ? K - delta : Q;
+        for (long b = 0; b < B; b++) {
+            const long br = hr + b * dl_st.s3;
+            for (long q = q_lo; q < q_hi; q++)
+                acc += PE_LOAD_X(dl, br + (q + delta) * dl_st.s0 + q * dl_st.s1);
+        }
+    }
+    const long di = dtab_off + u * dtab_st.s0 + h * dtab_st.s1;
+    PE_STORE_DST(dtab, di, PE_LOAD_DST(dtab, di) + acc);
+}
+
+/*
+ * pe_alibi: one work-item per element (k, q, h + H*b). With qp = q + q_offset and
+ * kp = k + k_offset, the distance is formed in integers and converted to f32 once:
+ *   causal and kp > qp:  dst = -inf
+ *   else                  dst = logits - slope[h] * (float)dist,  dist = qp - kp
+ *                         (symmetric: |qp - kp|; no logits: -(slope[h] * dist), so
+ *                         -0 at distance 0, as the CPU reference)
+ * The logits element is read before dst is written (in place allowed).
+ * slopes: f32 [H], uploaded per call. offs = (q_offset, k_offset, causal, symmetric).
+ */
+__kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_st,
+                       __global const X_T *lg, const long lg_off, const long4 lg_st,
+                       __global const float *slopes, const long4 shape, const long4 offs)
+{
+    const long k = (long)get_global_id(0);
+    const long q = (long)get_global_id(1);
+    const long hb = (long)get_global_id(2);
+    if (k >= shape.s0 || q >= shape.s1 || hb >= shape.s2 * shape.s3)
+        return;
+    const long h = hb % shape.s2;
+    const long b = hb / shape.s2;
+    const long qp = q + offs.s0;
+    const long kp = k + offs.s1;
+    float v;
+    if (offs.s2 != 0 && kp > qp) {
+        v = -INFINITY;
+    } else {
+        long dist = qp - kp;
+        if (offs.s3 != 0 && dist < 0)
+            dist = -dist;
+        const float fd = convert_float_rte(dist);
+        v = -(slopes[h] * fd);
+#if HAS_X
+        v = PE_LOAD_X(lg, lg_off + k * lg_st.s0 + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3) + v;
+#endif
+    }
+    PE_STORE_DST(dst, dst_off + k * dst_st.s0 + q * dst_st.s1 + h * dst_st.s2 + b * dst_st.s3,
+                 v);
+}

@@ -1,0 +1,82 @@
+/*
+ * backend_opencl.h - what the files of the OpenCL backend share (private to src/opencl):
+ * the backend struct, the program cache, and the launch helpers that
+ * src/opencl/ops_encodings.c uses. backend_opencl.c lists every kernel's argument order.
+ */
+#ifndef POSENC_BACKEND_OPENCL_H
+#define POSENC_BACKEND_OPENCL_H
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include "backend.h"
+
+#define PE_CL_MAX_PROGRAMS 64
+#define PE_CL_OPTS_MAX 160
+#define PE_CL_BUILD_LOG_SHOWN 300
+
+/* One built program and its kernel, keyed by (op source, kernel, option string). */
+struct pe_cl_program {
+    const char *file;        /* "sinusoidal.cl" */
+    const char *kernel_name; /* "pe_sinusoidal" (a string literal) */
+    char options[PE_CL_OPTS_MAX];
+    cl_program program;
+    cl_kernel kernel;
+    size_t kernel_wg_size; /* CL_KERNEL_WORK_GROUP_SIZE */
+};
+
+/* A kernel source: the embedded bytes, or a copy read from POSENC_CL_KERNEL_DIR. */
+struct pe_cl_source {
+    const char *name;
+    const char *data;
+    size_t size;
+    bool owned;
+};
+
+struct pe_cl_backend {
+    struct pe_backend base;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    struct posenc_device_info info;
+    size_t max_item_size[3];
+    struct pe_cl_source sources[16];
+    int n_sources;
+    struct pe_cl_program programs[PE_CL_MAX_PROGRAMS];
+    int n_programs;
+    int evict_next; /* the slot a full program cache reuses next */
+};
+
+/* One kernel argument (clSetKernelArg's size and value). */
+struct pe_cl_arg {
+    size_t size;
+    const void *value;
+};
+
+/* The kernel `kernel_name` of common.cl + `file`, built with `defines` (cached per
+ * context: each distinct (file, kernel, defines) is built once). */
+posenc_status pe_cl_get_program(struct pe_cl_backend *be, const char *file,
+                                const char *kernel_name, const char *defines,
+                                struct pe_cl_program **out);
+
+/* A read-only device copy of `size` bytes of host memory (a per-call table); the caller
+ * releases it right after enqueueing the kernel that reads it. `what` names it in
+ * messages. */
+posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const void *data,
+                           size_t size, cl_mem *out);
+
+/* Set the n_args arguments of p's kernel and enqueue it over n[0] x n[1] x n[2]
+ * work-items (each rounded up to the local size; the kernel checks its bounds). */
+posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
+                           const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3]);
+
+/* The ops of src/opencl/ops_encodings.c. */
+posenc_status pe_cl_learned(struct pe_backend *be, const struct pe_learned_op *op);
+posenc_status pe_cl_learned_backward(struct pe_backend *be, const struct pe_learned_bwd_op *op);
+posenc_status pe_cl_resize_2d(struct pe_backend *be, const struct pe_resize_op *op);
+posenc_status pe_cl_relbias(struct pe_backend *be, const struct pe_relbias_op *op);
+posenc_status pe_cl_relbias_backward(struct pe_backend *be, const struct pe_relbias_bwd_op *op);
+posenc_status pe_cl_alibi(struct pe_backend *be, const struct pe_alibi_op *op);
+
+#endif

@@ -1,0 +1,377 @@
+/*
+ * test_learned.c - posenc_learned and posenc_learned_backward on one backend
+ * (--backend NAME).
+ *
+ *  - every shared learned / learned_backward case (src/check) against the CPU reference;
+ *  - values computed here independently in double: inputs are small dyadic rationals
+ *    (k/8), so every sum is exact in f32 and f16 and the results must match bit for bit;
+ *  - the seed's property: a table rejects a position >= its length (the "2,049th token"
+ *    of a 2,048-row table): POSENC_ERR_OUT_OF_RANGE naming the token and its value, the
+ *    output untouched, on every backend;
+ *  - the backward pass gives the same bits on two runs (no float atomics);
+ *  - bad input: exact statuses, a message naming the argument, output untouched.
+ */
+#include "check.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void run_shared_case(void **state)
+{
+    const struct pc_case *c = *state;
+    struct pc_result r;
+    pc_run_case(th.ref, th.dut, c, &r);
+    th_check_warnings();
+    if (!r.pass)
+        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
+                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
+                 (long long)r.guard_bad);
+}
+
+static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
+{
+    if (got != want)
+        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
+                 posenc_status_string(want), posenc_context_last_error(th.dut));
+    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
+        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
+                 posenc_context_last_error(th.dut), needle);
+}
+
+/* A dyadic value k/8 with |k| <= 32, from a seed: exact in f16 and f32, and so are sums of
+ * a few hundred of them. */
+static float dyadic(uint64_t *rng)
+{
+    return (float)((int)(pc_rand_u64(rng) % 65) - 32) / 8.0f;
+}
+
+static void check_poison(posenc_buffer *b, const char *what)
+{
+    unsigned char *img = th_download(b);
+    for (size_t i = 0; i < posenc_buffer_size(b); i++)
+        if (img[i] != 0xA5)
+            fail_msg("%s: byte %zu of the output was written by a failing call", what, i);
+    free(img);
+}
+
+/* ---- forward, against double ------------------------------------------------------------ */
+
+/* x [D, T, B] + table[pos[t, b]] with batch positions, f32 and f16 outputs, with and without
+ * x, table in the other dtype: every value is exact, so the device must match bit for bit. */
+static void test_forward_exact(void **state)
+{
+    (void)state;
+    enum { D = 5, T = 4, B = 2, ROWS = 6 };
+    uint64_t rng = 42;
+    float table[D * ROWS], x[D * T * B];
+    int32_t pos[T * B] = {5, 0, 3, 3, 1, 1, 4, 2}; /* [T, B]: batch rows differ */
+    for (int i = 0; i < D * ROWS; i++)
+        table[i] = dyadic(&rng);
+    for (int i = 0; i < D * T * B; i++)
+        x[i] = dyadic(&rng);
+    for (int dt = 0; dt < 2; dt++)
+        for (int with_x = 0; with_x < 2; with_x++) {
+            posenc_dtype odt = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+            posenc_dtype tdt = dt ? POSENC_DTYPE_F32 : POSENC_DTYPE_F16; /* mixed */
+            size_t tes = posenc_dtype_size(tdt), oes = posenc_dtype_size(odt);
+            unsigned char timg[D * ROWS * 4];
+            for (int i = 0; i < D * ROWS; i++) {
+                if (tdt == POSENC_DTYPE_F16) {
+                    uint16_t h = posenc_f32_to_f16(table[i]);
+                    memcpy(timg + 2 * i, &h, 2);
+                } else {
+                    memcpy(timg + 4 * i, &table[i], 4);
+                }
+            }
+            posenc_buffer *tb = th_upload(th.dut, timg, D * ROWS * tes);
+            posenc_buffer *xb = th_upload(th.dut, x, sizeof(x));
+            posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
+            posenc_buffer *db = NULL;
+            assert_int_equal(posenc_buffer_create(th.dut, D * T * B * oes, &db), POSENC_OK);
+            posenc_tensor tt = posenc_tensor_contiguous(tb, 0, tdt, D, ROWS, 1, 1);
+            posenc_tensor xt = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, D, T, B, 1);
+            posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, B, 1, 1);
+            posenc_tensor dst = posenc_tensor_contiguous(db, 0, odt, D, T, B, 1);
+            expect(posenc_learned(th.dut, with_x ? &xt : NULL, &pt, &tt, &dst), POSENC_OK, NULL,
+                   "learned");
+            unsigned char *out = th_download(db);
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < D; i++) {
+                        int e = i + D * (t + T * b);
+                        double want = (double)table[i + D * pos[t + T * b]] + (with_x ? x[e] : 0.0);
+                        double got;
+                        if (odt == POSENC_DTYPE_F16) {
+                            uint16_t h;
+                            memcpy(&h, out + 2 * e, 2);
+                            got = posenc_f16_to_f32(h);
+                        } else {
+                            float f;
+                            memcpy(&f, out + 4 * e, 4);
+                            got = f;
+                        }
+                        if (got != want)
+                            fail_msg("%s x=%d: (%d, %d, %d) = %.9g, want %.9g",
+                                     posenc_dtype_name(odt), with_x, i, t, b, got, want);
+                    }
+            free(out);
+            posenc_buffer_destroy(&tb);
+            posenc_buffer_destroy(&xb);
+            posenc_buffer_destroy(&pb);
+            posenc_buffer_destroy(&db);
+        }
+    th_check_warnings();
+}
+
+/* ---- backward, against double ----------------------------------------------------------- */
+
+static float *backward_dut(const float *dy, int64_t d, int64_t T, int64_t B, const int32_t *pos,
+                           int64_t pos_b, const float *dtable0, int64_t rows)
+{
+    posenc_buffer *yb = th_upload(th.dut, dy, (size_t)(d * T * B) * 4);
+    posenc_buffer *pb = th_upload(th.dut, pos, (size_t)(T * pos_b) * 4);
+    posenc_buffer *gb = th_upload(th.dut, dtable0, (size_t)(d * rows) * 4);
+    posenc_tensor yt = posenc_tensor_contiguous(yb, 0, POSENC_DTYPE_F32, d, T, B, 1);
+    posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, pos_b, 1, 1);
+    posenc_tensor gt = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, d, rows, 1, 1);
+    expect(posenc_learned_backward(th.dut, &yt, &pt, &gt), POSENC_OK, NULL, "learned_backward");
+    float *out = th_download(gb);
+    posenc_buffer_destroy(&yb);
+    posenc_buffer_destroy(&pb);
+    posenc_buffer_destroy(&gb);
+    th_check_warnings();
+    return out;
+}
+
+/* dtable[pos] += dy with repeated positions (shared by the batch): exact dyadic sums. */
+static void test_backward_exact(void **state)
+{
+    (void)state;
+    enum { D = 3, T = 9, B = 2, ROWS = 5 };
+    uint64_t rng = 7;
+    float dy[D * T * B], g0[D * ROWS];
+    const int32_t pos[T] = {2, 0, 2, 4, 2, 0, 1, 2, 4}; /* row 3 gets nothing */
+    for (int i = 0; i < D * T * B; i++)
+        dy[i] = dyadic(&rng);
+    for (int i = 0; i < D * ROWS; i++)
+        g0[i] = dyadic(&rng);
+    float *g = backward_dut(dy, D, T, B, pos, 1, g0, ROWS);
+    for (int r = 0; r < ROWS; r++)
+        for (int i = 0; i < D; i++) {
+            double want = g0[i + D * r];
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++)
+                    if (pos[t] == r)
+                        want += dy[i + D * (t + T * b)];
+            if (g[i + D * r] != want)
+                fail_msg("dtable[%d, %d] = %.9g, want %.9g", i, r, g[i + D * r], want);
+        }
+    free(g);
+}
+
+/* Two runs of a large, rounding-heavy accumulation give the same bits. */
+static void test_backward_deterministic(void **state)
+{
+    (void)state;
+    enum { D = 64, T = 1000, B = 2, ROWS = 7 };
+    float *dy = malloc(sizeof(float) * D * T * B), *g0 = malloc(sizeof(float) * D * ROWS);
+    int32_t *pos = malloc(sizeof(int32_t) * T * B);
+    assert_true(dy && g0 && pos);
+    uint64_t rng = 99;
+    for (int i = 0; i < D * T * B; i++)
+        dy[i] = (float)(pc_rand_uniform(&rng) * 2.0 - 1.0) * 1e-3f;
+    for (int i = 0; i < D * ROWS; i++)
+        g0[i] = (float)(pc_rand_uniform(&rng) * 2.0 - 1.0);
+    for (int i = 0; i < T * B; i++)
+        pos[i] = (int32_t)(pc_rand_u64(&rng) % ROWS);
+    float *a = backward_dut(dy, D, T, B, pos, B, g0, ROWS);
+    float *b = backward_dut(dy, D, T, B, pos, B, g0, ROWS);
+    if (memcmp(a, b, sizeof(float) * D * ROWS) != 0)
+        fail_msg("two runs of learned_backward differ");
+    free(a);
+    free(b);
+    free(dy);
+    free(g0);
+    free(pos);
+}
+
+/* ---- out of range ------------------------------------------------------------------------- */
+
+/* A 2,048-row table and 2,049 tokens 0..2048: the 2,049th token (index 2048) is rejected. */
+static void test_out_of_range(void **state)
+{
+    (void)state;
+    enum { D = 4, ROWS = 2048, T = 2049 };
+    float *table = calloc(D * ROWS, sizeof(float));
+    int32_t *pos = malloc(sizeof(int32_t) * T);
+    unsigned char *poison = malloc(D * T * 4);
+    assert_true(table && pos && poison);
+    for (int t = 0; t < T; t++)
+        pos[t] = t;
+    memset(poison, 0xA5, D * T * 4);
+    posenc_buffer *tb = th_upload(th.dut, table, sizeof(float) * D * ROWS);
+    posenc_buffer *pb = th_upload(th.dut, pos, sizeof(int32_t) * T);
+    posenc_buffer *db = th_upload(th.dut, poison, D * T * 4);
+    posenc_buffer *gb = th_upload(th.dut, poison, D * ROWS * 4);
+    posenc_tensor tt = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, D, ROWS, 1, 1);
+    posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    posenc_tensor dt = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, T, 1, 1);
+    posenc_tensor gt = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, D, ROWS, 1, 1);
+    const posenc_status OOR = POSENC_ERR_OUT_OF_RANGE;
+    expect(posenc_learned(th.dut, NULL, &pt, &tt, &dt), OOR, "token 2048", "position 2048");
+    expect(posenc_learned(th.dut, NULL, &pt, &tt, &dt), OOR, "2048 rows", "rows named");
+    /* in place with x = dst: still untouched */
+    expect(posenc_learned(th.dut, &dt, &pt, &tt, &dt), OOR, "position 2048", "in place");
+    /* dy = dst's poison as a gradient: dtable untouched too */
+    expect(posenc_learned_backward(th.dut, &dt, &pt, &gt), OOR, "token 2048", "backward");
+    /* a negative position, in the second batch row of batched positions */
+    int32_t neg[6] = {0, 1, 2, 0, -1, 2};
+    posenc_buffer *nb = th_upload(th.dut, neg, sizeof(neg));
+    posenc_tensor nt = posenc_tensor_contiguous(nb, 0, POSENC_DTYPE_I32, 3, 2, 1, 1);
+    posenc_tensor d2 = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, 3, 2, 1);
+    expect(posenc_learned(th.dut, NULL, &nt, &tt, &d2), OOR, "token 1 (batch 1)", "negative");
+    expect(posenc_learned(th.dut, NULL, &nt, &tt, &d2), OOR, "position -1", "negative value");
+    check_poison(db, "learned out of range");
+    check_poison(gb, "learned_backward out of range");
+    posenc_buffer_destroy(&tb);
+    posenc_buffer_destroy(&pb);
+    posenc_buffer_destroy(&db);
+    posenc_buffer_destroy(&gb);
+    posenc_buffer_destroy(&nb);
+    free(table);
+    free(pos);
+    free(poison);
+    th_check_warnings();
+}
+
+/* ---- bad input ----------------------------------------------------------------------------- */
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    enum { D = 8, T = 5, ROWS = 6 };
+    const posenc_status INV = POSENC_ERR_INVALID_ARGUMENT;
+    unsigned char poison[D * T * 4 * 2];
+    memset(poison, 0xA5, sizeof(poison));
+    float table[D * ROWS] = {0}, x[D * T] = {0};
+    int32_t pos[2 * T] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4};
+    posenc_buffer *db = th_upload(th.dut, poison, sizeof(poison));
+    posenc_buffer *gb = th_upload(th.dut, poison, sizeof(poison));
+    posenc_buffer *tb = th_upload(th.dut, table, sizeof(table));
+    posenc_buffer *xb = th_upload(th.dut, x, sizeof(x));
+    posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
+    posenc_tensor dst = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, T, 1, 1);
+    posenc_tensor dtab = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, D, ROWS, 1, 1);
+    posenc_tensor tab = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, D, ROWS, 1, 1);
+    posenc_tensor xt = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, D, T, 1, 1);
+    posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    posenc_tensor t;
+
+    assert_int_equal(posenc_learned(NULL, NULL, &pt, &tab, &dst), INV);
+    expect(posenc_learned(th.dut, NULL, &pt, &tab, NULL), INV, "dst is NULL", "dst NULL");
+    expect(posenc_learned(th.dut, NULL, &pt, NULL, &dst), INV, "table is NULL", "table NULL");
+    expect(posenc_learned(th.dut, NULL, NULL, &tab, &dst), INV, "pos is NULL", "pos NULL");
+    t = dst;
+    t.dtype = POSENC_DTYPE_I32;
+    expect(posenc_learned(th.dut, NULL, &pt, &tab, &t), INV, "dst->dtype", "i32 dst");
+    t = tab;
+    t.dtype = POSENC_DTYPE_I32;
+    expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->dtype", "i32 table");
+    t = pt;
+    t.dtype = POSENC_DTYPE_F32;
+    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->dtype", "f32 pos");
+    t = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, D / 2, ROWS, 1, 1);
+    expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->ne[0] = 4", "table d");
+    t = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, D, 2, 3, 1);
+    expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->ne", "3-D table");
+    t = pt;
+    t.ne[0] = T - 1;
+    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->ne", "pos length");
+    t = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 2, 1, 1); /* B = 1 */
+    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->ne", "pos batch");
+    t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, T, 1, 2);
+    posenc_tensor p4 = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    expect(posenc_learned(th.dut, NULL, &p4, &tab, &t), INV, "dst->ne", "4-D dst");
+    t = xt;
+    t.ne[1] = T - 1;
+    expect(posenc_learned(th.dut, &t, &pt, &tab, &dst), INV, "x->ne", "x shape");
+    t = posenc_tensor_contiguous(db, 4 * D, POSENC_DTYPE_F32, D, T, 1, 1);
+    expect(posenc_learned(th.dut, &t, &pt, &tab, &dst), INV, "partially overlaps", "x overlap");
+    t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, ROWS, 1, 1);
+    posenc_tensor dhi = posenc_tensor_contiguous(db, 4 * D * 2, POSENC_DTYPE_F32, D, T, 1, 1);
+    expect(posenc_learned(th.dut, NULL, &pt, &t, &dhi), INV, "table overlaps dst", "table in dst");
+    t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos overlaps dst", "pos in dst");
+
+    /* backward */
+    assert_int_equal(posenc_learned_backward(NULL, &xt, &pt, &dtab), INV);
+    expect(posenc_learned_backward(th.dut, NULL, &pt, &dtab), INV, "dy is NULL", "dy NULL");
+    expect(posenc_learned_backward(th.dut, &xt, &pt, NULL), INV, "dtable is NULL", "dtable NULL");
+    t = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, D + 1, ROWS, 1, 1);
+    expect(posenc_learned_backward(th.dut, &xt, &pt, &t), INV, "dtable->ne[0]", "dtable d");
+    t = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, D, T, 1, 1);
+    expect(posenc_learned_backward(th.dut, &t, &pt, &dtab), INV, "dy overlaps dtable",
+           "dy in dtable");
+    t = dtab;
+    t.dtype = POSENC_DTYPE_I32;
+    expect(posenc_learned_backward(th.dut, &xt, &pt, &t), INV, "dtable->dtype", "i32 dtable");
+
+    /* empty: a valid no-op that reads and writes nothing */
+    t = dst;
+    t.ne[1] = 0;
+    posenc_tensor p0 = pt;
+    p0.ne[0] = 0;
+    expect(posenc_learned(th.dut, NULL, &p0, &tab, &t), POSENC_OK, NULL, "empty");
+    assert_string_equal(posenc_context_last_error(th.dut), "");
+    posenc_tensor y0 = xt;
+    y0.ne[1] = 0;
+    expect(posenc_learned_backward(th.dut, &y0, &p0, &dtab), POSENC_OK, NULL, "empty backward");
+
+    check_poison(db, "learned");
+    check_poison(gb, "learned_backward");
+    posenc_buffer_destroy(&db);
+    posenc_buffer_destroy(&gb);
+    posenc_buffer_destroy(&tb);
+    posenc_buffer_destroy(&xb);
+    posenc_buffer_destroy(&pb);
+    th_check_warnings();
+}
+
+int main(int argc, char **argv)
+{
+    int rc = th_init(argc, argv, "learned");
+    if (rc >= 0)
+        return rc;
+    size_t n1 = 0, n2 = 0;
+    struct pc_case *c1 = pc_cases(PC_OP_LEARNED, &n1);
+    struct pc_case *c2 = pc_cases(PC_OP_LEARNED_BACKWARD, &n2);
+    const struct CMUnitTest fixed[] = {
+        cmocka_unit_test(test_forward_exact),
+        cmocka_unit_test(test_backward_exact),
+        cmocka_unit_test(test_backward_deterministic),
+        cmocka_unit_test(test_out_of_range),
+        cmocka_unit_test(test_bad_input),
+    };
+    size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
+    struct CMUnitTest *tests = calloc(nfixed + n1 + n2, sizeof(*tests));
+    if (!tests || !c1 || !c2) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    memcpy(tests, fixed, sizeof(fixed));
+    for (size_t i = 0; i < n1 + n2; i++) {
+        const struct pc_case *c = i < n1 ? &c1[i] : &c2[i - n1];
+        tests[nfixed + i].name = c->name;
+        tests[nfixed + i].test_func = run_shared_case;
+        tests[nfixed + i].initial_state = (void *)c;
+    }
+    rc = th_run("learned", tests, nfixed + n1 + n2);
+    free(tests);
+    free(c1);
+    free(c2);
+    th_fini();
+    return rc;
+}
