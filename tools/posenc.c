@@ -4,14 +4,21 @@
  *   posenc info                      backends, devices, capabilities, what AUTO picks
  *   posenc verify [--backend B] [--op OP] [--filter TEXT] [--quiet]
  *                                    every op case on each backend vs the CPU reference
+ *   posenc table --kind K ...        an encoding's vectors / matrices as numbers
+ *   posenc heatmap --kind K -o F     the same as a PNG heat map       (cmd_heatmap.c)
+ *   posenc decay -o F | --csv        RoPE's long-term decay per scaling (cmd_decay.c)
+ *
+ * table, heatmap: cmd_table.c, cmd_heatmap.c, encodings.c; images: plot.c, font.c, png.c.
  */
 #include "check.h"
 #include "posenc.h"
+#include "tool.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const posenc_backend_kind all_backends[] = {POSENC_BACKEND_CPU, POSENC_BACKEND_OPENCL,
                                                    POSENC_BACKEND_VULKAN};
@@ -105,6 +112,28 @@ static int cmd_info(int argc, char **argv)
     return 0;
 }
 
+/* The progress bar of verify: on stderr, only when stderr is a terminal. Result lines go
+ * to stdout; the bar is erased before each and drawn again after it. */
+static int progress_on;
+
+static void progress_clear(void)
+{
+    if (progress_on)
+        fputs("\r\033[K", stderr);
+}
+
+static void progress_draw(const char *backend, size_t done, size_t total, const char *name)
+{
+    enum { BAR = 30 };
+    if (!progress_on)
+        return;
+    static const char hashes[] = "##############################";
+    int fill = total ? (int)(done * BAR / total) : BAR;
+    fprintf(stderr, "\r\033[K%s [%.*s%*s] %zu/%zu %.36s", backend, fill, hashes, BAR - fill, "",
+            done, total, name);
+    fflush(stderr);
+}
+
 /* Counts WARN messages (driver / validation-layer reports) of the context under test. */
 static int warn_count;
 static void verify_log(posenc_log_level level, const char *msg, void *user)
@@ -112,6 +141,7 @@ static void verify_log(posenc_log_level level, const char *msg, void *user)
     (void)user;
     if (level == POSENC_LOG_WARN) {
         warn_count++;
+        progress_clear();
         fprintf(stderr, "  warning: %s\n", msg);
     }
 }
@@ -199,6 +229,11 @@ static int cmd_verify(int argc, char **argv)
         return 1;
     }
     int failures = 0, backends_run = 0;
+    progress_on = isatty(STDERR_FILENO);
+    size_t total = 0;
+    for (size_t i = 0; i < ncases; i++)
+        if (!filter || strstr(cases[i].name, filter))
+            total++;
     for (size_t b = 0; b < sizeof(all_backends) / sizeof(all_backends[0]); b++) {
         posenc_backend_kind kind = all_backends[b];
         if (only_backend >= 0 && (int)kind != only_backend)
@@ -227,17 +262,24 @@ static int cmd_verify(int argc, char **argv)
                    pc_bound_sincos_f32(2.0, 0.0), ok ? "pass" : "FAIL");
             ok ? pass++ : fail++;
         }
+        size_t done = 0;
         for (size_t i = 0; i < ncases; i++) {
             if (filter && !strstr(cases[i].name, filter))
                 continue;
+            progress_draw(posenc_backend_name(kind), done, total, cases[i].name);
             struct pc_result r;
             pc_run_case(ref, dut, &cases[i], &r);
-            if (!quiet || !r.pass)
+            done++;
+            if (!quiet || !r.pass) {
+                progress_clear();
                 printf("%-100s %10.3g %10.3g  %s%s%s\n", cases[i].name, r.max_err,
                        r.bound_at_max, r.pass ? "pass" : "FAIL", r.pass ? "" : ": ",
                        r.pass ? "" : r.msg);
+                fflush(stdout);
+            }
             r.pass ? pass++ : fail++;
         }
+        progress_clear();
         if (warn_count) {
             printf("%d driver/validation warnings (counted as a failure)\n", warn_count);
             fail++;
@@ -261,14 +303,17 @@ static void usage(FILE *f)
     fprintf(f, "usage: posenc <command> [options]\n\n"
                "commands:\n"
                "  info     backends and devices found, and what AUTO picks\n"
-               "  verify   every op case on every backend against the CPU reference\n\n"
+               "  verify   every op case on every backend against the CPU reference\n"
+               "  table    an encoding's vectors / matrices as numbers\n"
+               "  heatmap  an encoding as a PNG heat map\n"
+               "  decay    RoPE's long-term decay for several scalings (PNG or CSV)\n\n"
                "posenc <command> --help for the options of a command.\n");
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "posenc: no command given (try posenc --help)\n");
         return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -283,7 +328,12 @@ int main(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "verify"))
         return cmd_verify(argc - 1, argv + 1);
-    fprintf(stderr, "posenc: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    if (!strcmp(argv[1], "table"))
+        return cmd_table(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "heatmap"))
+        return cmd_heatmap(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "decay"))
+        return cmd_decay(argc - 1, argv + 1);
+    fprintf(stderr, "posenc: unknown command '%s' (try posenc --help)\n", argv[1]);
     return 2;
 }
