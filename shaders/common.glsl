@@ -10,14 +10,18 @@
 
 // ---- sin and cos -------------------------------------------------------------------------
 //
-// a = q*(pi/2) + r with q = round(a * 2/pi) and |r| <= ~pi/4. pi/2 is split Cody-Waite
-// style into PE_PIO2_A (8 significant bits) + PE_PIO2_B (7 bits) + PE_PIO2_C (f32), so
-// q*A and q*B are exact for |q| < 2^16 (|a| < ~1e5) and a - q*A, (a - q*A) - q*B are exact
-// too (Sterbenz); only q*C and the last subtraction round. The split's residual
-// |pi/2 - (A+B+C)| ~ 5e-15 adds < 4e-10 at |q| = 2^16. Past that, q*A rounds by half an
-// ulp of a, which is within the caller's f32 angle error anyway.
-// `precise` keeps the compiler from fusing into fma with a different rounding or
-// reassociating the reduction (that would cancel the split).
+// a = q*(pi/2) + r with |r| <= ~pi/4, in two steps. Step 1: q0 = round(a * 2/pi) (off by
+// up to ~30 for |a| ~ 4e8, as a * 2/pi rounds), r = a - q0*pi/2 with pi/2 split Cody-Waite
+// style into PE_PIO2_A (8 significant bits) + PE_PIO2_B (7 bits) + PE_PIO2_C (f32) and
+// q0 into qh (a multiple of 2^12, same sign) + ql (|ql| < 2^12): every product with A
+// and B is exact for |q0| < 2^28 (|a| < ~4e8) and so is every subtraction (the exact
+// partial results fit in 24 bits); only q0*C and the last subtraction round. Step 2
+// takes out the few quarter turns step 1 missed: q1 = round(r * 2/pi), r -= q1*pi/2.
+// |r| ends within ~1 f32 ulp of a - (q0+q1)*pi/2 plus 0.5 ulp of q0*C (3e-7 at
+// |a| = 1.6e7, 1e-5 at 4e8, both far below ulp(a)). Past ~4e8 (ulp(a) >= 32 > 2*pi, no
+// phase left in a) r may come out wrong: it is then replaced by 0 so that the results
+// stay in [-1, 1]. `precise` (NoContraction) keeps compilers from fusing into fma with a
+// different rounding or reassociating, which would cancel the split.
 const float PE_2_OVER_PI = 0.636619772367581343f;
 const float PE_PIO2_A = 1.5703125f;
 const float PE_PIO2_B = 4.84466552734375e-4f;
@@ -39,21 +43,43 @@ float pe_cos_poly(float r)
     return (p - 0.5f * z) + 1.0f;
 }
 
-// sin(a) and cos(a) within a few f32 ulp (absolute ~1.5e-7) on any driver. NaN or
-// infinite a gives NaN.
+// sin(a) and cos(a) of the f32 value a, within ~1e-7 absolute for |a| < ~1e7 on any
+// driver (no use of the driver's sin/cos), in [-1, 1] for any finite a. NaN or infinite
+// a gives NaN.
 void pe_sincos(float a, out float s, out float c)
 {
-    float q = roundEven(a * PE_2_OVER_PI);
-    precise float r = ((a - q * PE_PIO2_A) - q * PE_PIO2_B) - q * PE_PIO2_C;
-    // Quadrant q mod 4, exact in float for any integral q (no int conversion overflow).
-    int n = int(q - 4.0f * floor(q * 0.25f)) & 3;
-    float sr = pe_sin_poly(r);
-    float cr = pe_cos_poly(r);
+    float q0 = roundEven(a * PE_2_OVER_PI);
+    float qh = trunc(q0 * (1.0f / 4096.0f)) * 4096.0f; // exact
+    float ql = q0 - qh;                                  // exact
+    precise float r = ((((a - qh * PE_PIO2_A) - ql * PE_PIO2_A) - qh * PE_PIO2_B)
+                       - ql * PE_PIO2_B) - q0 * PE_PIO2_C;
+    float q1 = roundEven(r * PE_2_OVER_PI);              // usually 0
+    precise float r1 = ((r - q1 * PE_PIO2_A) - q1 * PE_PIO2_B) - q1 * PE_PIO2_C;
+    if (abs(r1) > 0.8f) // only past |a| ~ 4e8; false for NaN, which propagates
+        r1 = 0.0f;
+    // Quadrant (q0 + q1) mod 4; q0 mod 4 is exact in float for any integral q0.
+    int n = (int(q0 - 4.0f * floor(q0 * 0.25f)) + int(q1)) & 3;
+    float sr = pe_sin_poly(r1);
+    float cr = pe_cos_poly(r1);
     // sin(r + n*pi/2), cos(r + n*pi/2)
     float s0 = (n & 1) != 0 ? cr : sr;
     float c0 = (n & 1) != 0 ? sr : cr;
     s = (n & 2) != 0 ? -s0 : s0;
     c = ((n + 1) & 2) != 0 ? -c0 : c0;
+}
+
+// ---- integer division by a run-time constant ---------------------------------------------
+
+// n / d for any uint n, from magic = floor(2^32 * (2^l - d) / d) + 1 and l = ceil(log2 d)
+// computed on the host (pe_vk_magic in src/vulkan/ops_vulkan.c). d = 1 has magic 1, l 0.
+// A multiply-high and a few adds instead of a division (slow on GPUs, scalarized on
+// CPU implementations).
+uint pe_udiv(uint n, uint magic, uint l)
+{
+    uint hi, lo;
+    umulExtended(n, magic, hi, lo);
+    uint s1 = min(l, 1u);
+    return (hi + ((n - hi) >> s1)) >> (l - s1);
 }
 
 // ---- f16 storage in 32-bit words ---------------------------------------------------------

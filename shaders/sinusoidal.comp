@@ -3,8 +3,14 @@
 //
 // Variants (glslc -D, see shaders/meson.build): DST_F16, X_F16 = 0 (f32) or 1 (f16
 // stored in 32-bit words). The layout, positions' dtype and whether x is present are
-// push-constant flags. One invocation per (frequency i, row): it computes the angle
-// pos*freq[i] once and writes both the sin and the cos element.
+// push-constant flags. Each loop iteration handles one unit of a row (grid layout in
+// src/kernel_abi.h): the (sin, cos) pair i, whose angle pos*freq[i] is computed once for
+// both elements, or two adjacent pairs in the f16 PE_SIN_FLAG_DST_PAIR2 path.
+//
+// f16 dst: a general strided view writes each element with two atomics on its word
+// (store_dst); when rows are contiguous and start on even elements, whole words are
+// stored plainly: (sin, cos) of a pair when interleaved (PE_SIN_FLAG_DST_WORDS), the two
+// sin and the two cos values of pairs 2u, 2u+1 in the half-split layouts (..._PAIR2).
 #extension GL_GOOGLE_include_directive : require
 
 #ifndef DST_F16
@@ -57,46 +63,63 @@ void store_dst(uint e, float v)
 #endif
 }
 
+// The (sin, cos) pair i at position p: its two i0 indices and values (fused add done).
+void pe_pair(uint i, float p, uint lay, uint xb, out uint i0s, out uint i0c, out float s,
+             out float c)
+{
+    precise float angle = p * freq[i]; // one f32 rounding, like the other backends
+    pe_sincos(angle, s, c);
+    if (lay == PE_SIN_INTERLEAVED) {
+        i0s = 2u * i;
+        i0c = 2u * i + 1u;
+    } else if (lay == PE_SIN_HALF_SPLIT) {
+        i0s = i;
+        i0c = pc.n_half + i;
+    } else {
+        i0c = i;
+        i0s = pc.n_half + i;
+    }
+    if ((pc.flags & PE_SIN_FLAG_HAS_X) != 0u) {
+        s = load_x(xb + i0s * pc.x_st0) * pc.x_scale + s;
+        c = load_x(xb + i0c * pc.x_st0) * pc.x_scale + c;
+    }
+}
+
 void main()
 {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint lay = pc.flags & PE_SIN_FLAG_LAYOUT_MASK;
-    bool has_x = (pc.flags & PE_SIN_FLAG_HAS_X) != 0u;
     bool pos_f32 = (pc.flags & PE_SIN_FLAG_POS_F32) != 0u;
 
-    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_pairs; idx += stride) {
-        uint i = idx % pc.n_half;
-        uint row = idx / pc.n_half;
-        uint i1 = row % pc.ne1;
-        uint r23 = row / pc.ne1;
-        uint i2 = r23 % pc.ne2;
-        uint i3 = r23 / pc.ne2;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu);
+        uint u = idx - row * pc.n_units;
+        uint r23 = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint i1 = row - r23 * pc.ne1;
+        uint i3 = pe_udiv(r23, pc.ne2_magic, (pc.shifts >> 16) & 0xffu);
+        uint i2 = r23 - i3 * pc.ne2;
 
         int praw = pos_i[pc.pos_off + i1 * pc.pos_st0 + i2 * pc.pos_st1 + i3 * pc.pos_st2];
         float p = pos_f32 ? intBitsToFloat(praw) : float(praw);
-        precise float angle = p * freq[i];
-        float s, c;
-        pe_sincos(angle, s, c);
+        uint xb = pc.x_off + i1 * pc.x_st1 + i2 * pc.x_st2 + i3 * pc.x_st3;
+        uint db = pc.dst_off + i1 * pc.dst_st1 + i2 * pc.dst_st2 + i3 * pc.dst_st3;
 
         uint i0s, i0c;
-        if (lay == PE_SIN_INTERLEAVED) {
-            i0s = 2u * i;
-            i0c = 2u * i + 1u;
-        } else if (lay == PE_SIN_HALF_SPLIT) {
-            i0s = i;
-            i0c = pc.n_half + i;
-        } else {
-            i0c = i;
-            i0s = pc.n_half + i;
+        float s, c;
+#if DST_F16
+        if ((pc.flags & PE_SIN_FLAG_DST_PAIR2) != 0u) {
+            // half-split, dst_st0 == 1, db and n_half even: pairs 2u and 2u+1 have their
+            // sin values in one word and their cos values in another
+            uint i0s1, i0c1;
+            float s1, c1;
+            pe_pair(2u * u, p, lay, xb, i0s, i0c, s, c);
+            pe_pair(2u * u + 1u, p, lay, xb, i0s1, i0c1, s1, c1);
+            dst_w[(db + i0s) >> 1] = pe_f32_to_f16(s) | (pe_f32_to_f16(s1) << 16);
+            dst_w[(db + i0c) >> 1] = pe_f32_to_f16(c) | (pe_f32_to_f16(c1) << 16);
+            continue;
         }
-
-        if (has_x) {
-            uint xb = pc.x_off + i1 * pc.x_st1 + i2 * pc.x_st2 + i3 * pc.x_st3;
-            s = load_x(xb + i0s * pc.x_st0) * pc.x_scale + s;
-            c = load_x(xb + i0c * pc.x_st0) * pc.x_scale + c;
-        }
-
-        uint db = pc.dst_off + i1 * pc.dst_st1 + i2 * pc.dst_st2 + i3 * pc.dst_st3;
+#endif
+        pe_pair(u, p, lay, xb, i0s, i0c, s, c);
 #if DST_F16
         if ((pc.flags & PE_SIN_FLAG_DST_WORDS) != 0u) {
             // interleaved, dst_st0 == 1, db even: (sin, cos) is exactly one word

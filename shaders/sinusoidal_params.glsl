@@ -1,6 +1,7 @@
 // sinusoidal_params.glsl - push constants of sinusoidal.comp.
 // Mirrors struct pe_vk_sinusoidal_push and PE_SIN_FLAG_* in src/kernel_abi.h, where the
-// size (80 bytes) and every offset are checked with _Static_assert. Change both together.
+// size (100 bytes) and every offset are checked with _Static_assert, and where the
+// fields are explained. Change both together.
 
 #ifndef PE_SINUSOIDAL_PARAMS_GLSL
 #define PE_SINUSOIDAL_PARAMS_GLSL
@@ -9,6 +10,7 @@
 #define PE_SIN_FLAG_HAS_X       0x4u
 #define PE_SIN_FLAG_POS_F32     0x8u
 #define PE_SIN_FLAG_DST_WORDS   0x10u
+#define PE_SIN_FLAG_DST_PAIR2   0x20u
 
 #define PE_SIN_INTERLEAVED 0u
 #define PE_SIN_HALF_SPLIT 1u
@@ -22,10 +24,13 @@ layout(push_constant, std430) uniform PeSinusoidalPush {
     uint pos_off;                               // 40
     uint pos_st0, pos_st1, pos_st2;             // 44
     uint n_half;                                // 56
-    uint ne1, ne2;                              // 60
-    uint n_pairs;                               // 68
-    uint flags;                                 // 72
-    float x_scale;                              // 76
-} pc;                                           // 80 bytes
+    uint n_units;                               // 60
+    uint ne1, ne2;                              // 64
+    uint units_magic, ne1_magic, ne2_magic;     // 72
+    uint shifts;                                // 84
+    uint n_total;                               // 88
+    uint flags;                                 // 92
+    float x_scale;                              // 96
+} pc;                                           // 100 bytes
 
 #endif

@@ -13,7 +13,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <stdlib.h>
 
 /* SPIR-V built by shaders/meson.build (glslc -mfmt=c: an initializer list). */
 static const uint32_t spv_sinusoidal_f32_f32[] =
@@ -42,6 +41,9 @@ static const struct {
 };
 
 enum { PE_VK_BINDINGS = 4 }; /* dst, x, pos, freq */
+
+/* Workgroups per dispatch on CPU devices (see pe_vk_sinusoidal). */
+#define PE_VK_CPU_MAX_GROUPS 64u
 
 posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
 {
@@ -191,6 +193,21 @@ static posenc_status create_pipeline(struct pe_vk_backend *be, const char *name,
 /* sinusoidal                                                                           */
 /* ------------------------------------------------------------------------------------ */
 
+/*
+ * Magic number for dividing any uint32 by d (1 <= d < 2^32) with a multiply-high, as
+ * pe_udiv in shaders/common.glsl does: l = ceil(log2 d), magic = floor(2^32 (2^l - d) / d)
+ * + 1 (the "round-up" method, Hacker's Delight 10-9; checked exhaustively over edge
+ * cases and randomly over all d and n).
+ */
+static void pe_vk_magic(uint32_t d, uint32_t *out_magic, uint32_t *out_l)
+{
+    uint32_t l = 0;
+    while (l < 32 && ((uint64_t)1 << l) < d)
+        l++;
+    *out_l = l;
+    *out_magic = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
+}
+
 /* Store a non-negative int64 into a uint32 push constant, or fail naming it. */
 static posenc_status put_u32(struct pe_vk_backend *be, uint32_t *dst, int64_t v, const char *what)
 {
@@ -247,17 +264,6 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     PE_RETURN_IF_ERROR(put_u32(be, &pc.n_half, op->half, "d/2"));
     PE_RETURN_IF_ERROR(put_u32(be, &pc.ne1, dst->ne[1], "dst->ne[1]"));
     PE_RETURN_IF_ERROR(put_u32(be, &pc.ne2, dst->ne[2], "dst->ne[2]"));
-    /* Grid-stride loop: idx + stride must not wrap around in uint32. */
-    const uint32_t max_groups = be->props.limits.maxComputeWorkGroupCount[0] < 65535u
-                                    ? be->props.limits.maxComputeWorkGroupCount[0]
-                                    : 65535u;
-    const int64_t max_stride = (int64_t)max_groups * PE_VK_SIN_WG;
-    if (rows > INT64_MAX / op->half || op->half * rows > (int64_t)UINT32_MAX - max_stride)
-        return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
-                        "vulkan sinusoidal: %" PRId64 " x %" PRId64
-                        " (sin, cos) pairs is more than this backend handles in one launch",
-                        op->half, rows);
-    pc.n_pairs = (uint32_t)(op->half * rows);
 
     const int64_t dst_ne[4] = {2 * op->half, dst->ne[1], dst->ne[2], dst->ne[3]};
     PE_RETURN_IF_ERROR(put_view(be, dst, 4, dst_ne, &pc.dst_off,
@@ -278,13 +284,38 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
         pc.flags |= PE_SIN_FLAG_HAS_X;
     if (pos->dtype == POSENC_DTYPE_F32)
         pc.flags |= PE_SIN_FLAG_POS_F32;
-    /* f16 fast path: interleaved, contiguous rows starting on even elements -> each
-     * (sin, cos) pair is one whole word, written with one plain store. */
-    if (dst_f16 && op->layout == POSENC_SIN_INTERLEAVED && pc.dst_st0 == 1 &&
-        (pc.dst_off & 1u) == 0 && (pc.dst_st1 & 1u) == 0 && (pc.dst_st2 & 1u) == 0 &&
-        (pc.dst_st3 & 1u) == 0)
+    /* f16 fast paths: contiguous rows that start on even elements (unused strides are
+     * 0 here, so "even" holds for them) let one invocation write whole words with plain
+     * stores instead of two atomics per element. */
+    const bool words_aligned = dst_f16 && pc.dst_st0 == 1 && (pc.dst_off & 1u) == 0 &&
+                               (pc.dst_st1 & 1u) == 0 && (pc.dst_st2 & 1u) == 0 &&
+                               (pc.dst_st3 & 1u) == 0;
+    pc.n_units = pc.n_half;
+    if (words_aligned && op->layout == POSENC_SIN_INTERLEAVED) {
         pc.flags |= PE_SIN_FLAG_DST_WORDS;
+    } else if (words_aligned && (pc.n_half & 1u) == 0) { /* the half-split layouts */
+        pc.flags |= PE_SIN_FLAG_DST_PAIR2;
+        pc.n_units = pc.n_half / 2;
+    }
     pc.x_scale = has_x ? op->x_scale : 1.0f;
+
+    /* Grid-stride loop: idx + stride must not wrap around in uint32. */
+    const uint32_t max_groups = be->props.limits.maxComputeWorkGroupCount[0] < 65535u
+                                    ? be->props.limits.maxComputeWorkGroupCount[0]
+                                    : 65535u;
+    const int64_t max_stride = (int64_t)max_groups * PE_VK_SIN_WG;
+    if (rows > INT64_MAX / pc.n_units ||
+        (int64_t)pc.n_units * rows > (int64_t)UINT32_MAX - max_stride)
+        return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
+                        "vulkan sinusoidal: %" PRId64 " x %" PRId64
+                        " (sin, cos) pairs is more than this backend handles in one launch",
+                        op->half, rows);
+    pc.n_total = (uint32_t)((int64_t)pc.n_units * rows);
+    uint32_t l_units, l_ne1, l_ne2;
+    pe_vk_magic(pc.n_units, &pc.units_magic, &l_units);
+    pe_vk_magic(pc.ne1, &pc.ne1_magic, &l_ne1);
+    pe_vk_magic(pc.ne2, &pc.ne2_magic, &l_ne2);
+    pc.shifts = l_units | l_ne1 << 8 | l_ne2 << 16;
 
     /* Pipeline for this variant. */
     const int variant = (dst_f16 ? 2 : 0) + (x_f16 ? 1 : 0);
@@ -323,9 +354,13 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     }
     vkUpdateDescriptorSets(be->dev, PE_VK_BINDINGS, w, 0, NULL);
 
-    uint64_t groups = ((uint64_t)pc.n_pairs + PE_VK_SIN_WG - 1) / PE_VK_SIN_WG;
-    uint32_t gx = groups < max_groups ? (uint32_t)groups : max_groups;
-    { const char *e = getenv("PE_VK_MAXGROUPS"); if (e && (uint32_t)atoi(e) < gx) gx = (uint32_t)atoi(e); } /* TEMP */
+    uint64_t groups = ((uint64_t)pc.n_total + PE_VK_SIN_WG - 1) / PE_VK_SIN_WG;
+    uint32_t cap = max_groups;
+    /* CPU implementations (lavapipe) pay a lot per workgroup (~180 instructions per
+     * invocation measured): give each invocation more loop iterations there. */
+    if (be->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && cap > PE_VK_CPU_MAX_GROUPS)
+        cap = PE_VK_CPU_MAX_GROUPS;
+    uint32_t gx = groups < cap ? (uint32_t)groups : cap;
 
     PE_RETURN_IF_ERROR(pe_vk_begin(be));
     vkCmdBindPipeline(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->sin_pipes[variant]);
