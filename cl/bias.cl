@@ -124,3 +124,70 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
     PE_STORE_DST(dst, dst_off + k * dst_st.s0 + q * dst_st.s1 + h * dst_st.s2 + b * dst_st.s3,
                  v);
 }
+
+/*
+ * pe_alibi_vec: pe_alibi for logits and dst whose innermost (key) stride is 1 (the host
+ * checks it): one work-item per ALIBI_KEYS (16) consecutive keys of a row, in 4-wide loads
+ * and stores, the same arithmetic (the distances are exact int32: every position is
+ * <= 2^24). Keys left over at the end of a row (K not a multiple of 4) go one by one.
+ * Same arguments as pe_alibi; NDRange (ceil(K / 16), Q, H * B).
+ */
+#define ALIBI_KEYS 16
+#if HAS_X && X_F16
+#define PE_LOAD4_LG(p, i) vload_half4(0, (p) + (i))
+#else
+#define PE_LOAD4_LG(p, i) vload4(0, (p) + (i))
+#endif
+#if DST_F16
+#define PE_STORE4_DST(p, i, v) vstore_half4_rte((v), 0, (p) + (i))
+#else
+#define PE_STORE4_DST(p, i, v) vstore4((v), 0, (p) + (i))
+#endif
+
+__kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
+                           __global const X_T *lg, const long lg_off, const long4 lg_st,
+                           __global const float *slopes, const long4 shape, const long4 offs)
+{
+    const long kb = ALIBI_KEYS * (long)get_global_id(0);
+    const long q = (long)get_global_id(1);
+    const long hb = (long)get_global_id(2);
+    const long K = shape.s0;
+    if (kb >= K || q >= shape.s1 || hb >= shape.s2 * shape.s3)
+        return;
+    const long h = hb % shape.s2;
+    const long b = hb / shape.s2;
+    const long base = q + offs.s0 - offs.s1; /* dist(k) = qp - kp = base - k */
+    const float m = slopes[h];
+    const long dr = dst_off + q * dst_st.s1 + h * dst_st.s2 + b * dst_st.s3;
+#if HAS_X
+    const long lr = lg_off + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3;
+#endif
+    const long kend = kb + ALIBI_KEYS < K ? kb + ALIBI_KEYS : K;
+    long k0 = kb;
+    for (; k0 + 4 <= kend; k0 += 4) {
+        const int4 dist = (int4)((int)(base - k0)) - (int4)(0, 1, 2, 3);
+        const int4 ad = offs.s3 != 0 ? select(dist, -dist, dist < 0) : dist;
+        float4 v = -(m * convert_float4(ad));
+#if HAS_X
+        v = PE_LOAD4_LG(lg, lr + k0) + v;
+#endif
+        if (offs.s2 != 0)
+            v = select(v, (float4)(-INFINITY), dist < 0);
+        PE_STORE4_DST(dst, dr + k0, v);
+    }
+    for (long k = k0; k < kend; k++) {
+        float v;
+        long dist = base - k;
+        if (offs.s2 != 0 && dist < 0) {
+            v = -INFINITY;
+        } else {
+            if (offs.s3 != 0 && dist < 0)
+                dist = -dist;
+            v = -(m * convert_float_rte(dist));
+#if HAS_X
+            v = PE_LOAD_X(lg, lr + k) + v;
+#endif
+        }
+        PE_STORE_DST(dst, dr + k, v);
+    }
+}

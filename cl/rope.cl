@@ -155,3 +155,155 @@ __kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
                   n_head2, a * x2_st.s0, b * x2_st.s0, a * dst2_st.s0, b * dst2_st.s0)
 #endif
 }
+
+/*
+ * pe_rope_vec: the same op for tensors whose innermost stride is 1 (the host checks it, and
+ * that n_pairs is a multiple of 8; otherwise it uses pe_rope). Same arguments as pe_rope;
+ * NDRange (n_pairs / 8, ne2, ne3).
+ *
+ * Work-item (u, token, batch) owns pairs 8u .. 8u + 7 of the token: it forms their angles
+ * in f32 and takes full-precision sincos once (an 8-wide vector), then rotates those pairs
+ * in every head of x and x2 with 8-wide loads and stores (adjacent pairs: 16 floats
+ * a0 b0 a1 b1 ..., split into .even / .odd; half-split: 8 from each half). These are the
+ * scalar kernel's products and differences, rounded the same way (FP_CONTRACT OFF).
+ * Neighbouring work-items touch neighbouring memory in each head.
+ *
+ * PE_CPU_ORDER (-D, 1 on CPU devices): a barrier after each head, so that an
+ * implementation that runs the work-items of a group one after another (PoCL) still walks
+ * memory in order, head by head, instead of one work-item through every head. The loop
+ * over heads is uniform, and every work-item of the NDRange is in range, so every
+ * work-item reaches every barrier.
+ * Out of place, the dims outside the window are copied by the work-items in turn (u, u +
+ * n_pairs / 8, ...). A vector is read before it is written: dst may be the very same view
+ * as x.
+ */
+#ifndef PE_CPU_ORDER
+#define PE_CPU_ORDER 0
+#endif
+#if HAS_X && X_F16
+#define PE_LOAD8_X(p, i) vload_half8(0, (p) + (i))
+#define PE_LOAD16_X(p, i) vload_half16(0, (p) + (i))
+#else
+#define PE_LOAD8_X(p, i) vload8(0, (p) + (i))
+#define PE_LOAD16_X(p, i) vload16(0, (p) + (i))
+#endif
+#if DST_F16
+#define PE_STORE8_DST(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
+#else
+#define PE_STORE8_DST(p, i, v) vstore8((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
+#endif
+#if HAS_X2 && X2_F16
+#define PE_LOAD8_X2(p, i) vload_half8(0, (p) + (i))
+#define PE_LOAD16_X2(p, i) vload_half16(0, (p) + (i))
+#else
+#define PE_LOAD8_X2(p, i) vload8(0, (p) + (i))
+#define PE_LOAD16_X2(p, i) vload16(0, (p) + (i))
+#endif
+#if HAS_X2 && DST2_F16
+#define PE_STORE8_DST2(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
+#define PE_STORE16_DST2(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
+#else
+#define PE_STORE8_DST2(p, i, v) vstore8((v), 0, (p) + (i))
+#define PE_STORE16_DST2(p, i, v) vstore16((v), 0, (p) + (i))
+#endif
+
+/* Rotate pairs 8u .. 8u+7 of the window starting at xr (x) / dr (dst). */
+#define PE_ROPE_VEC8(LOAD8, LOAD16, STORE8, STORE16, x, xr, dst, dr)                         \
+    if (pairing == 0) {                                                                      \
+        const float16 v = LOAD16(x, (xr) + 16 * u);                                          \
+        const float8 a = v.even, b = v.odd;                                                  \
+        const float8 ya = a * c - b * s, yb = a * s + b * c;                                 \
+        STORE16(dst, (dr) + 16 * u,                                                          \
+                (float16)(ya.s0, yb.s0, ya.s1, yb.s1, ya.s2, yb.s2, ya.s3, yb.s3, ya.s4,     \
+                          yb.s4, ya.s5, yb.s5, ya.s6, yb.s6, ya.s7, yb.s7));                 \
+    } else {                                                                                 \
+        const float8 a = LOAD8(x, (xr) + 8 * u);                                             \
+        const float8 b = LOAD8(x, (xr) + n_pairs + 8 * u);                                   \
+        STORE8(dst, (dr) + 8 * u, a * c - b * s);                                            \
+        STORE8(dst, (dr) + n_pairs + 8 * u, a * s + b * c);                                  \
+    }
+
+__kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x_st,
+                          __global DST_T *dst, const long dst_off, const long4 dst_st,
+                          __global const X2_T *x2, const long x2_off, const long4 x2_st,
+                          __global DST2_T *dst2, const long dst2_off, const long4 dst2_st,
+                          __global const POS_T *pos, const long pos_off, const long4 pos_st,
+                          __global const POS_FROM_T *pos_from, const long pos_from_off,
+                          const long4 pos_from_st, __global const float *tab,
+                          const long4 shape, const long4 dims, const int flags,
+                          const float mscale, const int sign)
+{
+    const long u = (long)get_global_id(0);
+    const long i2 = (long)get_global_id(1);
+    const long i3 = (long)get_global_id(2);
+    const long n_pairs = shape.s0;
+    const long nu = n_pairs / 8;
+    const int pairing = (int)dims.s3;
+#if !PE_CPU_ORDER
+    /* GPU-style launches round the token dimension up to the local size */
+    if (i2 >= shape.s1 || i3 >= shape.s2)
+        return;
+#endif
+
+    /* the angles of pairs 8u .. 8u+7 (each pair may read its own position stream) */
+    float ang[8];
+    for (int k = 0; k < 8; k++) {
+        const long j = 8 * u + k;
+        const long stream = (long)tab[2 * n_pairs + j];
+        const float p =
+            convert_float(pos[pos_off + i2 * pos_st.s0 + stream * pos_st.s1 + i3 * pos_st.s2]);
+        float a = p * tab[j];
+#if HAS_FROM
+        const long stream_from = (long)tab[3 * n_pairs + j];
+        const float p_from = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
+                                                    stream_from * pos_from_st.s1 +
+                                                    i3 * pos_from_st.s2]);
+        a = a - p_from * tab[n_pairs + j];
+#endif
+        ang[k] = sign < 0 ? -a : a;
+    }
+    float8 cr;
+    const float8 sr = sincos(vload8(0, ang), &cr);
+    const float8 c = cr * mscale, s = sr * mscale;
+
+    const long n_head = dims.s0;
+#if HAS_X2
+    const long rows = n_head + dims.s1;
+#else
+    const long rows = n_head;
+#endif
+    const long n_offs = dims.s2;
+    const long n_copy = shape.s3;
+    for (long h = 0; h < rows; h++) {
+        if (h < n_head) {
+            const long xr = x_off + h * x_st.s1 + i2 * x_st.s2 + i3 * x_st.s3;
+            const long dr = dst_off + h * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3;
+            PE_ROPE_VEC8(PE_LOAD8_X, PE_LOAD16_X, PE_STORE8_DST, PE_STORE16_DST, x,
+                         xr + n_offs, dst, dr + n_offs)
+            if (flags & PE_ROPE_COPY_X)
+                for (long k = u; k < n_copy; k += nu) {
+                    const long c0 = k < n_offs ? k : k + 2 * n_pairs;
+                    PE_STORE_DST(dst, dr + c0, PE_LOAD_X(x, xr + c0));
+                }
+        }
+#if HAS_X2
+        else {
+            const long h2 = h - n_head;
+            const long xr = x2_off + h2 * x2_st.s1 + i2 * x2_st.s2 + i3 * x2_st.s3;
+            const long dr = dst2_off + h2 * dst2_st.s1 + i2 * dst2_st.s2 + i3 * dst2_st.s3;
+            PE_ROPE_VEC8(PE_LOAD8_X2, PE_LOAD16_X2, PE_STORE8_DST2, PE_STORE16_DST2, x2,
+                         xr + n_offs, dst2, dr + n_offs)
+            if (flags & PE_ROPE_COPY_X2)
+                for (long k = u; k < n_copy; k += nu) {
+                    const long c0 = k < n_offs ? k : k + 2 * n_pairs;
+                    PE_STORE_DST2(dst2, dr + c0, PE_LOAD_X2(x2, xr + c0));
+                }
+        }
+#endif
+#if PE_CPU_ORDER
+        barrier(CLK_GLOBAL_MEM_FENCE);
+#endif
+    }
+}

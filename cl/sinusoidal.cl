@@ -53,3 +53,99 @@ __kernel void pe_sinusoidal(__global DST_T *dst, const long dst_off, const long4
     PE_STORE_DST(dst, dr + j_sin * dst_st.s0, v_sin);
     PE_STORE_DST(dst, dr + j_cos * dst_st.s0, v_cos);
 }
+
+/*
+ * pe_sinusoidal_vec: the same op for tensors whose innermost stride is 1 (the host checks
+ * it, and that half = d/2 is a multiple of 8; otherwise it uses pe_sinusoidal). Same
+ * arguments as pe_sinusoidal; NDRange (half / 8, ne1, G2 * ne3) where G2 = 1 when the
+ * positions are shared by dim 2 (pos_st.s1 == 0) and ne2 otherwise.
+ *
+ * Work-item (u, token, group) owns pairs 8u .. 8u+7: it takes sin and cos of pos * freq
+ * (f32 angles, full-precision sincos, one 8-wide vector) once and writes them to every row
+ * i2 that shares the position (all of dim 2 when G2 = 1): interleaved as 16 floats
+ * (s0, c0, ..., s7, c7) at 16u; half-split as 8 sines at 8u and 8 cosines at half + 8u (or
+ * cos first); plus x * x_scale when fused. The rows are visited in order, with a barrier
+ * after each on CPU devices (PE_CPU_ORDER, see rope.cl). Each vector of x is read before
+ * dst is written (in place allowed).
+ */
+#ifndef PE_CPU_ORDER
+#define PE_CPU_ORDER 0
+#endif
+#if HAS_X && X_F16
+#define PE_LOAD8_X(p, i) vload_half8(0, (p) + (i))
+#define PE_LOAD16_X(p, i) vload_half16(0, (p) + (i))
+#else
+#define PE_LOAD8_X(p, i) vload8(0, (p) + (i))
+#define PE_LOAD16_X(p, i) vload16(0, (p) + (i))
+#endif
+#if DST_F16
+#define PE_STORE8_DST(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
+#else
+#define PE_STORE8_DST(p, i, v) vstore8((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
+#endif
+
+__kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
+                                __global const X_T *x, const long x_off, const long4 x_st,
+                                __global const POS_T *pos, const long pos_off,
+                                const long4 pos_st, __global const float *freq,
+                                const long4 shape, const int layout, const float x_scale)
+{
+    const long u = (long)get_global_id(0);
+    const long i1 = (long)get_global_id(1);
+    const long gz = (long)get_global_id(2);
+    const long n_half = shape.s0;
+    const long G2 = pos_st.s1 == 0 ? 1 : shape.s2;
+    const long g2 = gz % G2;
+    const long i3 = gz / G2;
+#if !PE_CPU_ORDER
+    /* GPU-style launches round the dimensions up to the local size */
+    if (8 * u >= n_half || i1 >= shape.s1 || i3 >= shape.s3)
+        return;
+#endif
+
+    const float p = convert_float(pos[pos_off + i1 * pos_st.s0 + g2 * pos_st.s1 + i3 * pos_st.s2]);
+    float8 c;
+    const float8 s = sincos(p * vload8(u, freq), &c);
+    float16 vi = (float16)(0.0f);
+    float8 v1 = (float8)(0.0f), v2 = (float8)(0.0f);
+    long j1, j2 = 0;
+    if (layout == PE_SIN_INTERLEAVED) {
+        vi = (float16)(s.s0, c.s0, s.s1, c.s1, s.s2, c.s2, s.s3, c.s3, s.s4, c.s4, s.s5, c.s5,
+                       s.s6, c.s6, s.s7, c.s7);
+        j1 = 16 * u;
+    } else {
+        v1 = layout == PE_SIN_HALF_SPLIT ? s : c;
+        v2 = layout == PE_SIN_HALF_SPLIT ? c : s;
+        j1 = 8 * u;
+        j2 = n_half + 8 * u;
+    }
+    const long r0 = G2 == 1 ? 0 : g2, r1 = G2 == 1 ? shape.s2 : g2 + 1;
+    for (long i2 = r0; i2 < r1; i2++) {
+        const long dr = dst_off + i1 * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3;
+#if HAS_X
+        const long xr = x_off + i1 * x_st.s1 + i2 * x_st.s2 + i3 * x_st.s3;
+#endif
+        if (layout == PE_SIN_INTERLEAVED) {
+#if HAS_X
+            PE_STORE16_DST(dst, dr + j1, PE_LOAD16_X(x, xr + j1) * x_scale + vi);
+#else
+            PE_STORE16_DST(dst, dr + j1, vi);
+#endif
+        } else {
+#if HAS_X
+            const float8 w1 = PE_LOAD8_X(x, xr + j1) * x_scale + v1;
+            const float8 w2 = PE_LOAD8_X(x, xr + j2) * x_scale + v2;
+            PE_STORE8_DST(dst, dr + j1, w1);
+            PE_STORE8_DST(dst, dr + j2, w2);
+#else
+            PE_STORE8_DST(dst, dr + j1, v1);
+            PE_STORE8_DST(dst, dr + j2, v2);
+#endif
+        }
+#if PE_CPU_ORDER
+        barrier(CLK_GLOBAL_MEM_FENCE);
+#endif
+    }
+}

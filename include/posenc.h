@@ -21,9 +21,15 @@
  * ------
  * Every fallible call returns a posenc_status (POSENC_OK == 0). After a failure,
  * posenc_context_last_error() returns a message naming the argument and the value that
- * was wrong (or the native OpenCL / Vulkan error and the call that failed). On any error
- * the destination tensor or buffer is left untouched: all arguments are checked before
- * anything is written. posenc never aborts the process on bad input or device errors.
+ * was wrong (or the native OpenCL / Vulkan error and the call that failed); calls without
+ * a context (posenc_rope_freqs, posenc_alibi_slopes, ...) return the status only. On an
+ * argument error (INVALID_ARGUMENT, OUT_OF_RANGE, UNSUPPORTED) the destination tensor,
+ * buffer or host array is left untouched: all arguments are checked before anything is
+ * written. After OUT_OF_MEMORY or BACKEND, an op that runs as several device passes may
+ * have written part of its destination (posenc_sincos_2d: one half; posenc_attention:
+ * `weights`, never `dst`); every other op writes nothing. After any error nothing leaks and the context stays usable. posenc never aborts
+ * the process on bad input, failed allocations or device errors. A tensor with a zero in
+ * ne is empty: the op checks its arguments and params, then does nothing.
  *
  * Execution
  * ---------
@@ -33,10 +39,22 @@
  *
  * Thread safety
  * -------------
- * A context and its buffers may be used by one thread at a time (calls on one context
- * must be serialised by the caller). Different contexts are independent and may be used
- * from different threads at the same time. posenc_status_string(), posenc_version() and
- * the f16 conversion helpers are thread-safe.
+ *   posenc_context, posenc_buffer: one thread at a time per context. Calls on a context
+ *       and on its buffers must be serialised by the caller (a context may move between
+ *       threads). posenc_context_last_error() is per context: read it on the thread that
+ *       made the failing call, before the next call on that context.
+ *   different contexts: independent; they may be created, used and destroyed on
+ *       different threads at the same time (tests/test_threads.c, also under
+ *       ThreadSanitizer). A buffer is used only with the context that owns it.
+ *   posenc_context_create, posenc_backend_device_count: thread-safe.
+ *   functions without a context -- posenc_status_string, posenc_version, posenc_dtype_*,
+ *       posenc_backend_name, posenc_tensor_contiguous / _nelements, the f16 conversions,
+ *       posenc_sinusoidal_freqs, posenc_rope_freqs, posenc_rope_params_from_ggml,
+ *       posenc_relbias_bucket, posenc_alibi_slopes: thread-safe (no shared state).
+ *   log callback: called on the thread that made the posenc call (a driver may call it
+ *       from its own thread for validation messages); it must not call back into posenc
+ *       with the same context.
+ *   The CPU backend's worker threads are internal to its context.
  */
 #ifndef POSENC_H
 #define POSENC_H
@@ -161,7 +179,10 @@ typedef enum posenc_backend_kind {
      * CPU-emulated devices (lavapipe, PoCL) are never chosen by AUTO: the CPU backend is
      * faster than they are. */
     POSENC_BACKEND_AUTO = 0,
-    POSENC_BACKEND_CPU = 1,    /* the reference backend; always available */
+    /* The host CPU; always available. Threaded, vectorisable loops (see n_threads in
+     * posenc_context_params); POSENC_CONTEXT_CPU_REFERENCE selects the plain reference
+     * loops every backend is verified against. */
+    POSENC_BACKEND_CPU = 1,
     POSENC_BACKEND_OPENCL = 2, /* OpenCL 1.2 or later through the ICD loader */
     POSENC_BACKEND_VULKAN = 3  /* Vulkan 1.1 or later through the loader */
 } posenc_backend_kind;
@@ -189,7 +210,12 @@ enum {
     /* Enable the backend's debug checking: on Vulkan, VK_LAYER_KHRONOS_validation with
      * every message forwarded to the log callback as POSENC_LOG_WARN, prefixed
      * "vulkan validation: ". If the layer is not installed, a WARN message says so. */
-    POSENC_CONTEXT_DEBUG = 1u << 0
+    POSENC_CONTEXT_DEBUG = 1u << 0,
+    /* CPU backend only: run the reference loops (one thread; angles, sin/cos and sums in
+     * double, one rounding at the end) instead of the fast threaded path. The test
+     * suites and `posenc verify` compare every backend, the fast CPU path included,
+     * against a context created with this flag. Ignored by the other backends. */
+    POSENC_CONTEXT_CPU_REFERENCE = 1u << 1
 };
 
 /*
@@ -209,7 +235,11 @@ struct posenc_context_params {
     posenc_log_fn log_fn;        /* NULL: no logging */
     posenc_log_level log_level;  /* messages up to this level are sent (0 = errors only) */
     void *log_user_data;
-    uint32_t reserved[8];        /* must be zero */
+    /* CPU: worker threads of the fast path, 0 = all online cores (at most 1024; the
+     * calling thread is one of them). Ignored by the reference loops and the other
+     * backends. */
+    int32_t n_threads;
+    uint32_t reserved[7];        /* must be zero */
 };
 
 /*
@@ -304,6 +334,21 @@ POSENC_API posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offse
 /* Wait for queued work, then copy `size` bytes at byte `offset` into host memory `dst`. */
 POSENC_API posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset, void *dst,
                                             size_t size);
+
+/* ------------------------------------------------------------------------------------ */
+/* Copy and convert                                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * dst = src, element by element, on the device: src and dst have the same shape and
+ * may differ in dtype and strides. f32 -> f16 rounds to nearest even (overflow gives
+ * infinity, NaN stays NaN); f16 -> f32 and same-dtype copies are exact; I32 only to I32.
+ * Use it to convert between f32 and f16, to make a strided view (a permuted or padded
+ * tensor) contiguous, or to move a tensor inside / between buffers of one context.
+ * dst must not overlap src unless it is exactly src (then nothing changes).
+ */
+POSENC_API posenc_status posenc_copy(posenc_context *ctx, const posenc_tensor *src,
+                                     const posenc_tensor *dst);
 
 /* ------------------------------------------------------------------------------------ */
 /* Sinusoidal positional encoding (Vaswani et al. 2017)                                  */
@@ -721,6 +766,133 @@ POSENC_API posenc_status posenc_alibi_slopes(int64_t n_head, const struct posenc
 POSENC_API posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
                                       const posenc_tensor *dst,
                                       const struct posenc_alibi_params *params);
+
+/* ------------------------------------------------------------------------------------ */
+/* Attention with any of the encodings plugged in                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * posenc_attention computes, for every batch b, query head h, query q and value dim d,
+ *
+ *     logits[k, q, h, b] = scale * sum_i Q'[i, h, q, b] * K'[i, h / r, k, b]   + bias + mask
+ *     P[:, q, h, b]      = softmax over k (max-subtracted; a row whose every key is masked
+ *                          gives P = 0 and a zero output row, never NaN)
+ *     dst[d, h, q, b]    = sum_k P[k, q, h, b] * V'[d, h / r, k, b]
+ *
+ * with r = Hq / Hk (grouped-query attention: query head h reads K/V head h / r, as ggml
+ * and llama.cpp). Query q sits at position q + q_offset, key k at k + k_offset
+ * (KV-cache decoding: one query at q_offset = number of cached tokens). Q', K', V' are
+ * the inputs with the encoding applied; bias and mask are what the encoding and the
+ * causal flag / mask tensor add:
+ *
+ *   NONE        Q' = Q, K' = K (NoPE: attention cannot see positions at all)
+ *   SINUSOIDAL  Q' = Q*x_scale + PE(pos), K' likewise, per head with d = head_dim
+ *               (posenc_sinusoidal); V too with POSENC_ATTENTION_PE_ON_V
+ *   LEARNED     Q' = Q + table[pos], K' likewise (posenc_learned); V too with PE_ON_V
+ *   ROPE        Q', K' rotated by their positions (posenc_rope, any mode and scaling)
+ *   ALIBI       bias = -slope_h * (qpos - kpos) (posenc_alibi)
+ *   RELBIAS     bias = table[bucket(kpos - qpos), h] (posenc_relbias, T5 or clipped)
+ *
+ * Every backend computes in f32 or wider (f16 is storage only): the OpenCL backend runs the
+ * two matrix products through CLBlast when posenc was built with it, the Vulkan backend
+ * through posenc's own shaders, the CPU backend in plain double loops (the reference).
+ */
+typedef enum posenc_attention_encoding {
+    POSENC_ATTENTION_NONE = 0,
+    POSENC_ATTENTION_SINUSOIDAL = 1,
+    POSENC_ATTENTION_LEARNED = 2,
+    POSENC_ATTENTION_ROPE = 3,
+    POSENC_ATTENTION_ALIBI = 4,
+    POSENC_ATTENTION_RELBIAS = 5
+} posenc_attention_encoding;
+
+/* posenc_attention_params.flags */
+enum {
+    /* SINUSOIDAL / LEARNED: add the encoding to V as well (the identity-projection reading
+     * of "x + PE feeds Q, K and V"); V's head dim must then equal Q's. */
+    POSENC_ATTENTION_PE_ON_V = 1u << 0
+};
+
+/*
+ * Parameters of posenc_attention. All-zero (or NULL) = NoPE, scale 1/sqrt(head_dim), not
+ * causal, positions from 0. Only the fields of the chosen encoding are read (one struct
+ * can hold every encoding's settings while `encoding` picks one). Pointers are read during
+ * the call only.
+ */
+struct posenc_attention_params {
+    posenc_attention_encoding encoding;
+    /* Multiplies Q.K. 0 -> 1/sqrt(head_dim), times RoPE's softmax_scale (DeepSeek YaRN,
+     * see posenc_rope_info); any other finite value is used as given. */
+    float scale;
+    int32_t causal;    /* 1: key k is masked for query q when kpos > qpos */
+    int32_t q_offset;  /* position of query 0 (>= 0) */
+    int32_t k_offset;  /* position of key 0 (>= 0) */
+    /* Optional additive mask [Tk, Tq, 1 or Hq, 1 or B], f32 or f16 (-inf masks a key). */
+    const posenc_tensor *mask;
+    /* SINUSOIDAL, LEARNED, ROPE: optional explicit positions, as posenc_rope's `pos`:
+     * q_pos [Tq, S, 1 or B, 1], k_pos [Tk, S, 1 or B, 1], i32 or f32 (LEARNED: i32;
+     * SINUSOIDAL and LEARNED use stream 0). NULL: q + q_offset and k + k_offset. The causal
+     * mask, ALiBi and relative bias always use q_offset / k_offset. */
+    const posenc_tensor *q_pos;
+    const posenc_tensor *k_pos;
+    struct posenc_sinusoidal_params sinusoidal; /* SINUSOIDAL */
+    const posenc_tensor *learned_table;         /* LEARNED: [head_dim, rows], f32 or f16 */
+    struct posenc_rope_params rope;             /* ROPE (seq_len 0: the largest position
+                                                 * of Q and K + 1) */
+    /* ALIBI: causal, q_offset and k_offset must be 0 (the fields above rule); slopes for
+     * Hq heads. */
+    struct posenc_alibi_params alibi;
+    /* RELBIAS: q_offset and k_offset must be 0; causal selects T5's unidirectional
+     * buckets (it masks nothing). */
+    struct posenc_relbias_params relbias;
+    const posenc_tensor *relbias_table;         /* RELBIAS: [n_buckets, Hq], f32 or f16 */
+    uint32_t flags;                             /* POSENC_ATTENTION_* */
+    uint32_t reserved[8];                       /* must be zero */
+};
+
+/*
+ * Attention with one encoding (see above).
+ *
+ *   q        [D, Hq, Tq, B]   f32 or f16 (each tensor independently)
+ *   k        [D, Hk, Tk, B]   Hq a multiple of Hk
+ *   v        [Dv, Hk, Tk, B]
+ *   dst      [Dv, Hq, Tq, B]  the output; must not overlap any other tensor
+ *   weights  NULL, or [Tk, Tq, Hq, B] f32 or f16: receives P (heat maps, decay curves)
+ *
+ * Any view (padded, permuted, offset) works. The call makes device temporaries: the
+ * logits, Tk*Tq*Hq*B f32 values, plus an f32 copy of Q and K for SINUSOIDAL, LEARNED and
+ * ROPE; they are freed before it returns. If q, k, v or dst is empty nothing is written.
+ * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, overlaps or params (the
+ * message names them; an error inside an encoding is reported with the encoding's own
+ * message), POSENC_ERR_OUT_OF_RANGE for a LEARNED position past the table, and
+ * POSENC_ERR_UNSUPPORTED when the backend lacks attention.
+ */
+POSENC_API posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
+                                          const posenc_tensor *k, const posenc_tensor *v,
+                                          const posenc_tensor *dst, const posenc_tensor *weights,
+                                          const struct posenc_attention_params *params);
+
+/*
+ * The mean attention weight on a key as a function of its distance from the query: the
+ * data behind RoFormer's "long-term decay" curve, for any encoding.
+ *
+ * One query at position k_offset + n_keys - 1 (params->q_offset is ignored) attends to
+ * n_keys keys at positions k_offset .. k_offset + n_keys - 1, on ctx, with one head of
+ * head_dim dims. Each of n_samples draws takes a query q and a key k with elements
+ * uniform in [0, 1) (seeded splitmix64; positive, the setting of RoFormer's decay bound)
+ * and puts the same k at every key position, so the weights differ only through the
+ * encoding: NoPE gives 1/n_keys everywhere, ALiBi exp(-slope*r)/Z, RoPE its decaying,
+ * oscillating curve. out_weight[r] (r = 0 .. n_keys-1) is the mean over the draws of the
+ * weight on the key at distance r. The draws run as the batch of one posenc_attention
+ * call (device memory at most ~ 4*n_samples*n_keys*(head_dim + 3) bytes). ALiBi and
+ * RELBIAS use one head (params->alibi.slopes / relbias_table give its slope / column); a
+ * LEARNED table needs k_offset + n_keys rows. n_keys, n_samples, head_dim >= 1.
+ */
+POSENC_API posenc_status posenc_attention_decay(posenc_context *ctx, int64_t head_dim,
+                                                int64_t n_keys, int64_t n_samples,
+                                                uint64_t seed,
+                                                const struct posenc_attention_params *params,
+                                                double *out_weight);
 
 #ifdef __cplusplus
 }

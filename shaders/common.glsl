@@ -84,47 +84,38 @@ uint pe_udiv(uint n, uint magic, uint l)
 
 // ---- f16 storage in 32-bit words ---------------------------------------------------------
 
-// binary16 bits -> f32, exact (subnormals included), by integer code.
+// binary16 bits -> f32, exact (subnormals included), by integer code. No branches: CPU
+// implementations (lavapipe) run both sides of a branch, so selects are cheaper there.
 float pe_f16_to_f32(uint h)
 {
     uint sign = (h & 0x8000u) << 16;
     uint e = (h >> 10) & 0x1fu;
     uint m = h & 0x3ffu;
-    if (e == 0u) // zero or subnormal: m * 2^-24, a normal f32
-        return uintBitsToFloat(floatBitsToUint(float(m) * 5.9604644775390625e-8f) | sign);
-    if (e == 31u) // inf / NaN
-        return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
-    return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+    uint normal = ((e + 112u) << 23) | (m << 13);
+    uint special = 0x7f800000u | (m << 13);                      // inf / NaN
+    uint sub = floatBitsToUint(float(m) * 5.9604644775390625e-8f); // zero or m * 2^-24
+    uint r = e == 0u ? sub : (e == 31u ? special : normal);
+    return uintBitsToFloat(r | sign);
 }
 
 // f32 -> binary16 bits, round to nearest even, overflow to inf, NaN kept quiet, by
 // integer code (packHalf2x16's rounding mode is not specified and differs by driver).
+// No branches (see above): all three cases are computed and one is selected.
 uint pe_f32_to_f16(float f)
 {
     uint x = floatBitsToUint(f);
     uint sign = (x >> 16) & 0x8000u;
     x &= 0x7fffffffu;
-    uint h;
-    if (x >= 0x47800000u) {           // >= 65536, inf, NaN
-        h = x > 0x7f800000u ? (0x7e00u | ((x >> 13) & 0x3ffu)) : 0x7c00u;
-    } else if (x >= 0x38800000u) {    // normal f16 range (>= 2^-14)
-        // rebias the exponent, add half an ulp minus one plus the lsb (ties to even)
-        x += 0xc8000fffu + ((x >> 13) & 1u);
-        h = x >> 13;                  // carries into inf at >= 65520
-    } else {                          // f16 subnormal or zero
-        uint e = x >> 23;             // f32 biased exponent, <= 112
-        uint shift = 126u - e;        // value = m * 2^-24 >> shift
-        if (shift > 24u) {
-            h = 0u;
-        } else {
-            uint m = (x & 0x7fffffu) | 0x800000u;
-            h = m >> shift;
-            uint rem = m & ((1u << shift) - 1u);
-            uint halfway = 1u << (shift - 1u);
-            if (rem > halfway || (rem == halfway && (h & 1u) != 0u))
-                h += 1u;
-        }
-    }
+    // >= 65536, inf, NaN
+    uint big = x > 0x7f800000u ? (0x7e00u | ((x >> 13) & 0x3ffu)) : 0x7c00u;
+    // normal f16 range (>= 2^-14): rebias the exponent, add half an ulp minus one plus
+    // the lsb (ties to even); carries into inf at >= 65520
+    uint normal = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
+    // f16 subnormal or zero: in 0.5 + |f| the f32 addition itself rounds |f| to a
+    // multiple of 2^-24 (nearest even); the sum is never an f32 subnormal
+    precise float sf = uintBitsToFloat(x) + 0.5f;
+    uint sub = floatBitsToUint(sf) - 0x3f000000u;
+    uint h = x >= 0x47800000u ? big : (x >= 0x38800000u ? normal : sub);
     return h | sign;
 }
 

@@ -61,6 +61,12 @@ struct pe_backend_vtable {
     posenc_status (*relbias)(struct pe_backend *be, const struct pe_relbias_op *op);
     posenc_status (*relbias_backward)(struct pe_backend *be, const struct pe_relbias_bwd_op *op);
     posenc_status (*alibi)(struct pe_backend *be, const struct pe_alibi_op *op);
+    /* posenc_attention's steps (internal.h). A backend has all three or none. */
+    posenc_status (*attn_scores)(struct pe_backend *be, const struct pe_attn_scores_op *op);
+    posenc_status (*attn_softmax)(struct pe_backend *be, const struct pe_attn_softmax_op *op);
+    posenc_status (*attn_output)(struct pe_backend *be, const struct pe_attn_output_op *op);
+    /* posenc_copy (also the benchmark's copy ceiling: it is this backend's own copy). */
+    posenc_status (*copy)(struct pe_backend *be, const struct pe_copy_op *op);
 };
 
 extern const struct pe_backend_vtable pe_cpu_vtable;

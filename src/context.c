@@ -96,11 +96,18 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
                       "params->backend = %d is not a posenc_backend_kind", (int)p.backend);
         goto fail;
     }
-    if (p.flags & ~(uint32_t)POSENC_CONTEXT_DEBUG) {
+    if (p.flags & ~(uint32_t)(POSENC_CONTEXT_DEBUG | POSENC_CONTEXT_CPU_REFERENCE)) {
         st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->flags = 0x%x has unknown bits",
                       p.flags);
         goto fail;
     }
+    if (p.n_threads < 0 || p.n_threads > PE_MAX_THREADS) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "params->n_threads = %d must be in [0, %d] (0 = all online cores)",
+                      (int)p.n_threads, PE_MAX_THREADS);
+        goto fail;
+    }
+    ctx->n_threads = p.n_threads;
     if ((int)p.log_level < 0 || p.log_level > POSENC_LOG_DEBUG) {
         st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                       "params->log_level = %d is not a posenc_log_level", (int)p.log_level);
@@ -239,26 +246,43 @@ posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *
     }
     char why[PE_ERR_MAX] = "";
     posenc_status st = vt->device_count(out_count, why, sizeof(why));
+    if (st == POSENC_OK && *out_count == 0) {
+        snprintf(why, sizeof(why), "the %s driver reports no device",
+                 posenc_backend_name(backend));
+        st = POSENC_ERR_UNAVAILABLE;
+    }
     pe_strlcpy(out_reason, why, reason_size);
     return st;
 }
 
 /* ---- buffers ------------------------------------------------------------------------ */
 
+/* Test-only fault injection (tests/test_faults.c): while > 0, every posenc_buffer_create
+ * counts it down, and the one that brings it to 0 fails as the device would when out of
+ * memory. Not public API (hidden, in no header); 0 in normal use, where it costs one
+ * compare per buffer creation. Only a single-threaded test may set it. */
+int64_t pe_fault_countdown;
+
 posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buffer **out_buffer)
 {
+    if (out_buffer)
+        *out_buffer = NULL;
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
     pe_clear_error(ctx);
     if (!out_buffer)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_buffer is NULL");
-    *out_buffer = NULL;
     if (size == 0)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "size = 0: buffers must be non-empty");
     posenc_buffer *b = calloc(1, sizeof(*b));
     if (!b)
         return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a buffer handle");
-    posenc_status st = ctx->backend->vt->buffer_create(ctx->backend, size, &b->mem);
+    posenc_status st;
+    if (pe_fault_countdown > 0 && --pe_fault_countdown == 0)
+        st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                      "out of device memory for a %zu-byte buffer (injected fault)", size);
+    else
+        st = ctx->backend->vt->buffer_create(ctx->backend, size, &b->mem);
     if (st != POSENC_OK) {
         free(b);
         return st;

@@ -21,6 +21,7 @@
 
 #define PE_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define PE_ERR_MAX 512
+#define PE_MAX_THREADS 1024 /* posenc_context_params.n_threads */
 
 #define PE_RETURN_IF_ERROR(expr)            \
     do {                                    \
@@ -36,6 +37,7 @@ struct posenc_context {
     posenc_backend_kind kind;
     int32_t device;
     uint32_t flags;
+    int32_t n_threads;    /* params->n_threads (CPU backend; 0 = all online cores) */
     posenc_log_fn log_fn;
     posenc_log_level log_level;
     void *log_user_data;
@@ -76,6 +78,13 @@ struct pe_view {
     int64_t offset;   /* elements */
     int64_t ne[4];
     int64_t st[4];    /* elements */
+};
+
+/* posenc_copy, resolved: dst[i0..i3] = src[i0..i3] converted to dst's dtype (f32 -> f16
+ * rounds to nearest even). Same shape; dst is disjoint from src (the front end turns an
+ * identical view into a no-op). */
+struct pe_copy_op {
+    struct pe_view src, dst;
 };
 
 /* posenc_sinusoidal, resolved. */
@@ -210,6 +219,53 @@ struct pe_alibi_op {
     int causal, symmetric;
     const double *slopes;                /* [H] */
     const float *slopes_f32;
+};
+
+/*
+ * posenc_attention, resolved into three backend steps (src/ops_attention.c runs the
+ * encodings around them with the ops above). Shapes: D = q.ne[0], Hq = q.ne[1],
+ * Tq = q.ne[2], B = q.ne[3], Hk = k.ne[1], Tk = k.ne[2], Dv = v.ne[0]; group = Hq / Hk
+ * (query head h reads K/V head h / group). The logits / probabilities tensor is always
+ * a posenc temporary: f32, packed (st = {1, Tk, Tk*Tq, Tk*Tq*Hq}) and at offset 0 of its
+ * own buffer, so a backend may hand it to a GEMM as is.
+ */
+
+/* attn_scores: for k < Tk, q < Tq, h < Hq, b < B
+ *   logits[k, q, h, b] = scale * sum_{i < D} q[i, h, q, b] * k[i, h / group, k, b]
+ * (scale_f32 is scale rounded to f32, for the GPU backends). */
+struct pe_attn_scores_op {
+    struct pe_view q;        /* [D, Hq, Tq, B] f32 or f16 */
+    struct pe_view k;        /* [D, Hk, Tk, B] f32 or f16 */
+    struct pe_view logits;   /* [Tk, Tq, Hq, B] f32, packed (above) */
+    int64_t group;
+    double scale;
+    float scale_f32;
+};
+
+/* attn_softmax, in place on the logits, row by row (q, h, b):
+ *   x_k = logits[k, q, h, b] + mask[k, q, h, b]        (mask.mem == NULL: no mask)
+ *   x_k = -inf                   where causal and k + k_offset > q + q_offset
+ *   m   = max_k x_k
+ *   m == -inf (every key masked):   p_k = 0 for every k
+ *   else                            p_k = exp(x_k - m) / sum_j exp(x_j - m)
+ *   logits[k, q, h, b] = p_k, and weights[k, q, h, b] = p_k when weights.mem != NULL.
+ * The mask view has the logits' ne; its st[2] / st[3] are 0 where it is broadcast over
+ * heads / batches. */
+struct pe_attn_softmax_op {
+    struct pe_view logits;   /* [Tk, Tq, Hq, B] f32, packed */
+    struct pe_view mask;     /* f32 or f16; mem == NULL: none */
+    struct pe_view weights;  /* [Tk, Tq, Hq, B] f32 or f16; mem == NULL: none */
+    int causal;
+    int64_t q_offset, k_offset;
+};
+
+/* attn_output: for i < Dv, h < Hq, q < Tq, b < B
+ *   dst[i, h, q, b] = sum_{k < Tk} p[k, q, h, b] * v[i, h / group, k, b] */
+struct pe_attn_output_op {
+    struct pe_view p;        /* [Tk, Tq, Hq, B] f32, packed: the softmax's result */
+    struct pe_view v;        /* [Dv, Hk, Tk, B] f32 or f16 */
+    struct pe_view dst;      /* [Dv, Hq, Tq, B] f32 or f16 */
+    int64_t group;
 };
 
 #endif

@@ -81,4 +81,297 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
 /* Workgroup size of sinusoidal.comp (local_size_x). */
 #define PE_VK_SIN_WG 64u
 
+/* ---- rope and copy (shaders/rope.comp, shaders/copy.comp, blocks in ------------------
+ * shaders/rope_params.glsl; host side src/vulkan/ops_rope_vk.c) ----------------------- */
+
+/*
+ * rope.comp: a flat grid-stride loop over n_total = n_units * ne2 * ne3 units, unit idx =
+ * u + n_units * (i2 + ne2 * i3). Units u < n_rot of a row rotate PU pairs (pairs PU*u ..
+ * PU*u + PU-1) of every head of x (ne1 heads) and of x2 (ne1b heads) for token i2, batch
+ * i3: their sin and cos are computed once per unit and reused across all heads. Units
+ * n_rot <= u < n_units copy G dims outside the rotated window in every head.
+ *
+ * Geometry G (1, 2 or 4; flags): the unit's dims come in runs of G consecutive dims
+ * starting on a multiple of G: pairing 0 (adjacent pairs) has PU = max(G/2, 1) pairs in
+ * one run of 2*PU dims from a; pairing 1 (a, a + n_pairs) has PU = G pairs in two runs of
+ * G dims, from a and from b. The host picks the largest G that n_offs, head_dim and
+ * n_pairs allow. A tensor whose rows are contiguous (st0 == 1) and start on multiples of
+ * 2 or 4 elements gets access level 1 or 2 (at most log2 G): a run is one vec2 / vec4
+ * (f32) or one word / uvec2 (f16) access; level 0 accesses element by element, and f16
+ * elements are then written with atomicAnd/Or on their word.
+ *
+ * What does not fit in 128 bytes lives in the table (binding 6, uvec4 records, written
+ * per call into a host-visible buffer):
+ *   tab[0] = (units_magic, ne2_magic, l_units | l_ne2 << 8, 0)    pe_udiv of idx, row
+ *   tab[1] = (first copy record, 0, 0, 0)
+ *   pair j: tab[2+2j]   = (freq bits, freq_from bits, pos_base, from_base)
+ *           tab[3+2j]   = (a, b, 0, 0)       the pair's two dims
+ *   copy unit k: tab[first + k] = (first dim, 0, 0, 0)
+ * pos_base = pos.offset + stream[j] * pos.st[1] (from_base likewise for pos_from), so a
+ * position is pos[pos_base + i2 * pos_st0 + i3 * pos_st2].
+ *
+ * The flags are specialization constant 0 (a pipeline per combination, created when
+ * first used), not push constants: branches on them vanish at pipeline creation.
+ * Offsets and strides are in elements of each view's own dtype.
+ */
+#define PE_ROPE_FLAG_POS_F32   0x1u   /* positions are f32 bits; else int32 */
+#define PE_ROPE_FLAG_FROM      0x2u   /* rerotate: angle -= pos_from * freq_from */
+#define PE_ROPE_FLAG_FROM_F32  0x4u
+#define PE_ROPE_FLAG_NEG       0x8u   /* backward: the angle is negated */
+#define PE_ROPE_FLAG_PAIRING1  0x10u  /* half-split pairs (a, a + n_pairs) */
+#define PE_ROPE_FLAG_COPY_X    0x20u  /* copy dims outside the window x -> dst */
+#define PE_ROPE_FLAG_COPY_X2   0x40u  /* ... x2 -> dst2 */
+#define PE_ROPE_FLAG_HAS_X2    0x80u  /* fused Q/K */
+#define PE_ROPE_GEOM_SHIFT     8      /* 2 bits: log2 G */
+#define PE_ROPE_X_ACC_SHIFT    10     /* 2 bits each: access levels 0..2 */
+#define PE_ROPE_DST_ACC_SHIFT  12
+#define PE_ROPE_X2_ACC_SHIFT   14
+#define PE_ROPE_DST2_ACC_SHIFT 16
+
+struct pe_vk_rope_push {
+    uint32_t x_off, x_st0, x_st1, x_st2, x_st3;
+    uint32_t dst_off, dst_st0, dst_st1, dst_st2, dst_st3;
+    uint32_t x2_off, x2_st0, x2_st1, x2_st2, x2_st3;
+    uint32_t dst2_off, dst2_st0, dst2_st1, dst2_st2, dst2_st3;
+    uint32_t pos_st0, pos_st2;     /* token, batch strides of pos (0 = shared) */
+    uint32_t from_st0, from_st2;   /* the same for pos_from */
+    uint32_t n_rot, n_units;       /* rotation units, all units of a row */
+    uint32_t ne1, ne1b, ne2;       /* heads of x, heads of x2 (0: none), tokens */
+    uint32_t n_total;
+    float mscale;
+};
+_Static_assert(sizeof(struct pe_vk_rope_push) == 124, "must match shaders/rope_params.glsl");
+_Static_assert(sizeof(struct pe_vk_rope_push) <= 128, "Vulkan guarantees 128 bytes");
+_Static_assert(offsetof(struct pe_vk_rope_push, dst_off) == 20, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, x2_off) == 40, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, dst2_off) == 60, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, pos_st0) == 80, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, from_st0) == 88, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, n_rot) == 96, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, ne1) == 104, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, n_total) == 116, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, mscale) == 120, "abi");
+
+/*
+ * copy.comp: dst = src converted, over n_total = n_units * ne1 * ne2 * ne3 units, unit
+ * idx = u + n_units * (i1 + ne1 * (i2 + ne2 * i3)); shifts: n_units | ne1 << 8 | ne2 << 16.
+ * A unit is G = 1, 2 or 4 consecutive elements along dim 0 (specialization constant 0 =
+ * log2 G); with G > 1 both views have st0 == 1 and every row starts on a multiple of G
+ * (so the group is one aligned 2- or 4-element access of each side's dtype).
+ * Specialization constant 1 = 1 when the grid is one row (ne1 = ne2 = ne3 = 1: the host
+ * merges the dims of packed tensors), which needs no divisions.
+ */
+struct pe_vk_copy_push {
+    uint32_t src_off, src_st0, src_st1, src_st2, src_st3;
+    uint32_t dst_off, dst_st0, dst_st1, dst_st2, dst_st3;
+    uint32_t n_units, ne1, ne2;
+    uint32_t units_magic, ne1_magic, ne2_magic, shifts;
+    uint32_t n_total;
+};
+_Static_assert(sizeof(struct pe_vk_copy_push) == 72, "must match shaders/rope_params.glsl");
+_Static_assert(offsetof(struct pe_vk_copy_push, dst_off) == 20, "abi");
+_Static_assert(offsetof(struct pe_vk_copy_push, n_units) == 40, "abi");
+_Static_assert(offsetof(struct pe_vk_copy_push, units_magic) == 52, "abi");
+_Static_assert(offsetof(struct pe_vk_copy_push, n_total) == 68, "abi");
+
+/* Workgroup size of rope.comp and copy.comp (local_size_x). */
+#define PE_VK_ROPE_WG 64u
+
+/* ---- learned, resize, relbias, alibi (shaders/learned.comp, learned_bwd.comp, ---------
+ * resize.comp, relbias.comp, relbias_bwd.comp, alibi.comp; blocks in
+ * shaders/encodings_params.glsl; host side src/vulkan/ops_encodings_vk.c) -------------- */
+
+/*
+ * Grids are flat: a grid-stride loop over n_total units (gl_NumWorkGroups.x *
+ * PE_VK_ENC_WG invocations). Divisions by run-time extents use pe_udiv magic numbers
+ * (pe_vk_magic); their shifts l are packed 8 bits each in `shifts`, in the order listed
+ * at each struct. Offsets and strides are in elements of each view's own dtype; a
+ * stride of a dimension with one element is 0. Every element index fits in uint32.
+ */
+#define PE_ENC_FLAG_HAS_X     0x1u /* an input (x, logits) is added */
+#define PE_ENC_FLAG_PAIRS     0x2u /* f16 dst, rows contiguous, even in length, starting on
+                                    * even elements: a unit is elements 2u, 2u+1 (one word) */
+#define PE_ENC_FLAG_CAUSAL    0x4u /* alibi */
+#define PE_ENC_FLAG_SYMMETRIC 0x8u /* alibi */
+
+/* learned.comp: unit idx = u + n_units*(t + ne1*b); shifts: n_units | ne1 << 8. */
+struct pe_vk_learned_push {
+    uint32_t dst_off, dst_st0, dst_st1, dst_st2;
+    uint32_t x_off, x_st0, x_st1, x_st2;
+    uint32_t tab_off, tab_st0, tab_st1;
+    uint32_t pos_off, pos_st0, pos_st1;    /* for t, b (0: shared by the batch) */
+    uint32_t n_units, ne1;                 /* units per row (d or d/2), T */
+    uint32_t units_magic, ne1_magic, shifts;
+    uint32_t n_total, flags;
+};
+_Static_assert(sizeof(struct pe_vk_learned_push) == 84, "must match encodings_params.glsl");
+_Static_assert(sizeof(struct pe_vk_learned_push) <= 128, "Vulkan guarantees 128 bytes");
+_Static_assert(offsetof(struct pe_vk_learned_push, x_off) == 16, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_push, tab_off) == 32, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_push, pos_off) == 44, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_push, n_units) == 56, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_push, units_magic) == 64, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_push, n_total) == 76, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_push, flags) == 80, "abi");
+
+/* learned_bwd.comp: unit idx = i0 + n_i0*s (segment s); entry e -> t = e % n_tok,
+ * b = e / n_tok; shifts: n_i0 | n_tok << 8. */
+struct pe_vk_learned_bwd_push {
+    uint32_t dtab_off, dtab_st0, dtab_st1;
+    uint32_t dy_off, dy_st0, dy_st1, dy_st2;
+    uint32_t n_i0, i0_magic;               /* d */
+    uint32_t n_tok, tok_magic;             /* T */
+    uint32_t shifts;
+    uint32_t n_total;                      /* d * n_segments */
+};
+_Static_assert(sizeof(struct pe_vk_learned_bwd_push) == 52, "must match encodings_params.glsl");
+_Static_assert(offsetof(struct pe_vk_learned_bwd_push, dy_off) == 12, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_bwd_push, n_i0) == 28, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_bwd_push, n_tok) == 36, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_bwd_push, shifts) == 44, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_bwd_push, n_total) == 48, "abi");
+
+/* resize.comp: unit idx = u + n_units*j (dst row j); grid cell g = j - cls ->
+ * r = g / dst_w; shifts: n_units | dst_w << 8. */
+struct pe_vk_resize_push {
+    uint32_t dst_off, dst_st0, dst_st1;
+    uint32_t src_off, src_st0, src_st1;
+    uint32_t n_units, units_magic;         /* d or d/2 */
+    uint32_t dst_w, dst_w_magic;
+    uint32_t shifts;
+    uint32_t src_w, cls;
+    uint32_t n_total, flags;
+};
+_Static_assert(sizeof(struct pe_vk_resize_push) == 60, "must match encodings_params.glsl");
+_Static_assert(offsetof(struct pe_vk_resize_push, src_off) == 12, "abi");
+_Static_assert(offsetof(struct pe_vk_resize_push, n_units) == 24, "abi");
+_Static_assert(offsetof(struct pe_vk_resize_push, dst_w) == 32, "abi");
+_Static_assert(offsetof(struct pe_vk_resize_push, shifts) == 40, "abi");
+_Static_assert(offsetof(struct pe_vk_resize_push, src_w) == 44, "abi");
+_Static_assert(offsetof(struct pe_vk_resize_push, n_total) == 52, "abi");
+
+/* relbias.comp and alibi.comp (logits [K, Q, H, B]): unit idx = u + n_units*(q +
+ * ne1*(h + ne2*b)); shifts: n_units | ne1 << 8 | ne2 << 16. base: relbias k_offset -
+ * q_offset - rel_min (bucket index k - q + base), alibi q_offset - k_offset (distance
+ * q - k + base). The table fields are relbias only. */
+struct pe_vk_bias_push {
+    uint32_t dst_off, dst_st0, dst_st1, dst_st2, dst_st3;
+    uint32_t lg_off, lg_st0, lg_st1, lg_st2, lg_st3;
+    uint32_t tab_off, tab_st0, tab_st1;
+    uint32_t n_units, ne1, ne2;            /* K or K/2, Q, H */
+    uint32_t units_magic, ne1_magic, ne2_magic, shifts;
+    uint32_t n_total;
+    int32_t base;
+    uint32_t flags;
+};
+_Static_assert(sizeof(struct pe_vk_bias_push) == 92, "must match encodings_params.glsl");
+_Static_assert(sizeof(struct pe_vk_bias_push) <= 128, "Vulkan guarantees 128 bytes");
+_Static_assert(offsetof(struct pe_vk_bias_push, lg_off) == 20, "abi");
+_Static_assert(offsetof(struct pe_vk_bias_push, tab_off) == 40, "abi");
+_Static_assert(offsetof(struct pe_vk_bias_push, n_units) == 52, "abi");
+_Static_assert(offsetof(struct pe_vk_bias_push, units_magic) == 64, "abi");
+_Static_assert(offsetof(struct pe_vk_bias_push, n_total) == 80, "abi");
+_Static_assert(offsetof(struct pe_vk_bias_push, base) == 84, "abi");
+_Static_assert(offsetof(struct pe_vk_bias_push, flags) == 88, "abi");
+
+/* relbias_bwd.comp: unit idx = u + n_buckets*h; shifts: n_buckets. rel_delta = rel_min +
+ * q_offset - k_offset (k = q + rels[i] + rel_delta). */
+struct pe_vk_relbias_bwd_push {
+    uint32_t dtab_off, dtab_st0, dtab_st1;
+    uint32_t dl_off, dl_st0, dl_st1, dl_st2, dl_st3;
+    uint32_t ne0, ne1, ne3;                /* K, Q, B */
+    uint32_t n_buckets, nb_magic, shifts;
+    uint32_t n_total;                      /* n_buckets * H */
+    int32_t rel_delta;
+};
+_Static_assert(sizeof(struct pe_vk_relbias_bwd_push) == 64, "must match encodings_params.glsl");
+_Static_assert(offsetof(struct pe_vk_relbias_bwd_push, dl_off) == 12, "abi");
+_Static_assert(offsetof(struct pe_vk_relbias_bwd_push, ne0) == 32, "abi");
+_Static_assert(offsetof(struct pe_vk_relbias_bwd_push, n_buckets) == 44, "abi");
+_Static_assert(offsetof(struct pe_vk_relbias_bwd_push, n_total) == 56, "abi");
+_Static_assert(offsetof(struct pe_vk_relbias_bwd_push, rel_delta) == 60, "abi");
+
+/* Workgroup size of the six shaders above (local_size_x). */
+#define PE_VK_ENC_WG 64u
+
+/* ---- attention (shaders/attn_scores.comp, attn_softmax.comp, attn_output.comp; blocks
+ * in shaders/attention_params.glsl; host side src/vulkan/ops_attention_vk.c) ----------- */
+
+/*
+ * The two GEMMs (attn_scores.comp: logits = scale * Q.K^T, attn_output.comp: dst = P.V)
+ * share one push block: C[x, y] = sum_{r < n_red} A[r, y] B[r, x] per (head h, batch b),
+ * B read at K/V head h / group. A workgroup of PE_VK_ATTN_TILE_X invocations computes a
+ * tile of PE_VK_ATTN_TILE_X (x, one per invocation) by PE_VK_ATTN_TILE_Y (y) outputs, in
+ * a grid-stride loop over n_tiles, tiles_x = ceil(n_x / PE_VK_ATTN_TILE_X), tiles_y =
+ * ceil(n_y / PE_VK_ATTN_TILE_Y); tile t = tx + tiles_x*(ty + tiles_y*(h + n_h*b)); the
+ * reduction is staged in shared memory PE_VK_ATTN_CHUNK at a time. shifts: tiles_x |
+ * tiles_y << 8 | n_h << 16 | group << 24 (g_magic divides h by group). Offsets and
+ * strides are each view's own (in its own elements, in its own dimension order; a
+ * dimension of one element has stride 0):
+ *   scores  A = q [D, Hq, Tq, B], B = k [D, Hk, Tk, B], C = logits [Tk, Tq, Hq, B];
+ *           n_red = D, n_x = Tk, n_y = Tq; scale = the f32 scale (flags unused)
+ *   output  A = p [Tk, Tq, Hq, B], B = v [Dv, Hk, Tk, B], C = dst [Dv, Hq, Tq, B];
+ *           n_red = Tk, n_x = Dv, n_y = Tq; flags PE_ATTN_FLAG_PAIRS (scale unused)
+ * The softmax (attn_softmax.comp): one workgroup of PE_VK_ATTN_SOFTMAX_WG invocations per
+ * row, grid-stride over n_rows = Tq*Hq*B; row = q + n_q*(h + n_h*b); shifts: n_q |
+ * n_h << 8. Every element index fits in uint32 (checked on the host).
+ */
+#define PE_ATTN_FLAG_PAIRS    0x1u /* f16 dst (output) / weights (softmax) with rows
+                                    * contiguous, even in length and starting on even
+                                    * elements: two elements are written as one word */
+#define PE_ATTN_FLAG_CAUSAL   0x2u /* softmax: keys k + k_offset > q + q_offset masked */
+#define PE_ATTN_FLAG_HAS_MASK 0x4u /* softmax: mask added to the logits */
+#define PE_ATTN_FLAG_HAS_W    0x8u /* softmax: weights written */
+
+struct pe_vk_attn_gemm_push {
+    uint32_t a_off, a_st0, a_st1, a_st2, a_st3;
+    uint32_t b_off, b_st0, b_st1, b_st2, b_st3;
+    uint32_t c_off, c_st0, c_st1, c_st2, c_st3;
+    uint32_t n_red, n_x, n_y, n_h;
+    uint32_t tiles_x, tiles_y;
+    uint32_t tx_magic, ty_magic, h_magic, g_magic;
+    uint32_t shifts;
+    uint32_t n_tiles;
+    uint32_t flags;
+    float scale;
+};
+_Static_assert(sizeof(struct pe_vk_attn_gemm_push) == 116, "must match attention_params.glsl");
+_Static_assert(sizeof(struct pe_vk_attn_gemm_push) <= 128, "Vulkan guarantees 128 bytes");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, b_off) == 20, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, c_off) == 40, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, n_red) == 60, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, tiles_x) == 76, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, tx_magic) == 84, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, shifts) == 100, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, n_tiles) == 104, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, flags) == 108, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_gemm_push, scale) == 112, "abi");
+
+struct pe_vk_attn_softmax_push {
+    uint32_t lg_off, lg_st0, lg_st1, lg_st2, lg_st3;  /* logits [Tk, Tq, Hq, B] f32 */
+    uint32_t mk_off, mk_st0, mk_st1, mk_st2, mk_st3;  /* mask (0 where broadcast) */
+    uint32_t w_off, w_st0, w_st1, w_st2, w_st3;       /* weights */
+    uint32_t n_k, n_q, n_h;                           /* Tk, Tq, Hq */
+    uint32_t q_magic, h_magic, shifts;
+    uint32_t n_rows;                                  /* Tq * Hq * B */
+    uint32_t q_offset, k_offset;                      /* positions (< 2^31) */
+    uint32_t flags;                                   /* PE_ATTN_FLAG_* */
+};
+_Static_assert(sizeof(struct pe_vk_attn_softmax_push) == 100, "must match attention_params.glsl");
+_Static_assert(sizeof(struct pe_vk_attn_softmax_push) <= 128, "Vulkan guarantees 128 bytes");
+_Static_assert(offsetof(struct pe_vk_attn_softmax_push, mk_off) == 20, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_softmax_push, w_off) == 40, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_softmax_push, n_k) == 60, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_softmax_push, q_magic) == 72, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_softmax_push, n_rows) == 84, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_softmax_push, q_offset) == 88, "abi");
+_Static_assert(offsetof(struct pe_vk_attn_softmax_push, flags) == 96, "abi");
+
+/* GEMM tile (workgroup size PE_VK_ATTN_TILE_X) and reduction chunk, and the softmax's
+ * workgroup size (local_size_x). */
+#define PE_VK_ATTN_TILE_X 64u
+#define PE_VK_ATTN_TILE_Y 16u
+#define PE_VK_ATTN_CHUNK 16u
+#define PE_VK_ATTN_SOFTMAX_WG 64u
+
 #endif

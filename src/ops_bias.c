@@ -322,13 +322,13 @@ static posenc_status alibi_fill(posenc_context *ctx, int64_t n_head,
                                 const struct posenc_alibi_params *p, double *out)
 {
     if (p->slopes) {
-        for (int64_t h = 0; h < n_head; h++) {
+        for (int64_t h = 0; h < n_head; h++)
             if (!isfinite(p->slopes[h]))
                 return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                                 "params->slopes[%lld] = %g is not finite", (long long)h,
                                 (double)p->slopes[h]);
+        for (int64_t h = 0; h < n_head; h++) /* out untouched on error */
             out[h] = p->slopes[h];
-        }
         return POSENC_OK;
     }
     int64_t n = 1;

@@ -36,8 +36,12 @@ posenc_tensor posenc_tensor_contiguous(posenc_buffer *buffer, size_t offset, pos
     t.ne[2] = ne2;
     t.ne[3] = ne3;
     t.nb[0] = (int64_t)posenc_dtype_size(dtype);
-    for (int k = 1; k < 4; k++)
-        t.nb[k] = t.nb[k - 1] * (t.ne[k - 1] > 0 ? t.ne[k - 1] : 1);
+    for (int k = 1; k < 4; k++) {
+        int64_t m = t.ne[k - 1] > 0 ? t.ne[k - 1] : 1;
+        /* saturate instead of overflowing (signed overflow is undefined): such a view is
+         * past any buffer, and every op rejects it */
+        t.nb[k] = t.nb[k - 1] > INT64_MAX / m ? INT64_MAX : t.nb[k - 1] * m;
+    }
     return t;
 }
 

@@ -51,7 +51,9 @@ int th_init(int argc, char **argv, const char *suite)
         }
     }
     char err[512];
-    struct posenc_context_params rp = {.backend = POSENC_BACKEND_CPU};
+    /* the reference loops: the fast CPU path is tested against them like any backend */
+    struct posenc_context_params rp = {.backend = POSENC_BACKEND_CPU,
+                                       .flags = POSENC_CONTEXT_CPU_REFERENCE};
     if (posenc_context_create(&rp, &th.ref, err, sizeof(err)) != POSENC_OK) {
         fprintf(stderr, "%s: cannot create the CPU reference: %s\n", suite, err);
         return 1;

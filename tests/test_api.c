@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void test_status_strings(void **state)
 {
@@ -278,8 +281,142 @@ static void test_f16(void **state)
     }
 }
 
+/* ---- backend failure: broken or missing drivers ------------------------------------------ */
+
+/* In a child process (the loaders read their configuration once): the OpenCL ICD loader
+ * sees only a vendor file naming a library that does not exist, the Vulkan loader only an
+ * ICD manifest naming one. AUTO must fall back to the CPU backend and say why through the
+ * log callback; a forced backend must answer UNAVAILABLE with the loader's own error. */
+
+static const char *self_path = "/proc/self/exe"; /* argv[0] when it is a path (valgrind
+                                                   * makes /proc/self/exe its own binary) */
+
+struct log_capture {
+    char text[4096];
+};
+
+static void capture_log(posenc_log_level level, const char *msg, void *user)
+{
+    struct log_capture *c = user;
+    size_t n = strlen(c->text);
+    snprintf(c->text + n, sizeof(c->text) - n, "[%d] %s\n", (int)level, msg);
+}
+
+#define CHILD_CHECK(cond, ...)                                                                \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "broken drivers: " __VA_ARGS__);                                 \
+            fprintf(stderr, "\n");                                                           \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+/* argv: --broken-drivers HAVE_OPENCL HAVE_VULKAN (1 when the backend works normally) */
+static int broken_drivers_child(int have_cl, int have_vk)
+{
+    struct log_capture cap = {""};
+    struct posenc_context_params p = {.backend = POSENC_BACKEND_AUTO, .log_fn = capture_log,
+                                      .log_level = POSENC_LOG_INFO, .log_user_data = &cap};
+    posenc_context *ctx = NULL;
+    char err[512];
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    CHILD_CHECK(st == POSENC_OK, "AUTO failed: %s: %s", posenc_status_string(st), err);
+    struct posenc_device_info info;
+    CHILD_CHECK(posenc_context_get_info(ctx, &info) == POSENC_OK, "get_info");
+    CHILD_CHECK(info.backend == POSENC_BACKEND_CPU, "AUTO chose %s",
+                posenc_backend_name(info.backend));
+    /* the fallback is logged with each skipped backend's reason */
+    CHILD_CHECK(strstr(cap.text, "auto: vulkan skipped: ") != NULL, "no vulkan line in: %s",
+                cap.text);
+    CHILD_CHECK(strstr(cap.text, "auto: opencl skipped: ") != NULL, "no opencl line in: %s",
+                cap.text);
+    CHILD_CHECK(strstr(cap.text, "using backend cpu") != NULL, "no choice line in: %s",
+                cap.text);
+    if (have_vk)
+        CHILD_CHECK(strstr(cap.text, "VK_ERROR_INCOMPATIBLE_DRIVER") != NULL,
+                    "the Vulkan loader's error is not in: %s", cap.text);
+    if (have_cl)
+        CHILD_CHECK(strstr(cap.text, "no OpenCL platform") != NULL,
+                    "the OpenCL loader's error is not in: %s", cap.text);
+    posenc_context_destroy(&ctx);
+
+    /* forced backends: UNAVAILABLE with the driver's text, never a fallback */
+    const posenc_backend_kind forced[2] = {POSENC_BACKEND_OPENCL, POSENC_BACKEND_VULKAN};
+    for (int i = 0; i < 2; i++) {
+        struct posenc_context_params fp = {.backend = forced[i]};
+        st = posenc_context_create(&fp, &ctx, err, sizeof(err));
+        CHILD_CHECK(st == POSENC_ERR_UNAVAILABLE && ctx == NULL, "forced %s: %s: %s",
+                    posenc_backend_name(forced[i]), posenc_status_string(st), err);
+        int have = forced[i] == POSENC_BACKEND_OPENCL ? have_cl : have_vk;
+        const char *want = forced[i] == POSENC_BACKEND_OPENCL
+                               ? "no OpenCL platform (ICD loader returned -1001)"
+                               : "vkCreateInstance (Vulkan 1.1) failed: "
+                                 "VK_ERROR_INCOMPATIBLE_DRIVER (-9)";
+        if (have)
+            CHILD_CHECK(strstr(err, want) != NULL, "forced %s: \"%s\" lacks \"%s\"",
+                        posenc_backend_name(forced[i]), err, want);
+        int32_t n = -1;
+        char why[512];
+        st = posenc_backend_device_count(forced[i], &n, why, sizeof(why));
+        CHILD_CHECK(st == POSENC_ERR_UNAVAILABLE && n == 0 && why[0], "device_count %s: %s",
+                    posenc_backend_name(forced[i]), posenc_status_string(st));
+    }
+    printf("broken drivers: AUTO fell back to cpu and logged why; forced backends unavailable\n");
+    return 0;
+}
+
+static void test_broken_drivers(void **state)
+{
+    (void)state;
+    int32_t n;
+    int have_cl = posenc_backend_device_count(POSENC_BACKEND_OPENCL, &n, NULL, 0) == POSENC_OK;
+    int have_vk = posenc_backend_device_count(POSENC_BACKEND_VULKAN, &n, NULL, 0) == POSENC_OK;
+    char dir[] = "/tmp/posenc-broken-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char icd[700], vendors[600], manifest[600];
+    snprintf(vendors, sizeof(vendors), "%s/vendors", dir);
+    snprintf(icd, sizeof(icd), "%s/broken.icd", vendors);
+    snprintf(manifest, sizeof(manifest), "%s/broken_icd.json", dir);
+    assert_int_equal(mkdir(vendors, 0700), 0);
+    FILE *f = fopen(icd, "w");
+    assert_non_null(f);
+    fprintf(f, "/nonexistent/libOpenCL-broken-driver.so\n");
+    fclose(f);
+    f = fopen(manifest, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"file_format_version\": \"1.0.0\", \"ICD\": {\"library_path\": "
+               "\"/nonexistent/libvulkan-broken-driver.so\", \"api_version\": \"1.3.0\"}}\n");
+    fclose(f);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("OCL_ICD_VENDORS", vendors, 1);  /* ocl-icd */
+        setenv("OPENCL_VENDOR_PATH", vendors, 1); /* the Khronos loader */
+        setenv("VK_ICD_FILENAMES", manifest, 1);
+        setenv("VK_DRIVER_FILES", manifest, 1);
+        unsetenv("POSENC_BACKEND");
+        unsetenv("POSENC_DEVICE");
+        char a1[2] = {(char)('0' + have_cl), 0}, a2[2] = {(char)('0' + have_vk), 0};
+        char *args[] = {"test_api", "--broken-drivers", a1, a2, NULL};
+        execv(self_path, args);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    remove(icd);
+    remove(manifest);
+    rmdir(vendors);
+    rmdir(dir);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--broken-drivers"))
+        return broken_drivers_child(argv[2][0] == '1', argv[3][0] == '1');
+    if (argc > 0 && strchr(argv[0], '/'))
+        self_path = argv[0];
     int rc = th_init(argc, argv, "api");
     if (rc >= 0)
         return rc;
@@ -293,6 +430,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_orphan_buffer),
         cmocka_unit_test(test_tensor_helpers),
         cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_broken_drivers),
     };
     rc = th_run("api", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();

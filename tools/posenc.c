@@ -10,6 +10,7 @@
  *
  * table, heatmap: cmd_table.c, cmd_heatmap.c, encodings.c; images: plot.c, font.c, png.c.
  */
+#include "bench_core.h"
 #include "check.h"
 #include "posenc.h"
 #include "tool.h"
@@ -222,7 +223,8 @@ static int cmd_verify(int argc, char **argv)
     struct pc_case *cases = pc_cases(op, &ncases);
     posenc_context *ref = NULL;
     char err[512];
-    struct posenc_context_params rp = {.backend = POSENC_BACKEND_CPU};
+    struct posenc_context_params rp = {.backend = POSENC_BACKEND_CPU,
+                                       .flags = POSENC_CONTEXT_CPU_REFERENCE};
     if (!cases || posenc_context_create(&rp, &ref, err, sizeof(err)) != POSENC_OK) {
         fprintf(stderr, "posenc verify: cannot create the CPU reference: %s\n", err);
         free(cases);
@@ -306,7 +308,8 @@ static void usage(FILE *f)
                "  verify   every op case on every backend against the CPU reference\n"
                "  table    an encoding's vectors / matrices as numbers\n"
                "  heatmap  an encoding as a PNG heat map\n"
-               "  decay    RoPE's long-term decay for several scalings (PNG or CSV)\n\n"
+               "  decay    RoPE's long-term decay for several scalings (PNG or CSV)\n"
+               "  bench    GB/s of every op against the backend's copy ceiling (bench/)\n\n"
                "posenc <command> --help for the options of a command.\n");
 }
 
@@ -332,6 +335,8 @@ int main(int argc, char **argv)
         return cmd_table(argc - 1, argv + 1);
     if (!strcmp(argv[1], "heatmap"))
         return cmd_heatmap(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench"))
+        return bench_main(argc - 1, argv + 1, "bench");
     if (!strcmp(argv[1], "decay"))
         return cmd_decay(argc - 1, argv + 1);
     fprintf(stderr, "posenc: unknown command '%s' (try posenc --help)\n", argv[1]);

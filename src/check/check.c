@@ -19,6 +19,8 @@ const char *pc_op_name(enum pc_op op)
     case PC_OP_RELBIAS: return "relbias";
     case PC_OP_RELBIAS_BACKWARD: return "relbias_backward";
     case PC_OP_ALIBI: return "alibi";
+    case PC_OP_COPY: return "copy";
+    case PC_OP_ATTENTION: return "attention";
     case PC_OP_COUNT: break;
     }
     return "?";
@@ -222,6 +224,10 @@ struct pc_case *pc_cases(enum pc_op op, size_t *out_count)
         pc_rope_cases(&cases, &n, &cap);
     if (op >= PC_OP_LEARNED)
         pc_encoding_cases(op, &cases, &n, &cap);
+    if (op == PC_OP_COPY || op == PC_OP_COUNT)
+        pc_copy_cases(&cases, &n, &cap);
+    if (op == PC_OP_ATTENTION || op == PC_OP_COUNT)
+        pc_attention_cases(&cases, &n, &cap);
     *out_count = n;
     return cases;
 }
@@ -480,6 +486,14 @@ void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case 
 {
     if (c->op == PC_OP_ROPE) {
         pc_run_rope_case(ref, dut, c, r);
+        return;
+    }
+    if (c->op == PC_OP_COPY) {
+        pc_run_copy_case(ref, dut, c, r);
+        return;
+    }
+    if (c->op == PC_OP_ATTENTION) {
+        pc_run_attention_case(ref, dut, c, r);
         return;
     }
     if (c->op >= PC_OP_LEARNED && c->op < PC_OP_COUNT) {

@@ -27,6 +27,10 @@ enum pc_op {
     PC_OP_RELBIAS = 6,
     PC_OP_RELBIAS_BACKWARD = 7,
     PC_OP_ALIBI = 8,
+    /* check_copy.c */
+    PC_OP_COPY = 9,
+    /* check_attention.c */
+    PC_OP_ATTENTION = 10,
     PC_OP_COUNT
 };
 
@@ -41,6 +45,20 @@ enum pc_pos_kind {
     PC_POS_SEQUENTIAL = 0, /* i32 0, 1, 2, ... (+ batch index * 3) */
     PC_POS_LARGE = 1,      /* i32 uniform in [0, pos_max) */
     PC_POS_FLOAT = 2       /* f32 uniform in [0, pos_max), fractional (time stamps) */
+};
+
+/* The attention-specific part of a case (check_attention.c). */
+struct pc_attn_case {
+    posenc_attention_encoding encoding;
+    int64_t hk, tk, dv;          /* K/V heads, keys, V's head dim */
+    posenc_dtype k_dtype, v_dtype;
+    int32_t causal, q_offset, k_offset;
+    float scale;                 /* params->scale (0: default) */
+    int weights;                 /* 0: no weights output; 1: f32; 2: f16 */
+    int mask;                    /* 0: none; 1: f32 [Tk, Tq, 1, B]; 2: f16 [Tk, Tq, Hq, 1] */
+    int explicit_pos;            /* q_pos / k_pos tensors (i32, per batch, 4 streams) */
+    int pe_on_v;                 /* POSENC_ATTENTION_PE_ON_V */
+    int big;                     /* a large case: run by `posenc verify`, not the suites */
 };
 
 struct pc_case {
@@ -74,6 +92,12 @@ struct pc_case {
     struct posenc_resize_params resize;
     struct posenc_relbias_params relbias;
     struct posenc_alibi_params alibi;   /* slopes point at a static table */
+    /* copy (check_copy.c): x_dtype / view are the source's, dtype / out_view the dst's */
+    enum pc_view out_view;
+    /* attention (check_attention.c): ne is q's [D, Hq, Tq, B], dtype dst's, x_dtype q's,
+     * table_dtype the learned / relbias table's, rows the learned table's; sin, rope,
+     * alibi and relbias the encodings' params */
+    struct pc_attn_case attn;
 };
 
 enum pc_rope_call { PC_ROPE = 0, PC_ROPE_QK = 1, PC_ROPE_REROTATE = 2 };
@@ -112,6 +136,29 @@ double pc_bound_sincos_f32(double a, double xs);
 double pc_bound_rope_f32(double angle_err, double m, double xsum);
 /* The same stored as f16: the f32 bound plus one f16 ulp of the result. */
 double pc_bound_to_f16(double bound_f32, double value);
+
+/*
+ * Attention helpers for the property tests (check_attention.c). pc_attn_eval runs case c
+ * on ctx with its seeded inputs, the tokens permuted (q_perm [Tq] / k_perm [Tk]: token i
+ * takes the content of token perm[i]; NULL = as generated; the positions stay with the
+ * slots) and every position moved by `shift` (offsets and explicit positions). It returns
+ * the weights [Tk, Tq, Hq, B] and the output [Dv, Hq, Tq, B] as packed doubles, each with
+ * a bound on its distance from the exact result (derived in check_attention.c, computed
+ * from this run's own weights), and the inputs it used. Free with pc_attn_result_free.
+ */
+struct pc_attn_result {
+    int64_t n_w, n_o;
+    double *w, *w_bound;
+    double *o, *o_bound;
+    /* the inputs as stored (packed doubles, after permutation): q [D, Hq, Tq, B],
+     * k [D, Hk, Tk, B], v [Dv, Hk, Tk, B], and the learned / relbias table [n0, n1]
+     * (NULL without one) */
+    double *q, *k, *v, *table;
+};
+posenc_status pc_attn_eval(posenc_context *ctx, const struct pc_case *c, const int64_t *q_perm,
+                           const int64_t *k_perm, int32_t shift, struct pc_attn_result *out,
+                           char *msg, size_t msg_size);
+void pc_attn_result_free(struct pc_attn_result *r);
 
 /* Seeded random numbers (splitmix64). */
 uint64_t pc_rand_u64(uint64_t *state);

@@ -34,5 +34,13 @@ void pc_run_encoding_case(posenc_context *ref, posenc_context *dut, const struct
                           struct pc_result *r);
 void pc_run_rope_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
                       struct pc_result *r);
+/* check_copy.c: posenc_copy cases (exact results, bit for bit). */
+void pc_copy_cases(struct pc_case **cases, size_t *n, size_t *cap);
+void pc_run_copy_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
+                      struct pc_result *r);
+/* check_attention.c: posenc_attention cases. */
+void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap);
+void pc_run_attention_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
+                           struct pc_result *r);
 
 #endif

@@ -1,22 +1,34 @@
 /*
- * backend_cpu.c - the reference backend.
+ * backend_cpu.c - the CPU backend: the reference loops, and the dispatch to the fast path.
  *
- * Plain loops over all four dimensions through the strides; angles and sin/cos in double,
- * one rounding to the storage type at the end. Every other backend is tested against
- * this file, so it stays obvious rather than fast.
+ * The reference: plain loops over all four dimensions through the strides; angles and
+ * sin/cos in double, one rounding to the storage type at the end. Every other backend is
+ * tested against it (a context created with POSENC_CONTEXT_CPU_REFERENCE runs only these
+ * loops), so it stays obvious rather than fast.
+ *
+ * Without that flag the context also owns a struct pe_cpu_fast (src/cpu/cpu_fast.c: a
+ * thread pool and vectorisable row loops) and the ops that have a fast version (rope,
+ * sinusoidal, learned, alibi, copy) go there; the others run the reference loops.
  */
 #include "backend.h"
+#include "cpu_fast.h"
 #include "posenc_config.h"
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct pe_cpu_backend {
     struct pe_backend base;
+    struct pe_cpu_fast *fast; /* NULL: reference loops only */
 };
+
+static struct pe_cpu_fast *fast_of(struct pe_backend *be)
+{
+    return ((struct pe_cpu_backend *)be)->fast;
+}
 _Static_assert(offsetof(struct pe_cpu_backend, base) == 0, "base must be first");
 
 /* ---- element access ------------------------------------------------------------------ */
@@ -50,6 +62,9 @@ static void store(const struct pe_view *v, int64_t idx, double value)
     if (v->dtype == POSENC_DTYPE_F32) {
         float f = (float)value;
         memcpy(base + (size_t)idx * 4, &f, 4);
+    } else if (v->dtype == POSENC_DTYPE_I32) {
+        int32_t i = (int32_t)value; /* copy only: the value came from an int32 */
+        memcpy(base + (size_t)idx * 4, &i, 4);
     } else {
         uint16_t h = pe_f16_from_double(value);
         memcpy(base + (size_t)idx * 2, &h, 2);
@@ -63,9 +78,24 @@ static int64_t elem(const struct pe_view *v, int64_t i0, int64_t i1, int64_t i2,
 
 /* ---- ops ------------------------------------------------------------------------------ */
 
+/* dst = src converted, one rounding (f32 -> f16 through double is exact then rounded once). */
+static posenc_status cpu_copy(struct pe_backend *be, const struct pe_copy_op *op)
+{
+    if (fast_of(be))
+        return pe_cpu_fast_copy(fast_of(be), op);
+    const struct pe_view *s = &op->src, *d = &op->dst;
+    for (int64_t i3 = 0; i3 < d->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < d->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < d->ne[1]; i1++)
+                for (int64_t i0 = 0; i0 < d->ne[0]; i0++)
+                    store(d, elem(d, i0, i1, i2, i3), load(s, elem(s, i0, i1, i2, i3)));
+    return POSENC_OK;
+}
+
 static posenc_status cpu_sinusoidal(struct pe_backend *be, const struct pe_sinusoidal_op *op)
 {
-    (void)be;
+    if (fast_of(be))
+        return pe_cpu_fast_sinusoidal(fast_of(be), op);
     const struct pe_view *d = &op->dst;
     for (int64_t i3 = 0; i3 < d->ne[3]; i3++)
         for (int64_t i2 = 0; i2 < d->ne[2]; i2++)
@@ -119,6 +149,8 @@ static double pos_at(const struct pe_view *p, int64_t t, int64_t stream, int64_t
 
 static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op)
 {
+    if (fast_of(be))
+        return pe_cpu_fast_rope(fast_of(be), op);
     double *cs = malloc(sizeof(double) * 2 * (size_t)(op->n_pairs > 0 ? op->n_pairs : 1));
     if (!cs)
         return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld cos/sin",
@@ -144,7 +176,8 @@ static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op
 /* dst = x + table[pos]: the sum in double, one rounding. */
 static posenc_status cpu_learned(struct pe_backend *be, const struct pe_learned_op *op)
 {
-    (void)be;
+    if (fast_of(be))
+        return pe_cpu_fast_learned(fast_of(be), op);
     const struct pe_view *d = &op->dst;
     for (int64_t b = 0; b < d->ne[2]; b++)
         for (int64_t t = 0; t < d->ne[1]; t++) {
@@ -255,7 +288,8 @@ static posenc_status cpu_relbias_backward(struct pe_backend *be,
  * one rounding; -inf where causal masks. */
 static posenc_status cpu_alibi(struct pe_backend *be, const struct pe_alibi_op *op)
 {
-    (void)be;
+    if (fast_of(be))
+        return pe_cpu_fast_alibi(fast_of(be), op);
     const struct pe_view *d = &op->dst;
     for (int64_t b = 0; b < d->ne[3]; b++)
         for (int64_t h = 0; h < d->ne[2]; h++)
@@ -274,6 +308,88 @@ static posenc_status cpu_alibi(struct pe_backend *be, const struct pe_alibi_op *
                             v += load(&op->logits, elem(&op->logits, k, q, h, b));
                     }
                     store(d, elem(d, k, q, h, b), v);
+                }
+    return POSENC_OK;
+}
+
+/* ---- attention (the three steps of posenc_attention, internal.h) ---------------------- */
+
+/* logits = scale * Q.K over the head dim: the dot product in double, scaled in double,
+ * one rounding to f32. */
+static posenc_status cpu_attn_scores(struct pe_backend *be, const struct pe_attn_scores_op *op)
+{
+    (void)be;
+    const struct pe_view *q = &op->q, *k = &op->k, *l = &op->logits;
+    const int64_t D = q->ne[0];
+    for (int64_t b = 0; b < l->ne[3]; b++)
+        for (int64_t h = 0; h < l->ne[2]; h++)
+            for (int64_t iq = 0; iq < l->ne[1]; iq++)
+                for (int64_t ik = 0; ik < l->ne[0]; ik++) {
+                    double acc = 0.0;
+                    for (int64_t i = 0; i < D; i++)
+                        acc += load(q, elem(q, i, h, iq, b)) *
+                               load(k, elem(k, i, h / op->group, ik, b));
+                    store(l, elem(l, ik, iq, h, b), op->scale * acc);
+                }
+    return POSENC_OK;
+}
+
+/* The softmax of each row (q, h, b), max-subtracted, in double: masked keys (causal, or a
+ * -inf mask / logit) get 0, and a row with every key masked is all zeros. */
+static posenc_status cpu_attn_softmax(struct pe_backend *be, const struct pe_attn_softmax_op *op)
+{
+    const struct pe_view *l = &op->logits;
+    const int64_t K = l->ne[0];
+    double *x = malloc(sizeof(double) * (size_t)(K > 0 ? K : 1));
+    if (!x)
+        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a row of %lld "
+                        "logits", (long long)K);
+    for (int64_t b = 0; b < l->ne[3]; b++)
+        for (int64_t h = 0; h < l->ne[2]; h++)
+            for (int64_t iq = 0; iq < l->ne[1]; iq++) {
+                double m = -INFINITY;
+                for (int64_t ik = 0; ik < K; ik++) {
+                    double v = load(l, elem(l, ik, iq, h, b));
+                    if (op->mask.mem)
+                        v += load(&op->mask, elem(&op->mask, ik, iq, h, b));
+                    if (op->causal && ik + op->k_offset > iq + op->q_offset)
+                        v = -INFINITY;
+                    x[ik] = v;
+                    if (v > m)
+                        m = v;
+                }
+                double sum = 0.0;
+                if (m != -INFINITY)
+                    for (int64_t ik = 0; ik < K; ik++) {
+                        x[ik] = exp(x[ik] - m); /* exp(-inf) = 0 */
+                        sum += x[ik];
+                    }
+                for (int64_t ik = 0; ik < K; ik++) {
+                    double pk = m == -INFINITY ? 0.0 : x[ik] / sum;
+                    store(l, elem(l, ik, iq, h, b), pk);
+                    if (op->weights.mem)
+                        store(&op->weights, elem(&op->weights, ik, iq, h, b), pk);
+                }
+            }
+    free(x);
+    return POSENC_OK;
+}
+
+/* dst = P.V over the keys, in double, one rounding. */
+static posenc_status cpu_attn_output(struct pe_backend *be, const struct pe_attn_output_op *op)
+{
+    (void)be;
+    const struct pe_view *p = &op->p, *v = &op->v, *d = &op->dst;
+    const int64_t K = p->ne[0];
+    for (int64_t b = 0; b < d->ne[3]; b++)
+        for (int64_t iq = 0; iq < d->ne[2]; iq++)
+            for (int64_t h = 0; h < d->ne[1]; h++)
+                for (int64_t i = 0; i < d->ne[0]; i++) {
+                    double acc = 0.0;
+                    for (int64_t ik = 0; ik < K; ik++)
+                        acc += load(p, elem(p, ik, iq, h, b)) *
+                               load(v, elem(v, i, h / op->group, ik, b));
+                    store(d, elem(d, i, h, iq, b), acc);
                 }
     return POSENC_OK;
 }
@@ -301,20 +417,32 @@ static posenc_status cpu_create(posenc_context *ctx, int32_t device, bool gpu_on
         return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for the CPU backend");
     cpu->base.vt = &pe_cpu_vtable;
     cpu->base.ctx = ctx;
+    if (!(ctx->flags & POSENC_CONTEXT_CPU_REFERENCE)) {
+        posenc_status st = pe_cpu_fast_create(ctx, ctx->n_threads, &cpu->fast);
+        if (st != POSENC_OK) {
+            free(cpu);
+            return st;
+        }
+    }
     *out = &cpu->base;
     return POSENC_OK;
 }
 
 static void cpu_destroy(struct pe_backend *be)
 {
+    pe_cpu_fast_destroy(fast_of(be));
     free(be);
 }
 
 static void cpu_get_info(const struct pe_backend *be, struct posenc_device_info *out)
 {
-    (void)be;
+    const struct pe_cpu_fast *fast = ((const struct pe_cpu_backend *)be)->fast;
     out->type = POSENC_DEVICE_CPU;
-    pe_strlcpy(out->device_name, "host CPU (reference loops)", sizeof(out->device_name));
+    if (fast)
+        snprintf(out->device_name, sizeof(out->device_name), "host CPU (%d thread%s)",
+                 pe_cpu_fast_threads(fast), pe_cpu_fast_threads(fast) == 1 ? "" : "s");
+    else
+        pe_strlcpy(out->device_name, "host CPU (reference loops)", sizeof(out->device_name));
     pe_strlcpy(out->vendor, "posenc", sizeof(out->vendor));
     pe_strlcpy(out->driver_version, POSENC_VERSION_STRING, sizeof(out->driver_version));
     pe_strlcpy(out->api_version, "C11", sizeof(out->api_version));
@@ -322,8 +450,7 @@ static void cpu_get_info(const struct pe_backend *be, struct posenc_device_info 
     out->f16_native = 0;
     out->max_buffer_size = (uint64_t)SIZE_MAX;
     out->max_workgroup_size = 1;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    out->compute_units = n > 0 ? (uint32_t)n : 1;
+    out->compute_units = fast ? (uint32_t)pe_cpu_fast_threads(fast) : 1;
 }
 
 static posenc_status cpu_finish(struct pe_backend *be)
@@ -388,4 +515,8 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .relbias = cpu_relbias,
     .relbias_backward = cpu_relbias_backward,
     .alibi = cpu_alibi,
+    .copy = cpu_copy,
+    .attn_scores = cpu_attn_scores,
+    .attn_softmax = cpu_attn_softmax,
+    .attn_output = cpu_attn_output,
 };

@@ -1,11 +1,17 @@
 /*
  * backend_opencl.c - the OpenCL backend: one device, one in-order queue, programs built
- * from the embedded cl/ sources on first use and cached per context.
+ * from the embedded cl/ sources on first use and cached per context and on disk.
  *
  * Programs are common.cl + <op>.cl, built with "-cl-std=CL1.2" plus -D options that pick
  * the storage types (see cl/common.cl); no fast-math options. Each distinct option string
- * is built once per context (struct pe_cl_program cache). POSENC_CL_KERNEL_DIR=<dir>
- * loads the .cl files from <dir> instead of the embedded copies (kernel development).
+ * is built once per context (struct pe_cl_program cache), and its binary is kept in an
+ * on-disk cache (see "The on-disk program-binary cache" below) so that the next process
+ * skips the compiler. POSENC_CL_KERNEL_DIR=<dir> loads the .cl files from <dir> instead of
+ * the embedded copies (kernel development).
+ *
+ * Nothing is allocated per call in the steady state: the small host tables of rope,
+ * sinusoidal and alibi live in persistent device buffers (pe_cl_table) that are uploaded
+ * again only when their contents change.
  *
  * Kernel argument order (the one place it is written down; the cl/ files must match):
  *
@@ -19,11 +25,15 @@
  *     6  mem    pos       int32 or f32
  *     7  long   pos_off
  *     8  long4  pos_st    (st[0] for i1, st[1] for i2, st[2] for i3, 0)
- *     9  mem    freq      f32 [half], read-only, uploaded per call
+ *     9  mem    freq      f32 [half], read-only (a persistent table)
  *    10  long4  shape     (half, ne1, ne2, ne3)
  *    11  int    layout    posenc_sin_layout
  *    12  float  x_scale
  *   NDRange (half, ne1, ne2*ne3), each rounded up to the local size.
+ *
+ *   pe_sinusoidal_vec  (same file, arguments and options, plus -DPE_CPU_ORDER): rows
+ *   with unit stride aligned to 16 elements, half % 8 == 0. NDRange (half/8, ne1,
+ *   G2*ne3), G2 = 1 when the positions are broadcast over dim 2, else ne2 (launch_vec).
  *
  *   pe_rope  (cl/rope.cl; built with -DHAS_X=1 -DX_F16 -DDST_F16 -DHAS_X2 -DX2_F16
  *             -DDST2_F16 -DPOS_I32 -DHAS_FROM -DPOS_FROM_I32, each 0 or 1)
@@ -54,7 +64,25 @@
  *    22  float  mscale
  *    23  int    sign      +1 forward (and rerotate), -1 backward
  *   NDRange (n_pairs + n_copy, ne2, ne3), each rounded up to the local size. Each
- *   work-item takes sin/cos once and loops over all heads of x and x2.
+ *   work-item takes sin/cos once and loops over all heads of x and x2. tab (18) is a
+ *   persistent table.
+ *
+ *   pe_rope_vec  (same file, arguments and options, plus -DPE_CPU_ORDER): every tensor
+ *   with unit innermost stride and rows aligned to 16 elements, n_pairs % 8 == 0,
+ *   n_offs % 16 == 0. NDRange (n_pairs/8, ne2, ne3) (launch_vec).
+ *
+ *   pe_copy  (cl/copy.cl; -DCOPY_MODE: 0 same 4-byte type, 1 same f16, 2 f32->f16,
+ *             3 f16->f32)
+ *     0-2   dst, dst_off, dst_st
+ *     3-5   src, src_off, src_st
+ *     6     long4 shape               (ne0, ne1, ne2, ne3)
+ *   NDRange (ne0, ne1, ne2*ne3).
+ *
+ *   pe_copy_flat  (cl/copy.cl; same options): both tensors one contiguous run
+ *     0-1   dst, dst_off              (dst_off % 4 == 0)
+ *     2-3   src, src_off              (src_off % 4 == 0)
+ *     4     long  n                   elements
+ *   NDRange (ceil(n/4), 1, 1).
  *
  * The ops below are enqueued by src/opencl/ops_encodings.c. Every "mem/long/long4" triple
  * is a tensor: buffer, offset and strides (st0, st1, st2, st3) in its own elements. An
@@ -108,15 +136,27 @@
  *     6     mem   slopes              f32 [H]
  *     7     long4 shape               (K, Q, H, B)
  *     8     long4 offs                (q_offset, k_offset, causal, symmetric)
- *   NDRange (K, Q, H*B).
+ *   NDRange (K, Q, H*B). slopes is a persistent table.
+ *
+ *   pe_alibi_vec  (cl/bias.cl; same arguments and options): dst and logits with unit key
+ *   stride and rows aligned to 4 elements. NDRange (ceil(K/16), Q, H*B).
+ *
+ * posenc_attention's kernels (cl/attention.cl: pe_attn_softmax, pe_attn_copy and the
+ * no-CLBlast pe_attn_scores / pe_attn_output) and its CLBlast calls are listed in
+ * src/opencl/ops_attention.c.
  */
 #include "backend_opencl.h"
 #include "cl_kernels.h"
+#include "posenc_config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
 
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
@@ -203,7 +243,11 @@ static bool cl_err_is_oom(cl_int err)
 /* A failed cl* call: POSENC_ERR_BACKEND with the call, code and name. */
 static posenc_status cl_fail(posenc_context *ctx, const char *call, cl_int err)
 {
-    return pe_error(ctx, POSENC_ERR_BACKEND, "%s failed: %d (%s)", call, (int)err,
+    /* host memory is never a device problem (also what device_string reports when its own
+     * malloc fails) */
+    return pe_error(ctx, err == CL_OUT_OF_HOST_MEMORY ? POSENC_ERR_OUT_OF_MEMORY
+                                                      : POSENC_ERR_BACKEND,
+                    "%s failed: %d (%s)", call, (int)err,
                     cl_err_name(err));
 }
 
@@ -389,6 +433,10 @@ static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
     info->max_buffer_size = max_alloc;
     info->max_workgroup_size = max_wg > UINT32_MAX ? UINT32_MAX : (uint32_t)max_wg;
     info->compute_units = cus;
+    char pname[128] = "", pversion[120] = "";
+    clGetPlatformInfo(be->platform, CL_PLATFORM_NAME, sizeof(pname) - 1, pname, NULL);
+    clGetPlatformInfo(be->platform, CL_PLATFORM_VERSION, sizeof(pversion) - 1, pversion, NULL);
+    snprintf(be->platform_id, sizeof(be->platform_id), "%s %s", pname, pversion);
     return POSENC_OK;
 }
 
@@ -397,6 +445,8 @@ static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
 /* ------------------------------------------------------------------------------------ */
 
 static void cl_destroy(struct pe_backend *base);
+static void cache_init(struct pe_cl_backend *be);
+static void table_free(struct pe_cl_table *t);
 
 /* Find device `index` among all (or only GPU) devices of all platforms, in order. */
 static posenc_status find_device(posenc_context *ctx, int32_t index, bool gpu_only,
@@ -506,6 +556,7 @@ static posenc_status cl_create(posenc_context *ctx, int32_t device, bool gpu_onl
         goto fail;
     }
 
+    cache_init(be);
     pe_log(ctx, POSENC_LOG_INFO, "opencl: device %d: %s (%s, driver %s)", (int)device,
            be->info.device_name, be->info.api_version, be->info.driver_version);
     *out = &be->base;
@@ -532,6 +583,10 @@ static void cl_destroy(struct pe_backend *base)
     for (int k = 0; k < be->n_sources; k++)
         if (be->sources[k].owned)
             free((void *)be->sources[k].data);
+    table_free(&be->tab_rope);
+    table_free(&be->tab_sin);
+    table_free(&be->tab_alibi);
+    free(be->rope_scratch);
     if (be->queue)
         clReleaseCommandQueue(be->queue);
     if (be->context)
@@ -690,6 +745,252 @@ static posenc_status get_source(struct pe_cl_backend *be, const char *name,
     return POSENC_OK;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* The on-disk program-binary cache                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * A program built from source is saved (clGetProgramInfo(CL_PROGRAM_BINARIES)) to
+ * <dir>/<key>.clbin, and a later process with the same device, driver, source and options
+ * loads it with clCreateProgramWithBinary instead of running the compiler. <dir> is
+ * $POSENC_CACHE_DIR (empty: no cache), else $XDG_CACHE_HOME/posenc, else ~/.cache/posenc.
+ *
+ * The key is a 128-bit hash (two FNV-1a 64) of the identity: a format tag, the platform's
+ * and the device's name, vendor and version strings, the driver version, the build
+ * options and a hash of the exact source. The file holds
+ *     "PECLBIN1", u32 identity length, the identity, u64 binary size, u64 binary hash,
+ *     the binary
+ * and is used only if every field matches; a file that is corrupt, truncated or from
+ * another device / driver / source is ignored (the program is built from source and the
+ * file replaced). Files are written to a temporary name and renamed, so a reader never
+ * sees half a file. Every cache failure is silent (a DEBUG log line): the cache only ever
+ * saves time. These files are the only ones the library opens, apart from
+ * POSENC_CL_KERNEL_DIR.
+ */
+#define PE_CL_CACHE_MAGIC "PECLBIN1"
+#define PE_CL_CACHE_MAX_BINARY (256u << 20)
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Resolve the cache folder once per backend (be->cache_dir, "" = off). */
+static void cache_init(struct pe_cl_backend *be)
+{
+    be->cache_dir[0] = '\0';
+#if defined(_WIN32)
+    return;
+#else
+    const char *env = getenv("POSENC_CACHE_DIR");
+    int n = -1;
+    if (env) {
+        if (env[0])
+            n = snprintf(be->cache_dir, sizeof(be->cache_dir), "%s", env);
+    } else if ((env = getenv("XDG_CACHE_HOME")) != NULL && env[0] == '/') {
+        n = snprintf(be->cache_dir, sizeof(be->cache_dir), "%s/posenc", env);
+    } else if ((env = getenv("HOME")) != NULL && env[0]) {
+        n = snprintf(be->cache_dir, sizeof(be->cache_dir), "%s/.cache/posenc", env);
+    }
+    if (n < 0 || (size_t)n >= sizeof(be->cache_dir) - 48)
+        be->cache_dir[0] = '\0'; /* unset, or too long for <dir>/<key>.clbin */
+    pe_log(be->base.ctx, POSENC_LOG_DEBUG, "opencl: program-binary cache %s%s",
+           be->cache_dir[0] ? "in " : "off", be->cache_dir);
+#endif
+}
+
+/* The identity text of a program and the path of its cache file. */
+static void cache_identity(const struct pe_cl_backend *be, const struct pe_cl_source *common,
+                           const struct pe_cl_source *op, const char *options, char *id,
+                           size_t id_size, char *path, size_t path_size)
+{
+    uint64_t src = fnv1a(0xcbf29ce484222325ull, common->data, common->size);
+    src = fnv1a(src, op->name, strlen(op->name) + 1);
+    src = fnv1a(src, op->data, op->size);
+    snprintf(id, id_size, "posenc-clbin-1|%s|%s|%s|%s|%s|%s|%s|%s|%016llx", be->platform_id,
+             be->info.device_name, be->info.vendor, be->info.api_version,
+             be->info.driver_version, POSENC_VERSION_STRING, options, op->name,
+             (unsigned long long)src);
+    const uint64_t k1 = fnv1a(0xcbf29ce484222325ull, id, strlen(id));
+    const uint64_t k2 = fnv1a(0x6c62272e07bb0142ull, id, strlen(id));
+    snprintf(path, path_size, "%s/%016llx%016llx.clbin", be->cache_dir, (unsigned long long)k1,
+             (unsigned long long)k2);
+}
+
+/* Read a whole small file into a malloc'd block. */
+static unsigned char *read_small_file(const char *path, size_t limit, size_t *out_size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char *data = NULL;
+    size_t size = 0, cap = 0;
+    for (;;) {
+        if (cap - size < 65536) {
+            cap = cap ? 2 * cap : 262144;
+            if (cap > limit + 65536)
+                break;
+            unsigned char *grown = realloc(data, cap);
+            if (!grown)
+                break;
+            data = grown;
+        }
+        size_t got = fread(data + size, 1, cap - size, f);
+        size += got;
+        if (got == 0)
+            break;
+    }
+    bool ok = !ferror(f) && feof(f);
+    fclose(f);
+    if (!ok) {
+        free(data);
+        return NULL;
+    }
+    *out_size = size;
+    return data;
+}
+
+/* A program from the cache file, built (loaded) for the device; NULL when there is none
+ * or it does not match. */
+static cl_program cache_load(struct pe_cl_backend *be, const char *path, const char *id,
+                             const char *options)
+{
+    posenc_context *ctx = be->base.ctx;
+    size_t size = 0;
+    unsigned char *data = read_small_file(path, PE_CL_CACHE_MAX_BINARY, &size);
+    if (!data)
+        return NULL;
+    const size_t id_len = strlen(id);
+    const size_t head = 8 + 4 + id_len + 16;
+    uint32_t stored_len = 0;
+    uint64_t bin_size = 0, bin_hash = 0;
+    const char *why = NULL;
+    if (size < head || memcmp(data, PE_CL_CACHE_MAGIC, 8) != 0) {
+        why = "not a posenc cache file";
+    } else {
+        memcpy(&stored_len, data + 8, 4);
+        memcpy(&bin_size, data + 12 + id_len, 8);
+        memcpy(&bin_hash, data + 20 + id_len, 8);
+        if (stored_len != id_len || memcmp(data + 12, id, id_len) != 0)
+            why = "another device, driver, source or options";
+        else if (bin_size == 0 || bin_size != size - head)
+            why = "truncated";
+        else if (fnv1a(0xcbf29ce484222325ull, data + head, (size_t)bin_size) != bin_hash)
+            why = "corrupt";
+    }
+    if (why) {
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: ignoring cache file %s: %s", path, why);
+        free(data);
+        return NULL;
+    }
+    const unsigned char *bin = data + head;
+    const size_t len = (size_t)bin_size;
+    cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+    cl_program prog =
+        clCreateProgramWithBinary(be->context, 1, &be->device, &len, &bin, &status, &err);
+    free(data);
+    if (!prog || err != CL_SUCCESS || status != CL_SUCCESS) {
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: cache file %s rejected by the driver: %d / %d",
+               path, (int)err, (int)status);
+        if (prog)
+            clReleaseProgram(prog);
+        return NULL;
+    }
+    err = clBuildProgram(prog, 1, &be->device, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: cache file %s: clBuildProgram failed: %d (%s)",
+               path, (int)err, cl_err_name(err));
+        clReleaseProgram(prog);
+        return NULL;
+    }
+    return prog;
+}
+
+#if !defined(_WIN32)
+/* mkdir -p for the cache folder (0700 for what it creates). */
+static bool make_dirs(const char *dir)
+{
+    char buf[PE_CL_PATH_MAX];
+    if (strlen(dir) >= sizeof(buf))
+        return false;
+    strcpy(buf, dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return false;
+        *p = '/';
+    }
+    return mkdir(buf, 0700) == 0 || errno == EEXIST;
+}
+#endif
+
+/* Save a program built from source to its cache file (temporary file + rename). */
+static void cache_store(struct pe_cl_backend *be, cl_program prog, const char *path,
+                        const char *id)
+{
+#if defined(_WIN32)
+    (void)be, (void)prog, (void)path, (void)id;
+#else
+    posenc_context *ctx = be->base.ctx;
+    cl_uint n_dev = 0;
+    size_t bin_size = 0;
+    if (clGetProgramInfo(prog, CL_PROGRAM_NUM_DEVICES, sizeof(n_dev), &n_dev, NULL) !=
+            CL_SUCCESS ||
+        n_dev != 1 ||
+        clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof(bin_size), &bin_size, NULL) !=
+            CL_SUCCESS ||
+        bin_size == 0 || bin_size > PE_CL_CACHE_MAX_BINARY)
+        return;
+    unsigned char *bin = malloc(bin_size);
+    if (!bin)
+        return;
+    unsigned char *bins[1] = {bin};
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof(bins), bins, NULL) != CL_SUCCESS) {
+        free(bin);
+        return;
+    }
+    if (!make_dirs(be->cache_dir)) {
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: cannot create the cache folder %s: %s",
+               be->cache_dir, strerror(errno));
+        free(bin);
+        return;
+    }
+    /* unique per process (pid), context (be) and write (cache_seq) */
+    char tmp[PE_CL_PATH_MAX + 160];
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%p.%u", path, (long)getpid(), (void *)be,
+             be->cache_seq++);
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f != NULL;
+    if (ok) {
+        const uint32_t id_len = (uint32_t)strlen(id);
+        const uint64_t size64 = bin_size;
+        const uint64_t hash = fnv1a(0xcbf29ce484222325ull, bin, bin_size);
+        ok = fwrite(PE_CL_CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&id_len, 4, 1, f) == 1 &&
+             fwrite(id, 1, id_len, f) == id_len && fwrite(&size64, 8, 1, f) == 1 &&
+             fwrite(&hash, 8, 1, f) == 1 && fwrite(bin, 1, bin_size, f) == bin_size;
+        ok = fclose(f) == 0 && ok;
+    }
+    if (ok)
+        ok = rename(tmp, path) == 0;
+    if (!ok) {
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: cannot write the cache file %s: %s", path,
+               strerror(errno));
+        unlink(tmp);
+    } else {
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: saved %zu-byte program binary to %s", bin_size,
+               path);
+    }
+    free(bin);
+#endif
+}
+
 /* The kernel `kernel_name` of common.cl + `file`, built with `defines` (cached). */
 static posenc_status get_program(struct pe_cl_backend *be, const char *file,
                                  const char *kernel_name, const char *defines,
@@ -711,16 +1012,41 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
     PE_RETURN_IF_ERROR(get_source(be, "common.cl", &common));
     PE_RETURN_IF_ERROR(get_source(be, file, &op));
 
+    char options[PE_CL_OPTS_MAX + 32];
+    snprintf(options, sizeof(options), "-cl-std=CL1.2 %s", defines);
+    cl_int err;
+    cl_program prog = NULL;
+    bool from_binary = false;
+    /* Another kernel of the same source and options already built: share its program. */
+    for (int k = 0; k < be->n_programs && !prog; k++) {
+        struct pe_cl_program *q = &be->programs[k];
+        if (strcmp(q->file, file) == 0 && strcmp(q->options, defines) == 0 &&
+            clRetainProgram(q->program) == CL_SUCCESS)
+            prog = q->program;
+    }
+    /* The on-disk binary cache: a program built by an earlier process. */
+    char cache_path[PE_CL_PATH_MAX + 64] = "";
+    char cache_id[PE_CL_ID_MAX] = "";
+    if (!prog && be->cache_dir[0]) {
+        cache_identity(be, common, op, options, cache_id, sizeof(cache_id), cache_path,
+                       sizeof(cache_path));
+        prog = cache_load(be, cache_path, cache_id, options);
+        from_binary = prog != NULL;
+    }
+    if (prog) {
+        err = CL_SUCCESS;
+        goto built;
+    }
+
     const char *strings[2] = {common->data, op->data};
     const size_t lengths[2] = {common->size, op->size};
-    cl_int err;
-    cl_program prog = clCreateProgramWithSource(be->context, 2, strings, lengths, &err);
+    prog = clCreateProgramWithSource(be->context, 2, strings, lengths, &err);
     if (!prog || err != CL_SUCCESS)
         return cl_fail(ctx, "clCreateProgramWithSource", err);
 
-    char options[PE_CL_OPTS_MAX + 32];
-    snprintf(options, sizeof(options), "-cl-std=CL1.2 %s", defines);
     err = clBuildProgram(prog, 1, &be->device, options, NULL, NULL);
+    if (err == CL_SUCCESS && cache_path[0])
+        cache_store(be, prog, cache_path, cache_id);
     if (err != CL_SUCCESS) {
         char log[PE_CL_BUILD_LOG_SHOWN + 1] = "";
         size_t n = 0;
@@ -743,6 +1069,7 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
         return pe_error(ctx, POSENC_ERR_BACKEND, "clBuildProgram(%s, \"%s\") failed: %d (%s): %s",
                         file, options, (int)err, cl_err_name(err), log);
     }
+built:;
     cl_kernel kernel = clCreateKernel(prog, kernel_name, &err);
     if (!kernel || err != CL_SUCCESS) {
         clReleaseProgram(prog);
@@ -776,7 +1103,8 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
     p->program = prog;
     p->kernel = kernel;
     p->kernel_wg_size = wg ? wg : 1;
-    pe_log(ctx, POSENC_LOG_INFO, "opencl: built %s:%s [%s]", file, kernel_name, options);
+    pe_log(ctx, POSENC_LOG_INFO, "opencl: %s %s:%s [%s]",
+           from_binary ? "loaded from the binary cache" : "built", file, kernel_name, options);
     *out = p;
     return POSENC_OK;
 }
@@ -893,80 +1221,6 @@ static cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
     return v;
 }
 
-static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinusoidal_op *op)
-{
-    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
-    posenc_context *ctx = be->base.ctx;
-    const struct pe_view *dst = &op->dst, *x = &op->x, *pos = &op->pos;
-    const bool has_x = x->mem != NULL;
-
-    const uint64_t n[3] = {(uint64_t)op->half, (uint64_t)dst->ne[1],
-                           (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
-    if (n[0] == 0 || n[1] == 0 || n[2] == 0)
-        return POSENC_OK;
-
-    char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d",
-             dst->dtype == POSENC_DTYPE_F16, has_x, has_x && x->dtype == POSENC_DTYPE_F16,
-             pos->dtype == POSENC_DTYPE_I32);
-    struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl", "pe_sinusoidal", defines, &p));
-
-    size_t global[3], local[3];
-    if (!launch_size(be, p, n, global, local))
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
-                        "sinusoidal: %llu x %llu x %llu work-items do not fit this device's "
-                        "size_t",
-                        (unsigned long long)n[0], (unsigned long long)n[1],
-                        (unsigned long long)n[2]);
-
-    cl_int err;
-    cl_mem freq = clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                 (size_t)op->half * sizeof(float), (void *)op->freq_f32, &err);
-    if (!freq || err != CL_SUCCESS)
-        return cl_fail_mem(ctx, "clCreateBuffer(freq)", err);
-
-    cl_mem dst_mem = (cl_mem)dst->mem;
-    cl_mem x_mem = has_x ? (cl_mem)x->mem : dst_mem;
-    cl_mem pos_mem = (cl_mem)pos->mem;
-    const cl_long dst_off = dst->offset, x_off = has_x ? x->offset : 0, pos_off = pos->offset;
-    const cl_long4 dst_st = long4_of(dst->st[0], dst->st[1], dst->st[2], dst->st[3]);
-    const cl_long4 x_st = has_x ? long4_of(x->st[0], x->st[1], x->st[2], x->st[3])
-                                : long4_of(0, 0, 0, 0);
-    const cl_long4 pos_st = long4_of(pos->st[0], pos->st[1], pos->st[2], 0);
-    const cl_long4 shape = long4_of(op->half, dst->ne[1], dst->ne[2], dst->ne[3]);
-    const cl_int layout = (cl_int)op->layout;
-    const cl_float x_scale = op->x_scale;
-
-    struct {
-        size_t size;
-        const void *value;
-    } args[] = {
-        {sizeof(cl_mem), &dst_mem},   {sizeof(cl_long), &dst_off}, {sizeof(cl_long4), &dst_st},
-        {sizeof(cl_mem), &x_mem},     {sizeof(cl_long), &x_off},   {sizeof(cl_long4), &x_st},
-        {sizeof(cl_mem), &pos_mem},   {sizeof(cl_long), &pos_off}, {sizeof(cl_long4), &pos_st},
-        {sizeof(cl_mem), &freq},      {sizeof(cl_long4), &shape},  {sizeof(cl_int), &layout},
-        {sizeof(cl_float), &x_scale},
-    };
-    posenc_status st = POSENC_OK;
-    for (cl_uint k = 0; k < PE_ARRAY_SIZE(args); k++) {
-        err = clSetKernelArg(p->kernel, k, args[k].size, args[k].value);
-        if (err != CL_SUCCESS) {
-            st = pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(pe_sinusoidal, %u) failed: %d (%s)",
-                          k, (int)err, cl_err_name(err));
-            break;
-        }
-    }
-    if (st == POSENC_OK) {
-        err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            st = cl_fail(ctx, "clEnqueueNDRangeKernel(pe_sinusoidal)", err);
-    }
-    /* Safe right after enqueueing: OpenCL keeps the buffer until the kernel is done. */
-    clReleaseMemObject(freq);
-    return st;
-}
-
 /* Whether two views are the same elements (in place). The front end guarantees that a
  * destination is either exactly its input or disjoint from it. */
 static bool same_view(const struct pe_view *a, const struct pe_view *b)
@@ -980,6 +1234,235 @@ static cl_long4 view_st(const struct pe_view *v)
 {
     return long4_of(v->st[0], v->st[1], v->st[2], v->st[3]);
 }
+
+/* Whether every row of v starts on a multiple of `n` elements (offset and the outer
+ * strides) and the innermost stride is 1: the vector kernels' n-wide loads and stores
+ * are then aligned (some implementations, PoCL among them, fault on unaligned vloadn). */
+bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n)
+{
+    return v->st[0] == 1 && v->offset % n == 0 && v->st[1] % n == 0 && v->st[2] % n == 0 &&
+           v->st[3] % n == 0;
+}
+
+#define ARG(v) {sizeof(v), &(v)}
+
+/* The largest work-group p's kernel may run here (at most 1024). */
+static size_t wg_limit(const struct pe_cl_backend *be, const struct pe_cl_program *p)
+{
+    size_t limit = p->kernel_wg_size;
+    if (be->info.max_workgroup_size && limit > be->info.max_workgroup_size)
+        limit = be->info.max_workgroup_size;
+    return limit > 1024 ? 1024 : limit;
+}
+
+/* Set the arguments of p's kernel and enqueue it over the exact global size g[3] with
+ * local size l[3] (each g[k] a multiple of l[k]). */
+static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program *p,
+                                  const struct pe_cl_arg *args, size_t n_args, const uint64_t g[3],
+                                  const size_t l[3])
+{
+    posenc_context *ctx = be->base.ctx;
+    for (int k = 0; k < 3; k++)
+        if (g[k] > (uint64_t)SIZE_MAX || (be->max_item_size[k] && l[k] > be->max_item_size[k]))
+            return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                            "%s: %llu work-items (local %zu) in dimension %d do not fit this "
+                            "device", p->kernel_name, (unsigned long long)g[k], l[k], k);
+    for (size_t k = 0; k < n_args; k++) {
+        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, args[k].size, args[k].value);
+        if (err != CL_SUCCESS)
+            return pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(%s, %zu) failed: %d (%s)",
+                            p->kernel_name, k, (int)err, cl_err_name(err));
+    }
+    const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
+    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char call[96];
+        snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
+        return cl_fail_mem(ctx, call, err);
+    }
+    return POSENC_OK;
+}
+
+/* The vector kernels (pe_rope_vec, pe_sinusoidal_vec) are built with PE_CPU_ORDER = 1 on
+ * CPU devices: a barrier after each row makes an implementation that runs a group's
+ * work-items one after another (PoCL) walk memory in order. */
+static int cpu_order(const struct pe_cl_backend *be)
+{
+    return be->info.type == POSENC_DEVICE_CPU;
+}
+
+/* Launch a vector kernel over g[0] x g[1] x g[2] work-items. With PE_CPU_ORDER (barriers)
+ * every work-item must be in range: the local size is (l0, 1, 1) with l0 the largest
+ * divisor of g[0] within the limits. Otherwise pe_cl_launch rounds up and the kernel
+ * checks its bounds. */
+static posenc_status launch_vec(struct pe_cl_backend *be, struct pe_cl_program *p,
+                                const struct pe_cl_arg *args, size_t n_args, const uint64_t g[3])
+{
+    if (!cpu_order(be))
+        return pe_cl_launch(be, p, args, n_args, g);
+    size_t limit = wg_limit(be, p);
+    if (be->max_item_size[0] && limit > be->max_item_size[0])
+        limit = be->max_item_size[0];
+    size_t l0 = g[0] < (uint64_t)limit ? (size_t)g[0] : limit;
+    while (l0 > 1 && g[0] % l0 != 0)
+        l0--;
+    const size_t l[3] = {l0 ? l0 : 1, 1, 1};
+    return launch_exact(be, p, args, n_args, g, l);
+}
+
+/* ---- persistent tables ----------------------------------------------------------------- */
+
+posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const char *what,
+                          const void *data, size_t size, cl_mem *out)
+{
+    static const uint32_t zero = 0;
+    if (size == 0) { /* a zero-sized buffer is invalid in OpenCL */
+        data = &zero;
+        size = sizeof(zero);
+    }
+    if (t->mem && t->size == size && memcmp(t->host, data, size) == 0) {
+        *out = t->mem;
+        return POSENC_OK;
+    }
+    void *host = malloc(size);
+    if (!host)
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (%s, %zu "
+                        "bytes)", what, size);
+    memcpy(host, data, size);
+    cl_mem mem = NULL;
+    posenc_status st = pe_cl_upload(be, what, data, size, &mem);
+    if (st != POSENC_OK) {
+        free(host);
+        return st;
+    }
+    /* The old buffer may still be read by queued kernels: OpenCL keeps it alive until
+     * they are done. */
+    if (t->mem)
+        clReleaseMemObject(t->mem);
+    free(t->host);
+    t->mem = mem;
+    t->host = host;
+    t->size = size;
+    *out = mem;
+    return POSENC_OK;
+}
+
+static void table_free(struct pe_cl_table *t)
+{
+    if (t->mem)
+        clReleaseMemObject(t->mem);
+    free(t->host);
+    memset(t, 0, sizeof(*t));
+}
+
+/* ---- copy ---------------------------------------------------------------------------- */
+
+static posenc_status cl_copy(struct pe_backend *base, const struct pe_copy_op *op)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    const struct pe_view *src = &op->src, *dst = &op->dst;
+    int mode;
+    if (src->dtype == dst->dtype)
+        mode = src->dtype == POSENC_DTYPE_F16 ? 1 : 0;
+    else
+        mode = src->dtype == POSENC_DTYPE_F32 ? 2 : 3;
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines), "-DCOPY_MODE=%d", mode);
+
+    /* Merge dim k+1 into dim k while both tensors step over dim k contiguously: a
+     * contiguous pair of tensors becomes one flat run for the 4-wide kernel. */
+    int64_t ne[4], ss[4], ds[4];
+    int n = 0;
+    for (int k = 0; k < 4; k++) {
+        if (src->ne[k] == 1)
+            continue;
+        if (n > 0 && src->st[k] == ss[n - 1] * ne[n - 1] && dst->st[k] == ds[n - 1] * ne[n - 1]) {
+            ne[n - 1] *= src->ne[k];
+            continue;
+        }
+        ne[n] = src->ne[k];
+        ss[n] = src->st[k];
+        ds[n] = dst->st[k];
+        n++;
+    }
+    cl_mem dst_mem = (cl_mem)dst->mem, src_mem = (cl_mem)src->mem;
+    const cl_long dst_off = dst->offset, src_off = src->offset;
+    struct pe_cl_program *p = NULL;
+    if (n <= 1 && (n == 0 || (ss[0] == 1 && ds[0] == 1)) && src->offset % 4 == 0 &&
+        dst->offset % 4 == 0) {
+        const cl_long count = n == 0 ? 1 : ne[0];
+        PE_RETURN_IF_ERROR(get_program(be, "copy.cl", "pe_copy_flat", defines, &p));
+        const struct pe_cl_arg args[] = {ARG(dst_mem), ARG(dst_off), ARG(src_mem), ARG(src_off),
+                                         ARG(count)};
+        const uint64_t nd[3] = {(uint64_t)(count + 3) / 4, 1, 1};
+        return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), nd);
+    }
+    PE_RETURN_IF_ERROR(get_program(be, "copy.cl", "pe_copy", defines, &p));
+    const cl_long4 dst_st = view_st(dst), src_st = view_st(src);
+    const cl_long4 shape = long4_of(dst->ne[0], dst->ne[1], dst->ne[2], dst->ne[3]);
+    const struct pe_cl_arg args[] = {ARG(dst_mem), ARG(dst_off), ARG(dst_st), ARG(src_mem),
+                                     ARG(src_off), ARG(src_st), ARG(shape)};
+    const uint64_t nd[3] = {(uint64_t)dst->ne[0], (uint64_t)dst->ne[1],
+                            (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
+    return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), nd);
+}
+
+/* ---- sinusoidal ---------------------------------------------------------------------- */
+
+
+static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinusoidal_op *op)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    const struct pe_view *dst = &op->dst, *x = &op->x, *pos = &op->pos;
+    const bool has_x = x->mem != NULL;
+    const int64_t half = op->half;
+    if (half == 0 || dst->ne[1] == 0 || dst->ne[2] == 0 || dst->ne[3] == 0)
+        return POSENC_OK;
+
+    /* The vector kernel: 8 pairs per work-item, sin/cos shared by the rows of a position. */
+    const bool vec = pe_cl_rows_aligned(dst, 16) && (!has_x || pe_cl_rows_aligned(x, 16)) &&
+                     half % 8 == 0;
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines),
+             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d",
+             dst->dtype == POSENC_DTYPE_F16, has_x, has_x && x->dtype == POSENC_DTYPE_F16,
+             pos->dtype == POSENC_DTYPE_I32, cpu_order(be));
+    struct pe_cl_program *p = NULL;
+    PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl", vec ? "pe_sinusoidal_vec" : "pe_sinusoidal",
+                                   defines, &p));
+    cl_mem freq = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_sin, "sinusoidal frequencies", op->freq_f32,
+                                   (size_t)half * sizeof(float), &freq));
+
+    cl_mem dst_mem = (cl_mem)dst->mem;
+    cl_mem x_mem = has_x ? (cl_mem)x->mem : dst_mem;
+    cl_mem pos_mem = (cl_mem)pos->mem;
+    const cl_long dst_off = dst->offset, x_off = has_x ? x->offset : 0, pos_off = pos->offset;
+    const cl_long4 dst_st = view_st(dst);
+    const cl_long4 x_st = has_x ? view_st(x) : long4_of(0, 0, 0, 0);
+    const cl_long4 pos_st = long4_of(pos->st[0], pos->st[1], pos->st[2], 0);
+    const cl_long4 shape = long4_of(half, dst->ne[1], dst->ne[2], dst->ne[3]);
+    const cl_int layout = (cl_int)op->layout;
+    const cl_float x_scale = op->x_scale;
+    const struct pe_cl_arg args[] = {
+        ARG(dst_mem), ARG(dst_off), ARG(dst_st), ARG(x_mem),  ARG(x_off),   ARG(x_st),    ARG(pos_mem),
+        ARG(pos_off), ARG(pos_st),  ARG(freq),   ARG(shape), ARG(layout), ARG(x_scale),
+    };
+    if (vec) {
+        /* (units of 8 pairs, tokens, batch groups): the rows of dim 2 share a position when
+         * the positions are broadcast over it (pos st[1] == 0) */
+        const uint64_t g[3] = {(uint64_t)half / 8, (uint64_t)dst->ne[1],
+                               (pos->st[1] == 0 ? 1 : (uint64_t)dst->ne[2]) *
+                                   (uint64_t)dst->ne[3]};
+        return launch_vec(be, p, args, PE_ARRAY_SIZE(args), g);
+    }
+    const uint64_t n[3] = {(uint64_t)half, (uint64_t)dst->ne[1],
+                           (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
+    return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
+}
+
+/* ---- rope ---------------------------------------------------------------------------- */
+
 
 static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *op)
 {
@@ -1004,44 +1487,41 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
         flags |= 2;
     const int64_t n_copy = flags ? x->ne[0] - 2 * n_pairs : 0;
 
-    const uint64_t n[3] = {(uint64_t)(n_pairs + n_copy), (uint64_t)x->ne[2],
-                           (uint64_t)x->ne[3]};
+    /* The vector kernel: 8 pairs per work-item, sin/cos once per token and pair. */
+    const bool vec = pe_cl_rows_aligned(x, 16) && pe_cl_rows_aligned(dst, 16) &&
+                     (!has_x2 || (pe_cl_rows_aligned(x2, 16) && pe_cl_rows_aligned(dst2, 16))) &&
+                     n_pairs % 8 == 0 && op->n_offs % 16 == 0;
 
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
-             "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d",
+             "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d",
              x->dtype == POSENC_DTYPE_F16, dst->dtype == POSENC_DTYPE_F16, has_x2,
              has_x2 && x2->dtype == POSENC_DTYPE_F16, has_x2 && dst2->dtype == POSENC_DTYPE_F16,
              pos->dtype == POSENC_DTYPE_I32, has_from,
-             !has_from || pos_from->dtype == POSENC_DTYPE_I32);
+             !has_from || pos_from->dtype == POSENC_DTYPE_I32, cpu_order(be));
     struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(get_program(be, "rope.cl", "pe_rope", defines, &p));
+    PE_RETURN_IF_ERROR(get_program(be, "rope.cl", vec ? "pe_rope_vec" : "pe_rope", defines, &p));
 
-    size_t global[3], local[3];
-    if (!launch_size(be, p, n, global, local))
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
-                        "rope: %llu x %llu x %llu work-items do not fit this device's size_t",
-                        (unsigned long long)n[0], (unsigned long long)n[1],
-                        (unsigned long long)n[2]);
-
-    /* freq, freq_from, stream, stream_from: one upload per call. */
-    const size_t np = (size_t)n_pairs;
-    float *tab = malloc(4 * np * sizeof(float));
-    if (!tab)
-        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (rope table)");
+    /* freq, freq_from, stream, stream_from: a persistent buffer, uploaded again only when
+     * the table changes. The host copy is built in the backend's scratch. */
+    const size_t np = (size_t)n_pairs, tab_bytes = 4 * np * sizeof(float);
+    if (be->rope_scratch_size < tab_bytes) {
+        float *grown = realloc(be->rope_scratch, tab_bytes);
+        if (!grown)
+            return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (rope table)");
+        be->rope_scratch = grown;
+        be->rope_scratch_size = tab_bytes;
+    }
+    float *tab = be->rope_scratch;
     for (size_t j = 0; j < np; j++) {
         tab[j] = op->freq_f32[j];
         tab[np + j] = has_from ? op->freq_from_f32[j] : 0.0f;
         tab[2 * np + j] = (float)op->stream[j];
         tab[3 * np + j] = has_from ? (float)op->stream_from[j] : 0.0f;
     }
-    cl_int err;
-    cl_mem tab_mem = clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                    4 * np * sizeof(float), tab, &err);
-    free(tab);
-    if (!tab_mem || err != CL_SUCCESS)
-        return cl_fail_mem(ctx, "clCreateBuffer(rope table)", err);
+    cl_mem tab_mem = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_rope, "rope table", tab, tab_bytes, &tab_mem));
 
     cl_mem x_mem = (cl_mem)x->mem, dst_mem = (cl_mem)dst->mem;
     cl_mem x2_mem = (cl_mem)x2->mem, dst2_mem = (cl_mem)dst2->mem;
@@ -1057,41 +1537,20 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
     const cl_long4 dims = long4_of(n_head, n_head2, op->n_offs, op->pairing);
     const cl_float mscale = (float)op->mscale;
     const cl_int sign = op->sign < 0 ? -1 : 1;
-
-    struct {
-        size_t size;
-        const void *value;
-    } args[] = {
-        {sizeof(cl_mem), &x_mem},        {sizeof(cl_long), &x_off},
-        {sizeof(cl_long4), &x_st},       {sizeof(cl_mem), &dst_mem},
-        {sizeof(cl_long), &dst_off},     {sizeof(cl_long4), &dst_st},
-        {sizeof(cl_mem), &x2_mem},       {sizeof(cl_long), &x2_off},
-        {sizeof(cl_long4), &x2_st},      {sizeof(cl_mem), &dst2_mem},
-        {sizeof(cl_long), &dst2_off},    {sizeof(cl_long4), &dst2_st},
-        {sizeof(cl_mem), &pos_mem},      {sizeof(cl_long), &pos_off},
-        {sizeof(cl_long4), &pos_st},     {sizeof(cl_mem), &pos_from_mem},
-        {sizeof(cl_long), &pos_from_off}, {sizeof(cl_long4), &pos_from_st},
-        {sizeof(cl_mem), &tab_mem},      {sizeof(cl_long4), &shape},
-        {sizeof(cl_long4), &dims},       {sizeof(cl_int), &flags},
-        {sizeof(cl_float), &mscale},     {sizeof(cl_int), &sign},
+    const struct pe_cl_arg args[] = {
+        ARG(x_mem),        ARG(x_off),       ARG(x_st),    ARG(dst_mem),  ARG(dst_off),
+        ARG(dst_st),       ARG(x2_mem),      ARG(x2_off),  ARG(x2_st),    ARG(dst2_mem),
+        ARG(dst2_off),     ARG(dst2_st),     ARG(pos_mem), ARG(pos_off),  ARG(pos_st),
+        ARG(pos_from_mem), ARG(pos_from_off), ARG(pos_from_st), ARG(tab_mem), ARG(shape),
+        ARG(dims),         ARG(flags),       ARG(mscale),  ARG(sign),
     };
-    posenc_status st = POSENC_OK;
-    for (cl_uint k = 0; k < PE_ARRAY_SIZE(args); k++) {
-        err = clSetKernelArg(p->kernel, k, args[k].size, args[k].value);
-        if (err != CL_SUCCESS) {
-            st = pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(pe_rope, %u) failed: %d (%s)",
-                          k, (int)err, cl_err_name(err));
-            break;
-        }
+    if (vec) {
+        const uint64_t g[3] = {(uint64_t)n_pairs / 8, (uint64_t)x->ne[2], (uint64_t)x->ne[3]};
+        return launch_vec(be, p, args, PE_ARRAY_SIZE(args), g);
     }
-    if (st == POSENC_OK) {
-        err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            st = cl_fail(ctx, "clEnqueueNDRangeKernel(pe_rope)", err);
-    }
-    /* Safe right after enqueueing: OpenCL keeps the buffer until the kernel is done. */
-    clReleaseMemObject(tab_mem);
-    return st;
+    const uint64_t n[3] = {(uint64_t)(n_pairs + n_copy), (uint64_t)x->ne[2],
+                           (uint64_t)x->ne[3]};
+    return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1116,4 +1575,8 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .relbias = pe_cl_relbias,
     .relbias_backward = pe_cl_relbias_backward,
     .alibi = pe_cl_alibi,
+    .copy = cl_copy,
+    .attn_scores = pe_cl_attn_scores,
+    .attn_softmax = pe_cl_attn_softmax,
+    .attn_output = pe_cl_attn_output,
 };

@@ -14,6 +14,8 @@
 #define PE_CL_MAX_PROGRAMS 64
 #define PE_CL_OPTS_MAX 160
 #define PE_CL_BUILD_LOG_SHOWN 300
+#define PE_CL_PATH_MAX 1024 /* the program-binary cache folder and files */
+#define PE_CL_ID_MAX 1024   /* a cache entry's identity text */
 
 /* One built program and its kernel, keyed by (op source, kernel, option string). */
 struct pe_cl_program {
@@ -46,6 +48,18 @@ struct pe_cl_backend {
     struct pe_cl_program programs[PE_CL_MAX_PROGRAMS];
     int n_programs;
     int evict_next; /* the slot a full program cache reuses next */
+    char cache_dir[PE_CL_PATH_MAX]; /* program-binary cache folder; "" = off */
+    unsigned cache_seq;             /* cache files written (temporary names) */
+    char platform_id[256];          /* platform name and version (cache identity) */
+    /* Persistent small tables (rope frequencies, sinusoidal frequencies, alibi slopes):
+     * re-uploaded only when their contents change (pe_cl_table). */
+    struct pe_cl_table {
+        cl_mem mem;
+        void *host;      /* what mem holds */
+        size_t size;
+    } tab_rope, tab_sin, tab_alibi;
+    float *rope_scratch; /* host staging of the rope table */
+    size_t rope_scratch_size;
 };
 
 /* One kernel argument (clSetKernelArg's size and value). */
@@ -66,6 +80,16 @@ posenc_status pe_cl_get_program(struct pe_cl_backend *be, const char *file,
 posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const void *data,
                            size_t size, cl_mem *out);
 
+/* Whether v's rows start on multiples of n elements with unit innermost stride (the
+ * vector kernels' condition). */
+bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n);
+
+/* A read-only device buffer equal to `size` bytes of `data`, kept in *t between calls: the
+ * same contents as last time reuse it (no upload, no allocation), other contents replace
+ * it. The buffer belongs to the table: callers do not release it. */
+posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const char *what,
+                          const void *data, size_t size, cl_mem *out);
+
 /* Set the n_args arguments of p's kernel and enqueue it over n[0] x n[1] x n[2]
  * work-items (each rounded up to the local size; the kernel checks its bounds). */
 posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
@@ -78,5 +102,10 @@ posenc_status pe_cl_resize_2d(struct pe_backend *be, const struct pe_resize_op *
 posenc_status pe_cl_relbias(struct pe_backend *be, const struct pe_relbias_op *op);
 posenc_status pe_cl_relbias_backward(struct pe_backend *be, const struct pe_relbias_bwd_op *op);
 posenc_status pe_cl_alibi(struct pe_backend *be, const struct pe_alibi_op *op);
+
+/* The ops of src/opencl/ops_attention.c (posenc_attention's steps). */
+posenc_status pe_cl_attn_scores(struct pe_backend *be, const struct pe_attn_scores_op *op);
+posenc_status pe_cl_attn_softmax(struct pe_backend *be, const struct pe_attn_softmax_op *op);
+posenc_status pe_cl_attn_output(struct pe_backend *be, const struct pe_attn_output_op *op);
 
 #endif

@@ -260,8 +260,10 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     const struct pe_view *dst = &op->dst;
     const bool has_x = op->logits.mem != NULL;
     const struct pe_view *lg = has_x ? &op->logits : dst;
-    const uint64_t n[3] = {(uint64_t)dst->ne[0], (uint64_t)dst->ne[1],
-                           (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
+    /* keys innermost and contiguous: 16 keys per work-item (pe_alibi_vec) */
+    const bool vec = pe_cl_rows_aligned(dst, 4) && pe_cl_rows_aligned(lg, 4);
+    const uint64_t n[3] = {vec ? ((uint64_t)dst->ne[0] + 15) / 16 : (uint64_t)dst->ne[0],
+                           (uint64_t)dst->ne[1], (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
 
@@ -269,11 +271,13 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d", is_f16(dst),
              has_x, has_x && is_f16(lg));
     struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", "pe_alibi", defines, &p));
+    PE_RETURN_IF_ERROR(
+        pe_cl_get_program(be, "bias.cl", vec ? "pe_alibi_vec" : "pe_alibi", defines, &p));
 
+    /* the slopes: a persistent buffer, uploaded again only when they change */
     cl_mem slope_mem = NULL;
-    PE_RETURN_IF_ERROR(pe_cl_upload(be, "alibi slopes", op->slopes_f32,
-                                    (size_t)dst->ne[2] * sizeof(float), &slope_mem));
+    PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_alibi, "alibi slopes", op->slopes_f32,
+                                   (size_t)dst->ne[2] * sizeof(float), &slope_mem));
 
     cl_mem dst_mem = (cl_mem)dst->mem, lg_mem = (cl_mem)lg->mem;
     const cl_long dst_off = dst->offset, lg_off = lg->offset;
@@ -285,5 +289,5 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
         ARG(dst_mem), ARG(dst_off), ARG(dst_st),    ARG(lg_mem), ARG(lg_off),
         ARG(lg_st),   ARG(slope_mem), ARG(shape),   ARG(offs),
     };
-    return launch_and_release(be, p, args, PE_ARRAY_SIZE(args), n, slope_mem);
+    return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
 }

@@ -617,7 +617,6 @@ static void vk_destroy(struct pe_backend *b)
         vkDeviceWaitIdle(be->dev);
         pe_vk_ops_destroy(be);
         pe_vk_buffer_free(be, &be->staging);
-        pe_vk_buffer_free(be, &be->freq);
         if (be->fence)
             vkDestroyFence(be->dev, be->fence, NULL);
         if (be->cmd_pool)
@@ -1032,4 +1031,15 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .buffer_write = vk_buffer_write,
     .buffer_read = vk_buffer_read,
     .sinusoidal = pe_vk_sinusoidal,
+    .rope = pe_vk_rope,
+    .copy = pe_vk_copy,
+    .learned = pe_vk_learned,
+    .learned_backward = pe_vk_learned_backward,
+    .resize_2d = pe_vk_resize_2d,
+    .relbias = pe_vk_relbias,
+    .relbias_backward = pe_vk_relbias_backward,
+    .alibi = pe_vk_alibi,
+    .attn_scores = pe_vk_attn_scores,
+    .attn_softmax = pe_vk_attn_softmax,
+    .attn_output = pe_vk_attn_output,
 };

@@ -1,7 +1,13 @@
 /*
- * ops_vulkan.c - op launches of the Vulkan backend: the descriptor set layout shared by
- * the shaders, one compute pipeline per shader variant (created on first use, through a
- * VkPipelineCache), and the sinusoidal op.
+ * ops_vulkan.c - the launch infrastructure of the Vulkan backend (declared in
+ * vk_internal.h) and the sinusoidal op.
+ *
+ * Every shader uses the same descriptor set layout (PE_VK_MAX_BINDINGS storage buffers
+ * in set 0) and the same pipeline layout (that set + PE_VK_PUSH_MAX bytes of push
+ * constants), so one descriptor set, rewritten by each dispatch, serves every op; a
+ * shader declares only the bindings it reads. Pipelines are created on first use through
+ * a VkPipelineCache and kept in a table keyed by their SPIR-V array and specialization
+ * constants.
  *
  * Buffers are bound whole (descriptor offset 0, VK_WHOLE_SIZE); element offsets and
  * strides travel in push constants (src/kernel_abi.h), so a view may start anywhere.
@@ -12,6 +18,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* SPIR-V built by shaders/meson.build (glslc -mfmt=c: an initializer list). */
@@ -33,22 +40,26 @@ static const struct {
     const char *name;
     const uint32_t *code;
     size_t size;
-} sin_shaders[PE_VK_SIN_VARIANTS] = {
+} sin_shaders[4] = {
     {"sinusoidal_f32_f32", spv_sinusoidal_f32_f32, sizeof spv_sinusoidal_f32_f32},
     {"sinusoidal_f32_f16", spv_sinusoidal_f32_f16, sizeof spv_sinusoidal_f32_f16},
     {"sinusoidal_f16_f32", spv_sinusoidal_f16_f32, sizeof spv_sinusoidal_f16_f32},
     {"sinusoidal_f16_f16", spv_sinusoidal_f16_f16, sizeof spv_sinusoidal_f16_f16},
 };
 
-enum { PE_VK_BINDINGS = 4 }; /* dst, x, pos, freq */
-
-/* Workgroups per dispatch on CPU devices (see pe_vk_sinusoidal). */
+/* Workgroups per dispatch on CPU devices (see pe_vk_groups). */
 #define PE_VK_CPU_MAX_GROUPS 64u
+
+_Static_assert(sizeof(struct pe_vk_sinusoidal_push) <= PE_VK_PUSH_MAX, "push constants");
+
+/* ------------------------------------------------------------------------------------ */
+/* Layouts, pipelines, tables, dispatch                                                 */
+/* ------------------------------------------------------------------------------------ */
 
 posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
 {
-    VkDescriptorSetLayoutBinding bind[PE_VK_BINDINGS];
-    for (uint32_t i = 0; i < PE_VK_BINDINGS; i++) {
+    VkDescriptorSetLayoutBinding bind[PE_VK_MAX_BINDINGS];
+    for (uint32_t i = 0; i < PE_VK_MAX_BINDINGS; i++) {
         bind[i] = (VkDescriptorSetLayoutBinding){
             .binding = i,
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -58,7 +69,7 @@ posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
     }
     VkDescriptorSetLayoutCreateInfo lci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-        .bindingCount = PE_VK_BINDINGS,
+        .bindingCount = PE_VK_MAX_BINDINGS,
         .pBindings = bind,
     };
     VkResult r = vkCreateDescriptorSetLayout(be->dev, &lci, NULL, &be->set_layout);
@@ -67,10 +78,11 @@ posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
         return pe_vk_fail(be, "vkCreateDescriptorSetLayout", r);
     }
 
+    /* 128 bytes is what every Vulkan device guarantees (maxPushConstantsSize). */
     VkPushConstantRange range = {
         .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
         .offset = 0,
-        .size = sizeof(struct pe_vk_sinusoidal_push),
+        .size = PE_VK_PUSH_MAX,
     };
     VkPipelineLayoutCreateInfo plci = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
@@ -79,17 +91,18 @@ posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
         .pushConstantRangeCount = 1,
         .pPushConstantRanges = &range,
     };
-    r = vkCreatePipelineLayout(be->dev, &plci, NULL, &be->sin_layout);
+    r = vkCreatePipelineLayout(be->dev, &plci, NULL, &be->pipe_layout);
     if (r != VK_SUCCESS) {
-        be->sin_layout = VK_NULL_HANDLE;
+        be->pipe_layout = VK_NULL_HANDLE;
         return pe_vk_fail(be, "vkCreatePipelineLayout", r);
     }
 
-    /* One set, rewritten by every op: at most one submission is in flight and every op
-     * waits for it first (vk_internal.h), so the set is never in use when updated. */
+    /* One set, rewritten by every dispatch: at most one submission is in flight and
+     * pe_vk_dispatch waits for it first (vk_internal.h), so the set is never in use when
+     * updated. */
     VkDescriptorPoolSize ps = {
         .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-        .descriptorCount = PE_VK_BINDINGS,
+        .descriptorCount = PE_VK_MAX_BINDINGS,
     };
     VkDescriptorPoolCreateInfo dpci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
@@ -125,30 +138,43 @@ posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
 
 void pe_vk_ops_destroy(struct pe_vk_backend *be)
 {
-    for (int i = 0; i < PE_VK_SIN_VARIANTS; i++) {
-        if (be->sin_pipes[i])
-            vkDestroyPipeline(be->dev, be->sin_pipes[i], NULL);
-        be->sin_pipes[i] = VK_NULL_HANDLE;
-    }
+    for (uint32_t i = 0; i < be->n_pipes; i++)
+        if (be->pipes[i].pipe)
+            vkDestroyPipeline(be->dev, be->pipes[i].pipe, NULL);
+    free(be->pipes);
+    be->pipes = NULL;
+    be->n_pipes = be->cap_pipes = 0;
+    for (int i = 0; i < PE_VK_TABLES; i++)
+        pe_vk_buffer_free(be, &be->tables[i]);
     if (be->pipe_cache)
         vkDestroyPipelineCache(be->dev, be->pipe_cache, NULL);
     if (be->desc_pool)
         vkDestroyDescriptorPool(be->dev, be->desc_pool, NULL); /* frees be->set */
-    if (be->sin_layout)
-        vkDestroyPipelineLayout(be->dev, be->sin_layout, NULL);
+    if (be->pipe_layout)
+        vkDestroyPipelineLayout(be->dev, be->pipe_layout, NULL);
     if (be->set_layout)
         vkDestroyDescriptorSetLayout(be->dev, be->set_layout, NULL);
     be->pipe_cache = VK_NULL_HANDLE;
     be->desc_pool = VK_NULL_HANDLE;
     be->set = VK_NULL_HANDLE;
-    be->sin_layout = VK_NULL_HANDLE;
+    be->pipe_layout = VK_NULL_HANDLE;
     be->set_layout = VK_NULL_HANDLE;
 }
 
 static posenc_status create_pipeline(struct pe_vk_backend *be, const char *name,
-                                     const uint32_t *code, size_t size, VkPipelineLayout layout,
-                                     VkPipeline *out)
+                                     const uint32_t *code, size_t size, const uint32_t *spec,
+                                     uint32_t n_spec, VkPipeline *out)
 {
+    VkSpecializationMapEntry map[PE_VK_MAX_SPEC];
+    for (uint32_t i = 0; i < n_spec; i++)
+        map[i] = (VkSpecializationMapEntry){
+            .constantID = i, .offset = i * (uint32_t)sizeof(uint32_t), .size = sizeof(uint32_t)};
+    const VkSpecializationInfo si = {
+        .mapEntryCount = n_spec,
+        .pMapEntries = map,
+        .dataSize = n_spec * sizeof(uint32_t),
+        .pData = spec,
+    };
     VkShaderModuleCreateInfo smci = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
         .codeSize = size,
@@ -171,8 +197,9 @@ static posenc_status create_pipeline(struct pe_vk_backend *be, const char *name,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = module,
                 .pName = "main",
+                .pSpecializationInfo = n_spec ? &si : NULL,
             },
-        .layout = layout,
+        .layout = be->pipe_layout,
     };
     r = vkCreateComputePipelines(be->dev, be->pipe_cache, 1, &cpci, NULL, out);
     vkDestroyShaderModule(be->dev, module, NULL);
@@ -189,9 +216,130 @@ static posenc_status create_pipeline(struct pe_vk_backend *be, const char *name,
     return POSENC_OK;
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* sinusoidal                                                                           */
-/* ------------------------------------------------------------------------------------ */
+posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
+                                  const uint32_t *code, size_t size, const uint32_t *spec,
+                                  uint32_t n_spec, VkPipeline *out)
+{
+    *out = VK_NULL_HANDLE;
+    if (n_spec > PE_VK_MAX_SPEC)
+        return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
+                        "vulkan: %" PRIu32 " specialization constants (at most %d)", n_spec,
+                        (int)PE_VK_MAX_SPEC);
+    for (uint32_t i = 0; i < be->n_pipes; i++) {
+        const struct pe_vk_pipe *p = &be->pipes[i];
+        if (p->code == code && p->n_spec == n_spec &&
+            (n_spec == 0 || memcmp(p->spec, spec, n_spec * sizeof *spec) == 0)) {
+            *out = p->pipe;
+            return POSENC_OK;
+        }
+    }
+    if (be->n_pipes == be->cap_pipes) {
+        uint32_t cap = be->cap_pipes ? 2 * be->cap_pipes : 32;
+        struct pe_vk_pipe *np = realloc(be->pipes, cap * sizeof *np);
+        if (!np)
+            return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                            "out of host memory (pipeline table)");
+        be->pipes = np;
+        be->cap_pipes = cap;
+    }
+    VkPipeline pipe;
+    PE_RETURN_IF_ERROR(create_pipeline(be, name, code, size, spec, n_spec, &pipe));
+    struct pe_vk_pipe *p = &be->pipes[be->n_pipes++];
+    memset(p, 0, sizeof *p);
+    p->code = code;
+    p->n_spec = n_spec;
+    if (n_spec)
+        memcpy(p->spec, spec, n_spec * sizeof *spec);
+    p->pipe = pipe;
+    *out = pipe;
+    return POSENC_OK;
+}
+
+posenc_status pe_vk_pipeline(struct pe_vk_backend *be, const char *name, const uint32_t *code,
+                             size_t size, VkPipeline *out)
+{
+    return pe_vk_pipeline_spec(be, name, code, size, NULL, 0, out);
+}
+
+posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, size_t size,
+                          VkBuffer *out)
+{
+    *out = VK_NULL_HANDLE;
+    if (slot < 0 || slot >= PE_VK_TABLES)
+        return pe_error(be->base.ctx, POSENC_ERR_BACKEND, "vulkan: no table slot %d", slot);
+    /* The previous submission may still read this buffer. */
+    PE_RETURN_IF_ERROR(pe_vk_wait(be));
+    struct pe_vk_buffer *t = &be->tables[slot];
+    PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(be, t, size < 4 ? 4 : (VkDeviceSize)size,
+                                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT));
+    if (size)
+        memcpy(t->map, data, size);
+    *out = t->buf;
+    return POSENC_OK;
+}
+
+posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
+                             const VkBuffer *bufs, const void *push, uint32_t push_size,
+                             uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    if (n_bufs == 0 || n_bufs > PE_VK_MAX_BINDINGS || push_size > PE_VK_PUSH_MAX ||
+        (push_size & 3u) != 0)
+        return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
+                        "vulkan: bad dispatch (%" PRIu32 " buffers, %" PRIu32
+                        " bytes of push constants)",
+                        n_bufs, push_size);
+    if (gx == 0 || gy == 0 || gz == 0)
+        return POSENC_OK;
+    /* The previous submission may still use the descriptor set. */
+    PE_RETURN_IF_ERROR(pe_vk_wait(be));
+    VkDescriptorBufferInfo info[PE_VK_MAX_BINDINGS];
+    VkWriteDescriptorSet w[PE_VK_MAX_BINDINGS];
+    for (uint32_t i = 0; i < PE_VK_MAX_BINDINGS; i++) {
+        info[i] = (VkDescriptorBufferInfo){i < n_bufs ? bufs[i] : bufs[0], 0, VK_WHOLE_SIZE};
+        w[i] = (VkWriteDescriptorSet){
+            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+            .dstSet = be->set,
+            .dstBinding = i,
+            .descriptorCount = 1,
+            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .pBufferInfo = &info[i],
+        };
+    }
+    vkUpdateDescriptorSets(be->dev, PE_VK_MAX_BINDINGS, w, 0, NULL);
+
+    PE_RETURN_IF_ERROR(pe_vk_begin(be));
+    vkCmdBindPipeline(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    vkCmdBindDescriptorSets(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->pipe_layout, 0, 1,
+                            &be->set, 0, NULL);
+    if (push_size)
+        vkCmdPushConstants(be->cmd, be->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size,
+                           push);
+    vkCmdDispatch(be->cmd, gx, gy, gz);
+    /* Not waited for here: the next call that needs the results or reuses a table
+     * buffer / the descriptor set waits (pe_vk_wait). */
+    return pe_vk_submit(be, false);
+}
+
+static uint32_t max_groups_x(const struct pe_vk_backend *be)
+{
+    uint32_t m = be->props.limits.maxComputeWorkGroupCount[0];
+    return m < 65535u ? m : 65535u;
+}
+
+uint32_t pe_vk_groups(const struct pe_vk_backend *be, uint64_t n_items, uint32_t wg,
+                      uint32_t cpu_cap)
+{
+    uint64_t groups = (n_items + wg - 1) / wg;
+    uint32_t cap = max_groups_x(be);
+    if (be->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && cpu_cap && cap > cpu_cap)
+        cap = cpu_cap;
+    return groups < cap ? (uint32_t)groups : cap;
+}
+
+bool pe_vk_grid_fits(const struct pe_vk_backend *be, uint64_t n_items, uint32_t wg)
+{
+    return n_items <= (uint64_t)UINT32_MAX - (uint64_t)max_groups_x(be) * wg;
+}
 
 /*
  * Magic number for dividing any uint32 by d (1 <= d < 2^32) with a multiply-high, as
@@ -199,7 +347,7 @@ static posenc_status create_pipeline(struct pe_vk_backend *be, const char *name,
  * + 1 (the "round-up" method, Hacker's Delight 10-9; checked exhaustively over edge
  * cases and randomly over all d and n).
  */
-static void pe_vk_magic(uint32_t d, uint32_t *out_magic, uint32_t *out_l)
+void pe_vk_magic(uint32_t d, uint32_t *out_magic, uint32_t *out_l)
 {
     uint32_t l = 0;
     while (l < 32 && ((uint64_t)1 << l) < d)
@@ -208,33 +356,28 @@ static void pe_vk_magic(uint32_t d, uint32_t *out_magic, uint32_t *out_l)
     *out_magic = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
 }
 
-/* Store a non-negative int64 into a uint32 push constant, or fail naming it. */
-static posenc_status put_u32(struct pe_vk_backend *be, uint32_t *dst, int64_t v, const char *what)
+posenc_status pe_vk_put_u32(struct pe_vk_backend *be, const char *op, uint32_t *dst, int64_t v,
+                            const char *what)
 {
     if (v < 0 || v > (int64_t)UINT32_MAX)
         return pe_error(be->base.ctx, POSENC_ERR_UNSUPPORTED,
-                        "vulkan sinusoidal: %s = %" PRId64 " does not fit in 32 bits", what, v);
+                        "vulkan %s: %s = %" PRId64 " does not fit in 32 bits", op, what, v);
     *dst = (uint32_t)v;
     return POSENC_OK;
 }
 
-/*
- * Offset and strides of a view (dims 0..n-1) as push constants. A stride whose dimension
- * has one element is never used: it is sent as 0. The largest element index must fit in
- * uint32 too (the shader indexes the whole buffer with uint).
- */
-static posenc_status put_view(struct pe_vk_backend *be, const struct pe_view *v, int n,
-                              const int64_t *ne, uint32_t *off, uint32_t *const st[],
-                              const char *name)
+posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const struct pe_view *v,
+                             int n, const int64_t *ne, uint32_t *off, uint32_t *const st[],
+                             const char *name)
 {
     char what[48];
     snprintf(what, sizeof what, "%s offset (elements)", name);
-    PE_RETURN_IF_ERROR(put_u32(be, off, v->offset, what));
+    PE_RETURN_IF_ERROR(pe_vk_put_u32(be, op, off, v->offset, what));
     int64_t max = v->offset;
     for (int k = 0; k < n; k++) {
         int64_t s = ne[k] > 1 ? v->st[k] : 0;
         snprintf(what, sizeof what, "%s stride %d (elements)", name, k);
-        PE_RETURN_IF_ERROR(put_u32(be, st[k], s, what));
+        PE_RETURN_IF_ERROR(pe_vk_put_u32(be, op, st[k], s, what));
         if (ne[k] > 1) {
             if (s > 0 && ne[k] - 1 > (INT64_MAX - max) / s)
                 max = INT64_MAX;
@@ -244,8 +387,22 @@ static posenc_status put_view(struct pe_vk_backend *be, const struct pe_view *v,
     }
     snprintf(what, sizeof what, "%s largest element index", name);
     uint32_t dummy;
-    return put_u32(be, &dummy, max, what);
+    return pe_vk_put_u32(be, op, &dummy, max, what);
 }
+
+bool pe_vk_same_view(const struct pe_view *a, const struct pe_view *b)
+{
+    if (a->mem != b->mem || a->dtype != b->dtype || a->offset != b->offset)
+        return false;
+    for (int k = 0; k < 4; k++)
+        if (a->ne[k] != b->ne[k] || (a->ne[k] > 1 && a->st[k] != b->st[k]))
+            return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* sinusoidal                                                                           */
+/* ------------------------------------------------------------------------------------ */
 
 posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_op *op)
 {
@@ -261,23 +418,21 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
 
     struct pe_vk_sinusoidal_push pc;
     memset(&pc, 0, sizeof pc);
-    PE_RETURN_IF_ERROR(put_u32(be, &pc.n_half, op->half, "d/2"));
-    PE_RETURN_IF_ERROR(put_u32(be, &pc.ne1, dst->ne[1], "dst->ne[1]"));
-    PE_RETURN_IF_ERROR(put_u32(be, &pc.ne2, dst->ne[2], "dst->ne[2]"));
+    PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "sinusoidal", &pc.n_half, op->half, "d/2"));
+    PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "sinusoidal", &pc.ne1, dst->ne[1], "dst->ne[1]"));
+    PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "sinusoidal", &pc.ne2, dst->ne[2], "dst->ne[2]"));
 
     const int64_t dst_ne[4] = {2 * op->half, dst->ne[1], dst->ne[2], dst->ne[3]};
-    PE_RETURN_IF_ERROR(put_view(be, dst, 4, dst_ne, &pc.dst_off,
-                                (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1, &pc.dst_st2,
-                                                    &pc.dst_st3},
-                                "dst"));
+    PE_RETURN_IF_ERROR(pe_vk_put_view(
+        be, "sinusoidal", dst, 4, dst_ne, &pc.dst_off,
+        (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1, &pc.dst_st2, &pc.dst_st3}, "dst"));
     if (has_x)
-        PE_RETURN_IF_ERROR(put_view(be, x, 4, dst_ne, &pc.x_off,
-                                    (uint32_t *const[]){&pc.x_st0, &pc.x_st1, &pc.x_st2,
-                                                        &pc.x_st3},
-                                    "x"));
-    PE_RETURN_IF_ERROR(put_view(be, pos, 3, pos->ne, &pc.pos_off,
-                                (uint32_t *const[]){&pc.pos_st0, &pc.pos_st1, &pc.pos_st2},
-                                "pos"));
+        PE_RETURN_IF_ERROR(pe_vk_put_view(
+            be, "sinusoidal", x, 4, dst_ne, &pc.x_off,
+            (uint32_t *const[]){&pc.x_st0, &pc.x_st1, &pc.x_st2, &pc.x_st3}, "x"));
+    PE_RETURN_IF_ERROR(pe_vk_put_view(be, "sinusoidal", pos, 3, pos->ne, &pc.pos_off,
+                                      (uint32_t *const[]){&pc.pos_st0, &pc.pos_st1, &pc.pos_st2},
+                                      "pos"));
 
     pc.flags = (uint32_t)op->layout & PE_SIN_FLAG_LAYOUT_MASK;
     if (has_x)
@@ -300,12 +455,8 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     pc.x_scale = has_x ? op->x_scale : 1.0f;
 
     /* Grid-stride loop: idx + stride must not wrap around in uint32. */
-    const uint32_t max_groups = be->props.limits.maxComputeWorkGroupCount[0] < 65535u
-                                    ? be->props.limits.maxComputeWorkGroupCount[0]
-                                    : 65535u;
-    const int64_t max_stride = (int64_t)max_groups * PE_VK_SIN_WG;
     if (rows > INT64_MAX / pc.n_units ||
-        (int64_t)pc.n_units * rows > (int64_t)UINT32_MAX - max_stride)
+        !pe_vk_grid_fits(be, (uint64_t)pc.n_units * (uint64_t)rows, PE_VK_SIN_WG))
         return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
                         "vulkan sinusoidal: %" PRId64 " x %" PRId64
                         " (sin, cos) pairs is more than this backend handles in one launch",
@@ -319,56 +470,19 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
 
     /* Pipeline for this variant. */
     const int variant = (dst_f16 ? 2 : 0) + (x_f16 ? 1 : 0);
-    if (!be->sin_pipes[variant])
-        PE_RETURN_IF_ERROR(create_pipeline(be, sin_shaders[variant].name,
-                                           sin_shaders[variant].code,
-                                           sin_shaders[variant].size, be->sin_layout,
-                                           &be->sin_pipes[variant]));
-
-    /* The previous submission may still read the frequency buffer and descriptor set. */
-    PE_RETURN_IF_ERROR(pe_vk_wait(be));
-    PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(be, &be->freq,
-                                                 (VkDeviceSize)op->half * sizeof(float),
-                                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT));
-    memcpy(be->freq.map, op->freq_f32, (size_t)op->half * sizeof(float));
+    VkPipeline pipe;
+    PE_RETURN_IF_ERROR(pe_vk_pipeline(be, sin_shaders[variant].name, sin_shaders[variant].code,
+                                      sin_shaders[variant].size, &pipe));
+    VkBuffer freq;
+    PE_RETURN_IF_ERROR(
+        pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &freq));
 
     const struct pe_vk_buffer *dbuf = dst->mem;
     const struct pe_vk_buffer *xbuf = has_x ? x->mem : dst->mem; /* unused without x */
     const struct pe_vk_buffer *pbuf = pos->mem;
-    VkDescriptorBufferInfo info[PE_VK_BINDINGS] = {
-        {dbuf->buf, 0, VK_WHOLE_SIZE},
-        {xbuf->buf, 0, VK_WHOLE_SIZE},
-        {pbuf->buf, 0, VK_WHOLE_SIZE},
-        {be->freq.buf, 0, VK_WHOLE_SIZE},
-    };
-    VkWriteDescriptorSet w[PE_VK_BINDINGS];
-    for (uint32_t i = 0; i < PE_VK_BINDINGS; i++) {
-        w[i] = (VkWriteDescriptorSet){
-            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-            .dstSet = be->set,
-            .dstBinding = i,
-            .descriptorCount = 1,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .pBufferInfo = &info[i],
-        };
-    }
-    vkUpdateDescriptorSets(be->dev, PE_VK_BINDINGS, w, 0, NULL);
-
-    uint64_t groups = ((uint64_t)pc.n_total + PE_VK_SIN_WG - 1) / PE_VK_SIN_WG;
-    uint32_t cap = max_groups;
+    const VkBuffer bufs[4] = {dbuf->buf, xbuf->buf, pbuf->buf, freq};
     /* CPU implementations (lavapipe) pay a lot per workgroup (~180 instructions per
      * invocation measured): give each invocation more loop iterations there. */
-    if (be->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && cap > PE_VK_CPU_MAX_GROUPS)
-        cap = PE_VK_CPU_MAX_GROUPS;
-    uint32_t gx = groups < cap ? (uint32_t)groups : cap;
-
-    PE_RETURN_IF_ERROR(pe_vk_begin(be));
-    vkCmdBindPipeline(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->sin_pipes[variant]);
-    vkCmdBindDescriptorSets(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->sin_layout, 0, 1,
-                            &be->set, 0, NULL);
-    vkCmdPushConstants(be->cmd, be->sin_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
-    vkCmdDispatch(be->cmd, gx, 1, 1);
-    /* Not waited for here: the next call that needs the results or reuses the
-     * frequency buffer / descriptor set waits (pe_vk_wait). */
-    return pe_vk_submit(be, false);
+    const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
+    return pe_vk_dispatch(be, pipe, 4, bufs, &pc, sizeof pc, gx, 1, 1);
 }

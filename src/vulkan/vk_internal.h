@@ -2,8 +2,10 @@
  * vk_internal.h - what the files of the Vulkan backend share (src/vulkan only).
  *
  * backend_vulkan.c: instance, device, memory, buffers, the one command buffer and its
- * fence, get_info; ops_vulkan.c: descriptor layouts, pipelines (one per shader variant,
- * created lazily) and the op launches.
+ * fence, get_info; ops_vulkan.c: the launch infrastructure every op file uses (one
+ * descriptor set layout and pipeline layout for all shaders, pipelines created lazily and
+ * cached by SPIR-V, host-visible table buffers, push-constant helpers, pe_vk_dispatch)
+ * and the sinusoidal op; ops_rope_vk.c: RoPE and copy; ops_encodings_vk.c: the others.
  *
  * Execution model: one command buffer and one fence, at most one submission in flight.
  * Every call that records new work, writes host-visible memory the device may read (the
@@ -19,7 +21,13 @@
 
 #include <vulkan/vulkan.h>
 
-enum { PE_VK_SIN_VARIANTS = 4 }; /* dst f32/f16 x x f32/f16 */
+/* Every shader sees set 0 with PE_VK_MAX_BINDINGS storage buffers (bindings 0..7; a
+ * shader declares the ones it uses) and one push-constant block of at most
+ * PE_VK_PUSH_MAX bytes (src/kernel_abi.h asserts each struct fits). */
+enum { PE_VK_MAX_BINDINGS = 8 };
+enum { PE_VK_PUSH_MAX = 128 };
+enum { PE_VK_MAX_SPEC = 8 };    /* specialization constants per pipeline (ids 0..7) */
+enum { PE_VK_TABLES = 4 };      /* host-visible table buffers (be->tables) */
 
 /* A VkBuffer with its own memory. */
 struct pe_vk_buffer {
@@ -57,15 +65,23 @@ struct pe_vk_backend {
     bool force_staging; /* POSENC_VK_FORCE_STAGING=1: never map device buffers */
 
     struct pe_vk_buffer staging; /* host-visible bounce buffer, grown on demand */
-    struct pe_vk_buffer freq;    /* host-visible frequency table, grown on demand */
 
     /* ops_vulkan.c */
-    VkDescriptorSetLayout set_layout;
-    VkPipelineLayout sin_layout;
+    VkDescriptorSetLayout set_layout; /* PE_VK_MAX_BINDINGS storage buffers */
+    VkPipelineLayout pipe_layout;     /* set_layout + PE_VK_PUSH_MAX bytes of push constants */
     VkDescriptorPool desc_pool;
-    VkDescriptorSet set;
+    VkDescriptorSet set;              /* rewritten by every dispatch (pe_vk_dispatch) */
     VkPipelineCache pipe_cache;
-    VkPipeline sin_pipes[PE_VK_SIN_VARIANTS];
+    struct pe_vk_pipe {
+        const uint32_t *code;         /* the SPIR-V array and the specialization */
+        uint32_t n_spec;              /* constants: the key */
+        uint32_t spec[PE_VK_MAX_SPEC];
+        VkPipeline pipe;
+    } *pipes;                         /* grown on demand */
+    uint32_t n_pipes, cap_pipes;
+    /* Small per-call tables (frequencies, taps, buckets, ...): host-visible, coherent,
+     * mapped, grown on demand and reused by every call (pe_vk_table). */
+    struct pe_vk_buffer tables[PE_VK_TABLES];
 };
 
 _Static_assert(offsetof(struct pe_vk_backend, base) == 0, "pe_backend must come first");
@@ -96,9 +112,80 @@ posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_b
                                         VkDeviceSize size, VkBufferUsageFlags usage);
 void pe_vk_buffer_free(struct pe_vk_backend *be, struct pe_vk_buffer *b);
 
-/* ops_vulkan.c */
+/* ---- ops_vulkan.c: the launch infrastructure ----------------------------------------- */
+
 posenc_status pe_vk_ops_init(struct pe_vk_backend *be);
 void pe_vk_ops_destroy(struct pe_vk_backend *be);
+
+/* The compute pipeline of a shader variant: `code` / `size` is its SPIR-V array (built by
+ * shaders/meson.build), `name` is for messages. Created on first use with the common
+ * pipeline layout and cached by `code` for the life of the device. */
+posenc_status pe_vk_pipeline(struct pe_vk_backend *be, const char *name, const uint32_t *code,
+                             size_t size, VkPipeline *out);
+/* The same with specialization constants: constant_id i = spec[i] (32-bit each) for
+ * i < n_spec (<= PE_VK_MAX_SPEC); cached by (code, spec). Branches on specialization
+ * constants are removed when the driver compiles the pipeline: CPU implementations such
+ * as lavapipe (Mesa 22) otherwise execute both sides of every branch, masked. */
+posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
+                                  const uint32_t *code, size_t size, const uint32_t *spec,
+                                  uint32_t n_spec, VkPipeline *out);
+
+/* Wait for the submission in flight, then copy `size` bytes into host table `slot`
+ * (< PE_VK_TABLES; grown as needed, at least 4 bytes) and return its VkBuffer to bind.
+ * Valid until the next call with the same slot; every op may use every slot. */
+posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, size_t size,
+                          VkBuffer *out);
+
+/* Wait, bind bufs[0..n_bufs) whole to bindings 0..n_bufs-1 (the remaining bindings get
+ * bufs[0]; a buffer may appear several times, e.g. dst == x), push `push_size` bytes
+ * (<= PE_VK_PUSH_MAX), dispatch gx*gy*gz workgroups and submit without waiting. */
+posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
+                             const VkBuffer *bufs, const void *push, uint32_t push_size,
+                             uint32_t gx, uint32_t gy, uint32_t gz);
+
+/* Workgroups along x for a grid-stride loop over n_items with workgroups of `wg`
+ * invocations: ceil(n_items / wg), capped by the device limit and 65535, and by `cpu_cap`
+ * on CPU implementations (lavapipe pays per workgroup; fewer, longer-running invocations
+ * are faster there). Callers keep n_items + gx*wg within uint32 (pe_vk_grid_fits). */
+uint32_t pe_vk_groups(const struct pe_vk_backend *be, uint64_t n_items, uint32_t wg,
+                      uint32_t cpu_cap);
+/* Whether a flat grid of n_items fits: n_items + (largest gx) * wg <= UINT32_MAX. */
+bool pe_vk_grid_fits(const struct pe_vk_backend *be, uint64_t n_items, uint32_t wg);
+
+/* Magic number and shift for pe_udiv (shaders/common.glsl): n / d for any uint32 n. */
+void pe_vk_magic(uint32_t d, uint32_t *out_magic, uint32_t *out_l);
+
+/* Store a non-negative int64 into a uint32 push constant, or fail with
+ * POSENC_ERR_UNSUPPORTED naming `op` and `what`. */
+posenc_status pe_vk_put_u32(struct pe_vk_backend *be, const char *op, uint32_t *dst, int64_t v,
+                            const char *what);
+
+/* A view's offset and the strides of dims 0..n-1 (extents ne[0..n-1]) as uint32 push
+ * constants; a stride of a dimension with one element is sent as 0. Also checks that the
+ * largest element index fits in uint32 (shaders index whole buffers with uint). */
+posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const struct pe_view *v,
+                             int n, const int64_t *ne, uint32_t *off, uint32_t *const st[],
+                             const char *name);
+
+/* Whether two views are the same elements in the same order (an in-place op). */
+bool pe_vk_same_view(const struct pe_view *a, const struct pe_view *b);
+
+/* ---- the ops ------------------------------------------------------------------------- */
+
 posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_op *op);
+/* ops_rope_vk.c */
+posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op);
+posenc_status pe_vk_copy(struct pe_backend *b, const struct pe_copy_op *op);
+/* ops_encodings_vk.c */
+posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op);
+posenc_status pe_vk_learned_backward(struct pe_backend *b, const struct pe_learned_bwd_op *op);
+posenc_status pe_vk_resize_2d(struct pe_backend *b, const struct pe_resize_op *op);
+posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op);
+posenc_status pe_vk_relbias_backward(struct pe_backend *b, const struct pe_relbias_bwd_op *op);
+posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op);
+/* ops_attention_vk.c */
+posenc_status pe_vk_attn_scores(struct pe_backend *b, const struct pe_attn_scores_op *op);
+posenc_status pe_vk_attn_softmax(struct pe_backend *b, const struct pe_attn_softmax_op *op);
+posenc_status pe_vk_attn_output(struct pe_backend *b, const struct pe_attn_output_op *op);
 
 #endif

@@ -1,0 +1,847 @@
+/*
+ * bench_core.c - the posenc benchmark: copy ceiling and every memory-bound op, per backend.
+ *
+ * Every posenc op reads a tensor and writes one, so its speed limit is the backend's own
+ * copy bandwidth on the same device. For each backend this program measures, in one run:
+ *
+ *   ceiling   posenc_copy of a 64 MiB f32 tensor (the backend's own copy kernel / loop);
+ *             reported as "n/a" where the backend has no copy yet
+ *   ops       RoPE NORMAL and NeoX, f32 and f16, out of place and in place, at
+ *             [128, 32, 4096] (64 MiB in f32); fused Q+K with GQA [128, 32|8, 4096];
+ *             sinusoidal add on x [1024, 2048, 8] with positions shared by the batch;
+ *             ALiBi add on [2048, 2048, 32] logits ([K, Q, H]), in place and not
+ *   decode    RoPE and fused Q+K at [128, 32, 1] (one token): microseconds per call
+ *             against the smallest call the backend can make (a one-element copy)
+ *   cold      (OpenCL, Vulkan, CPU) context creation + the first RoPE, each in a fresh
+ *             process: with every cache empty, with only posenc's own cache warm
+ *             (POSENC_CACHE_DIR; the driver's cache empty), and with every cache warm
+ *
+ * Timing: host wall clock around the op and posenc_context_finish(), 3 untimed warm-up
+ * calls, then `--reps` (default 20) timed ones; the median is reported (and the best in
+ * --json). GB/s = (bytes read + bytes written) / 1e9 / s, as STREAM counts; "% ceil" is
+ * that over the copy ceiling measured just before on the same backend.
+ *
+ * Targets (issue #7, for a 2-core machine): RoPE / sinusoidal / ALiBi >= 90% of the
+ * ceiling in f32, f16 at least the f32 GB/s; decode <= 1.3x the minimal call; cold start
+ * with warm caches <= 100 ms on OpenCL. The last column says whether a row meets its
+ * target ("-" where there is none).
+ */
+#include "bench_core.h"
+#include "posenc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------------------ */
+/* Options and results                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+struct bench_opts {
+    int backend_mask;      /* bit per posenc_backend_kind */
+    int n_threads;         /* CPU */
+    int reps, warmup;
+    int json, quick, cold;
+    const char *filter;    /* substring of op names */
+    const char *self;      /* this executable, for the cold-start children */
+    const char *subcommand;
+};
+
+enum row_state { ROW_OK = 0, ROW_UNSUPPORTED = 1, ROW_FAILED = 2 };
+
+struct row {
+    char backend[16];
+    char op[48];
+    char shape[40];
+    double bytes;          /* read + written per call; 0 for latency rows */
+    double median_s, best_s;
+    double gbs, pct;       /* pct < 0: no ceiling */
+    double ratio;          /* decode: median / minimal call; cold: unused */
+    int target;            /* -1 none, 0 missed, 1 met */
+    enum row_state state;
+    char note[160];
+};
+
+static struct row *rows;
+static size_t n_rows, cap_rows;
+
+static struct row *add_row(void)
+{
+    if (n_rows == cap_rows) {
+        size_t nc = cap_rows ? cap_rows * 2 : 64;
+        struct row *p = realloc(rows, nc * sizeof(*p));
+        if (!p)
+            return NULL;
+        rows = p;
+        cap_rows = nc;
+    }
+    struct row *r = &rows[n_rows++];
+    memset(r, 0, sizeof(*r));
+    r->pct = -1.0;
+    r->target = -1;
+    return r;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Buffers                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* Fill a buffer with pseudo-random values in [-1, 1) of dtype dt (f32 / f16), writing a
+ * 1 MiB pattern over and over (the values do not matter, the bytes moved do). */
+static posenc_status fill(posenc_buffer *b, posenc_dtype dt)
+{
+    enum { PATTERN = 1 << 20 };
+    static unsigned char *pattern[2];
+    int k = dt == POSENC_DTYPE_F16;
+    if (!pattern[k]) {
+        pattern[k] = malloc(PATTERN);
+        if (!pattern[k])
+            return POSENC_ERR_OUT_OF_MEMORY;
+        uint64_t s = 0x9e3779b97f4a7c15ull + (uint64_t)k;
+        size_t es = k ? 2 : 4;
+        for (size_t i = 0; i < PATTERN / es; i++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            float v = (float)((double)(s >> 11) * 0x1p-52 - 1.0);
+            if (k) {
+                uint16_t h = posenc_f32_to_f16(v);
+                memcpy(pattern[k] + 2 * i, &h, 2);
+            } else {
+                memcpy(pattern[k] + 4 * i, &v, 4);
+            }
+        }
+    }
+    size_t size = posenc_buffer_size(b);
+    for (size_t off = 0; off < size; off += PATTERN) {
+        size_t n = size - off < PATTERN ? size - off : PATTERN;
+        posenc_status st = posenc_buffer_write(b, off, pattern[k], n);
+        if (st != POSENC_OK)
+            return st;
+    }
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Cases                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+enum bench_kind { BK_COPY, BK_ROPE, BK_ROPE_QK, BK_SIN, BK_ALIBI, BK_MINIMAL };
+
+struct bench_case {
+    const char *name;
+    enum bench_kind kind;
+    posenc_dtype dt;
+    int in_place;
+    posenc_rope_mode mode;
+    int64_t ne[4];          /* x (rope: q), logits, or the copied tensor */
+    int64_t ne_quick[4];
+    int64_t k_heads;        /* rope_qk */
+    int latency;            /* decode rows: us per call against the minimal call */
+    int target;             /* 1: the 90% / same-GB/s targets apply */
+};
+
+#define ROPE_NE {128, 32, 4096, 1}
+#define ROPE_NE_Q {128, 32, 64, 1}
+static const struct bench_case cases[] = {
+    {"copy f32 (ceiling)", BK_COPY, POSENC_DTYPE_F32, 0, 0, {16777216, 1, 1, 1}, {262144, 1, 1, 1}, 0, 0, 0},
+    {"rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope normal f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope neox f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope neox f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope normal f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope normal f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope neox f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
+    {"rope_qk gqa neox f32", BK_ROPE_QK, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1},
+    {"rope_qk gqa neox f32 in-place", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1},
+    {"sinusoidal add f32", BK_SIN, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
+    {"sinusoidal add f32 in-place", BK_SIN, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
+    {"sinusoidal add f16", BK_SIN, POSENC_DTYPE_F16, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
+    {"alibi add f32", BK_ALIBI, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
+    {"alibi add f32 in-place", BK_ALIBI, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
+    {"alibi add f16 in-place", BK_ALIBI, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
+    {"minimal call (1-element copy)", BK_MINIMAL, POSENC_DTYPE_F32, 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, 0, 1, 0},
+    {"decode rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1},
+    {"decode rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1},
+    {"decode rope_qk gqa f32", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 8, 1, 1},
+};
+
+/* The buffers and tensors of one case on one context. */
+struct bench_setup {
+    posenc_context *ctx;
+    const struct bench_case *c;
+    posenc_buffer *x, *y, *k, *ky, *pos;
+    posenc_tensor tx, ty, tk, tky, tpos;
+    struct posenc_rope_params rope;
+};
+
+static void teardown(struct bench_setup *s)
+{
+    posenc_buffer_destroy(&s->x);
+    posenc_buffer_destroy(&s->y);
+    posenc_buffer_destroy(&s->k);
+    posenc_buffer_destroy(&s->ky);
+    posenc_buffer_destroy(&s->pos);
+}
+
+static posenc_status make_tensor(posenc_context *ctx, posenc_dtype dt, const int64_t ne[4],
+                                 posenc_buffer **b, posenc_tensor *t, int filled)
+{
+    size_t bytes = posenc_dtype_size(dt) * (size_t)(ne[0] * ne[1] * ne[2] * ne[3]);
+    posenc_status st = posenc_buffer_create(ctx, bytes, b);
+    if (st != POSENC_OK)
+        return st;
+    *t = posenc_tensor_contiguous(*b, 0, dt, ne[0], ne[1], ne[2], ne[3]);
+    return filled ? fill(*b, dt) : POSENC_OK;
+}
+
+static posenc_status setup(struct bench_setup *s, posenc_context *ctx, const struct bench_case *c,
+                           const int64_t ne[4])
+{
+    memset(s, 0, sizeof(*s));
+    s->ctx = ctx;
+    s->c = c;
+    posenc_status st = make_tensor(ctx, c->dt, ne, &s->x, &s->tx, 1);
+    if (st == POSENC_OK && !c->in_place && c->kind != BK_MINIMAL)
+        st = make_tensor(ctx, c->dt, ne, &s->y, &s->ty, 0);
+    if (st == POSENC_OK && c->kind == BK_MINIMAL)
+        st = make_tensor(ctx, c->dt, ne, &s->y, &s->ty, 0);
+    if (st == POSENC_OK && c->in_place)
+        s->ty = s->tx;
+    if (st == POSENC_OK && c->kind == BK_ROPE_QK) {
+        const int64_t kne[4] = {ne[0], c->k_heads, ne[2], ne[3]};
+        st = make_tensor(ctx, c->dt, kne, &s->k, &s->tk, 1);
+        if (st == POSENC_OK && !c->in_place)
+            st = make_tensor(ctx, c->dt, kne, &s->ky, &s->tky, 0);
+        if (st == POSENC_OK && c->in_place)
+            s->tky = s->tk;
+    }
+    if (st == POSENC_OK && (c->kind == BK_ROPE || c->kind == BK_ROPE_QK || c->kind == BK_SIN)) {
+        /* positions: tokens 0 .. T-1 (decode: the token at 4095) */
+        const int64_t T = c->kind == BK_SIN ? ne[1] : ne[2];
+        int32_t *p = malloc((size_t)T * sizeof(int32_t));
+        if (!p)
+            return POSENC_ERR_OUT_OF_MEMORY;
+        for (int64_t t = 0; t < T; t++)
+            p[t] = (int32_t)(T == 1 ? 4095 : t);
+        st = posenc_buffer_create(ctx, (size_t)T * sizeof(int32_t), &s->pos);
+        if (st == POSENC_OK)
+            st = posenc_buffer_write(s->pos, 0, p, (size_t)T * sizeof(int32_t));
+        free(p);
+        s->tpos = posenc_tensor_contiguous(s->pos, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    }
+    memset(&s->rope, 0, sizeof(s->rope));
+    s->rope.mode = c->mode;
+    return st;
+}
+
+static posenc_status run_once(struct bench_setup *s)
+{
+    const struct bench_case *c = s->c;
+    switch (c->kind) {
+    case BK_COPY:
+    case BK_MINIMAL:
+        return posenc_copy(s->ctx, &s->tx, &s->ty);
+    case BK_ROPE:
+        return posenc_rope(s->ctx, &s->tx, &s->tpos, &s->ty, &s->rope);
+    case BK_ROPE_QK:
+        return posenc_rope_qk(s->ctx, &s->tx, &s->tk, &s->tpos, &s->ty, &s->tky, &s->rope);
+    case BK_SIN:
+        return posenc_sinusoidal(s->ctx, &s->tx, &s->tpos, &s->ty, NULL);
+    case BK_ALIBI:
+        return posenc_alibi(s->ctx, &s->tx, &s->ty, NULL);
+    }
+    return POSENC_ERR_INTERNAL;
+}
+
+static double case_bytes(const struct bench_case *c, const int64_t ne[4])
+{
+    const double es = (double)posenc_dtype_size(c->dt);
+    double n = (double)ne[0] * (double)ne[1] * (double)ne[2] * (double)ne[3];
+    if (c->kind == BK_ROPE_QK)
+        n += (double)ne[0] * (double)c->k_heads * (double)ne[2] * (double)ne[3];
+    return 2.0 * es * n; /* read once, written once (in place too) */
+}
+
+/* Time one case: warm-up, then reps timed calls (op + finish). */
+static posenc_status time_case(struct bench_setup *s, int warmup, int reps, double *median,
+                               double *best)
+{
+    double *t = malloc((size_t)reps * sizeof(double));
+    if (!t)
+        return POSENC_ERR_OUT_OF_MEMORY;
+    posenc_status st = POSENC_OK;
+    for (int i = 0; i < warmup && st == POSENC_OK; i++) {
+        st = run_once(s);
+        if (st == POSENC_OK)
+            st = posenc_context_finish(s->ctx);
+    }
+    for (int i = 0; i < reps && st == POSENC_OK; i++) {
+        double t0 = now_s();
+        st = run_once(s);
+        if (st == POSENC_OK)
+            st = posenc_context_finish(s->ctx);
+        t[i] = now_s() - t0;
+    }
+    if (st == POSENC_OK) {
+        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        *median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        *best = t[0];
+    }
+    free(t);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* One backend                                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+static void print_header(void)
+{
+    printf("%-32s %-18s %9s %8s %11s  %s\n", "op", "shape", "GB/s", "% ceil", "us/call",
+           "target");
+}
+
+static void print_row(const struct row *r)
+{
+    const char *tgt = r->target < 0 ? "-" : r->target ? "met" : "MISSED";
+    if (r->state != ROW_OK) {
+        printf("%-32s %-18s %9s %8s %11s  %s\n", r->op, r->shape, "-", "-", "-", r->note);
+        return;
+    }
+    char gbs[32] = "-", pct[32] = "-", extra[64] = "";
+    if (r->bytes > 0)
+        snprintf(gbs, sizeof(gbs), "%.2f", r->gbs);
+    if (r->pct >= 0)
+        snprintf(pct, sizeof(pct), "%.1f", r->pct);
+    if (r->ratio > 0)
+        snprintf(extra, sizeof(extra), "  (%.2fx the minimal call)", r->ratio);
+    printf("%-32s %-18s %9s %8s %11.1f  %s%s%s%s\n", r->op, r->shape, gbs, pct,
+           r->median_s * 1e6, tgt, extra, r->note[0] ? "  " : "", r->note);
+    fflush(stdout);
+}
+
+static void shape_str(char *buf, size_t n, const struct bench_case *c, const int64_t ne[4])
+{
+    if (c->kind == BK_ROPE_QK)
+        snprintf(buf, n, "[%lld,%lld|%lld,%lld]", (long long)ne[0], (long long)ne[1],
+                 (long long)c->k_heads, (long long)ne[2]);
+    else if (ne[3] > 1 || c->kind == BK_SIN || c->kind == BK_ALIBI)
+        snprintf(buf, n, "[%lld,%lld,%lld]", (long long)ne[0], (long long)ne[1],
+                 (long long)ne[2]);
+    else if (ne[1] == 1 && ne[2] == 1)
+        snprintf(buf, n, "[%lld]", (long long)ne[0]);
+    else
+        snprintf(buf, n, "[%lld,%lld,%lld]", (long long)ne[0], (long long)ne[1],
+                 (long long)ne[2]);
+}
+
+static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
+{
+    struct posenc_context_params p;
+    memset(&p, 0, sizeof(p));
+    p.backend = kind;
+    if (kind == POSENC_BACKEND_CPU)
+        p.n_threads = o->n_threads;
+    posenc_context *ctx = NULL;
+    char err[512];
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    const char *bname = posenc_backend_name(kind);
+    if (st != POSENC_OK) {
+        if (!o->json)
+            printf("== %s: %s: %s\n\n", bname, posenc_status_string(st), err);
+        return st == POSENC_ERR_UNAVAILABLE ? 0 : 1;
+    }
+    struct posenc_device_info info;
+    posenc_context_get_info(ctx, &info);
+    if (!o->json) {
+        printf("== %s: %s (%s)\n", bname, info.device_name, info.api_version);
+        print_header();
+    }
+    double ceiling = 0.0, minimal = 0.0, f32_gbs[64] = {0};
+    int failures = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bench_case *c = &cases[i];
+        if (o->filter && c->kind != BK_COPY && c->kind != BK_MINIMAL && !strstr(c->name, o->filter))
+            continue;
+        const int64_t *ne = o->quick ? c->ne_quick : c->ne;
+        struct row *r = add_row();
+        if (!r)
+            break;
+        snprintf(r->backend, sizeof(r->backend), "%s", bname);
+        snprintf(r->op, sizeof(r->op), "%s", c->name);
+        shape_str(r->shape, sizeof(r->shape), c, ne);
+        struct bench_setup s;
+        st = setup(&s, ctx, c, ne);
+        int reps = c->latency ? 10 * o->reps : o->reps;
+        if (st == POSENC_OK)
+            st = time_case(&s, o->warmup, reps, &r->median_s, &r->best_s);
+        teardown(&s);
+        if (st != POSENC_OK) {
+            r->state = st == POSENC_ERR_UNSUPPORTED ? ROW_UNSUPPORTED : ROW_FAILED;
+            snprintf(r->note, sizeof(r->note), "%s: %s: %.100s",
+                     st == POSENC_ERR_UNSUPPORTED ? "n/a" : "FAILED", posenc_status_string(st),
+                     posenc_context_last_error(ctx));
+            if (st != POSENC_ERR_UNSUPPORTED)
+                failures++;
+            if (!o->json)
+                print_row(r);
+            continue;
+        }
+        if (!c->latency) {
+            r->bytes = case_bytes(c, ne);
+            r->gbs = r->bytes / r->median_s / 1e9;
+        }
+        if (c->kind == BK_COPY) {
+            ceiling = r->gbs;
+            r->pct = 100.0;
+        } else if (c->kind == BK_MINIMAL) {
+            minimal = r->median_s;
+        } else if (c->latency) {
+            if (minimal > 0) {
+                r->ratio = r->median_s / minimal;
+                r->target = r->ratio <= 1.3;
+            }
+        } else {
+            if (ceiling > 0)
+                r->pct = 100.0 * r->gbs / ceiling;
+            if (c->dt == POSENC_DTYPE_F32) {
+                f32_gbs[i] = r->gbs;
+                if (r->pct >= 0)
+                    r->target = r->pct >= 90.0;
+            } else {
+                /* f16: at least the GB/s of the same op in f32 (the row 4 up for rope,
+                 * found by name otherwise) */
+                double ref = 0.0;
+                char want[48];
+                snprintf(want, sizeof(want), "%s", c->name);
+                char *f16 = strstr(want, "f16");
+                if (f16) {
+                    memcpy(f16, "f32", 3);
+                    for (size_t j = 0; j < sizeof(cases) / sizeof(cases[0]); j++)
+                        if (!strcmp(cases[j].name, want))
+                            ref = f32_gbs[j];
+                }
+                if (ref > 0)
+                    r->target = r->gbs >= ref;
+            }
+        }
+        if (!o->json)
+            print_row(r);
+    }
+    if (!o->json)
+        printf("\n");
+    posenc_context_destroy(&ctx);
+    return failures ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Cold start: fresh processes                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+/* In the child: create the context, run one decode-shaped RoPE, and print the times. */
+static int cold_child(posenc_backend_kind kind, int n_threads)
+{
+    double t0 = now_s();
+    struct posenc_context_params p;
+    memset(&p, 0, sizeof(p));
+    p.backend = kind;
+    if (kind == POSENC_BACKEND_CPU)
+        p.n_threads = n_threads;
+    posenc_context *ctx = NULL;
+    char err[512];
+    if (posenc_context_create(&p, &ctx, err, sizeof(err)) != POSENC_OK) {
+        fprintf(stderr, "cold start: %s\n", err);
+        return 1;
+    }
+    double t1 = now_s();
+    static const struct bench_case c = {"cold", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL,
+                                        {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 0};
+    struct bench_setup s;
+    posenc_status st = setup(&s, ctx, &c, c.ne);
+    if (st == POSENC_OK)
+        st = run_once(&s);
+    if (st == POSENC_OK)
+        st = posenc_context_finish(ctx);
+    double t2 = now_s();
+    if (st != POSENC_OK)
+        fprintf(stderr, "cold start: rope: %s: %s\n", posenc_status_string(st),
+                posenc_context_last_error(ctx));
+    teardown(&s);
+    posenc_context_destroy(&ctx);
+    if (st != POSENC_OK)
+        return 1;
+    printf("cold %.6f %.6f\n", t1 - t0, t2 - t1);
+    return 0;
+}
+
+/* Remove a directory tree (the cold-start cache folders). */
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char sub[4096];
+            snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+            struct stat sb;
+            if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
+                remove_tree(sub);
+            else
+                unlink(sub);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+/* Run this executable as a cold-start child with the cache folders given; the child's
+ * "cold <create s> <first op s>" line is parsed into out[0..1]. */
+static int run_child(const struct bench_opts *o, posenc_backend_kind kind, const char *posenc_dir,
+                     const char *driver_dir, double out[2])
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        setenv("POSENC_CACHE_DIR", posenc_dir, 1);
+        setenv("POCL_CACHE_DIR", driver_dir, 1);
+        setenv("MESA_SHADER_CACHE_DIR", driver_dir, 1);
+        char threads[16];
+        snprintf(threads, sizeof(threads), "%d", o->n_threads);
+        char *args[8];
+        int n = 0;
+        args[n++] = (char *)o->self;
+        if (o->subcommand)
+            args[n++] = (char *)o->subcommand;
+        args[n++] = (char *)"--cold-child";
+        args[n++] = (char *)posenc_backend_name(kind);
+        args[n++] = (char *)"--threads";
+        args[n++] = threads;
+        args[n] = NULL;
+        execv(o->self, args);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[256];
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = read(fds[0], buf + got, sizeof(buf) - 1 - got);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+        if (got == sizeof(buf) - 1)
+            break;
+    }
+    buf[got] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return -1;
+    const char *line = strstr(buf, "cold ");
+    if (!line || sscanf(line, "cold %lf %lf", &out[0], &out[1]) != 2)
+        return -1;
+    return 0;
+}
+
+static void cold_row(posenc_backend_kind kind, const char *what, const double t[2], int ok,
+                     const struct bench_opts *o)
+{
+    struct row *r = add_row();
+    if (!r)
+        return;
+    snprintf(r->backend, sizeof(r->backend), "%s", posenc_backend_name(kind));
+    snprintf(r->op, sizeof(r->op), "cold start: %s", what);
+    snprintf(r->shape, sizeof(r->shape), "[128,32,1]");
+    if (!ok) {
+        r->state = ROW_FAILED;
+        snprintf(r->note, sizeof(r->note), "the child process failed (see stderr)");
+    } else {
+        r->median_s = t[0] + t[1];
+        snprintf(r->note, sizeof(r->note), "create %.1f ms + first rope %.1f ms", t[0] * 1e3,
+                 t[1] * 1e3);
+        if (kind == POSENC_BACKEND_OPENCL && strstr(what, "warm"))
+            r->target = r->median_s <= 0.100;
+    }
+    if (!o->json) {
+        const char *tgt = r->target < 0 ? "-" : r->target ? "met" : "MISSED";
+        if (ok)
+            printf("%-40s %9.1f ms  %-6s  %s\n", r->op, r->median_s * 1e3, tgt, r->note);
+        else
+            printf("%-40s %12s  %s\n", r->op, "-", r->note);
+    }
+}
+
+static void bench_cold(const struct bench_opts *o, posenc_backend_kind kind)
+{
+    int32_t count = 0;
+    if (posenc_backend_device_count(kind, &count, NULL, 0) != POSENC_OK || count == 0)
+        return;
+    char root[] = "/tmp/posenc-bench-XXXXXX";
+    if (!mkdtemp(root)) {
+        fprintf(stderr, "cold start: mkdtemp: %s\n", strerror(errno));
+        return;
+    }
+    char pz[4200], d1[4200], d2[4200];
+    snprintf(pz, sizeof(pz), "%s/posenc", root);
+    snprintf(d1, sizeof(d1), "%s/driver1", root);
+    snprintf(d2, sizeof(d2), "%s/driver2", root);
+    mkdir(pz, 0700);
+    mkdir(d1, 0700);
+    mkdir(d2, 0700);
+    if (!o->json)
+        printf("== %s cold start (context creation + first RoPE, fresh process each)\n",
+               posenc_backend_name(kind));
+    double t[2] = {0, 0};
+    /* 1: every cache empty (this run fills posenc's cache and driver1) */
+    int ok = run_child(o, kind, pz, d1, t) == 0;
+    cold_row(kind, "no caches", t, ok, o);
+    if (kind != POSENC_BACKEND_CPU) {
+        /* 2: posenc's binary cache warm, the driver's own cache empty */
+        ok = run_child(o, kind, pz, d2, t) == 0;
+        cold_row(kind, "posenc cache warm, driver cold", t, ok, o);
+        /* 3: every cache warm: the median of 3 */
+        double tt[3][2], sum[3];
+        int good = 1;
+        for (int k = 0; k < 3; k++) {
+            good &= run_child(o, kind, pz, d1, tt[k]) == 0;
+            sum[k] = tt[k][0] + tt[k][1];
+        }
+        int m = 0;
+        if (good) {
+            int lo = sum[0] <= sum[1] ? 0 : 1, hi = 1 - lo;
+            m = sum[2] <= sum[lo] ? lo : sum[2] >= sum[hi] ? hi : 2;
+        }
+        cold_row(kind, "all caches warm", tt[m], good, o);
+    }
+    if (!o->json)
+        printf("\n");
+    remove_tree(root);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Output and main                                                                      */
+/* ------------------------------------------------------------------------------------ */
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", (unsigned)*s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_json(const struct bench_opts *o)
+{
+    printf("{\n  \"posenc\": ");
+    json_str(posenc_version());
+    printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
+           "  \"rows\": [\n",
+           o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false");
+    for (size_t i = 0; i < n_rows; i++) {
+        const struct row *r = &rows[i];
+        printf("    {\"backend\": ");
+        json_str(r->backend);
+        printf(", \"op\": ");
+        json_str(r->op);
+        printf(", \"shape\": ");
+        json_str(r->shape);
+        printf(", \"state\": \"%s\"",
+               r->state == ROW_OK ? "ok" : r->state == ROW_UNSUPPORTED ? "unsupported" : "failed");
+        if (r->state == ROW_OK) {
+            printf(", \"median_us\": %.3f, \"best_us\": %.3f", r->median_s * 1e6, r->best_s * 1e6);
+            if (r->bytes > 0)
+                printf(", \"bytes\": %.0f, \"gbs\": %.3f", r->bytes, r->gbs);
+            if (r->pct >= 0)
+                printf(", \"pct_ceiling\": %.2f", r->pct);
+            if (r->ratio > 0)
+                printf(", \"x_minimal_call\": %.3f", r->ratio);
+        }
+        if (r->target >= 0)
+            printf(", \"target_met\": %s", r->target ? "true" : "false");
+        if (r->note[0]) {
+            printf(", \"note\": ");
+            json_str(r->note);
+        }
+        printf("}%s\n", i + 1 < n_rows ? "," : "");
+    }
+    printf("  ]\n}\n");
+}
+
+static void usage(const char *prog)
+{
+    printf("usage: %s [--backend cpu|opencl|vulkan]... [--threads N] [--reps N] [--warmup N]\n"
+           "       [--op TEXT] [--no-cold] [--quick] [--json]\n\n"
+           "Measures, per backend, the copy ceiling (posenc_copy of 64 MiB) and every\n"
+           "memory-bound op at the issue's shapes: GB/s (bytes read + written), the share of\n"
+           "the ceiling, microseconds per call (median of --reps timed calls after --warmup),\n"
+           "decode latency against the minimal call, and cold start (fresh processes).\n\n"
+           "  --backend B  only B (repeatable; default: every backend found)\n"
+           "  --threads N  CPU worker threads (default 2; 0 = all cores)\n"
+           "  --reps N     timed calls per row (default 20; decode rows 10x)\n"
+           "  --warmup N   untimed calls first (default 3)\n"
+           "  --op TEXT    only ops whose name contains TEXT (the ceiling always runs)\n"
+           "  --no-cold    skip the cold-start processes\n"
+           "  --quick      small shapes (a smoke test; the numbers mean little)\n"
+           "  --json       one JSON document instead of the tables\n",
+           prog);
+}
+
+int bench_main(int argc, char **argv, const char *subcommand)
+{
+    struct bench_opts o;
+    memset(&o, 0, sizeof(o));
+    o.n_threads = 2;
+    o.reps = 20;
+    o.warmup = 3;
+    o.cold = 1;
+    o.subcommand = subcommand;
+    const char *prog = subcommand ? "posenc bench" : (argc > 0 ? argv[0] : "posenc_bench");
+    int cold_child_kind = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(prog);
+            return 0;
+        } else if (!strcmp(a, "--backend") && v) {
+            int found = 0;
+            for (int k = 1; k < POSENC_BACKEND_COUNT; k++)
+                if (!strcmp(v, posenc_backend_name((posenc_backend_kind)k))) {
+                    o.backend_mask |= 1 << k;
+                    found = 1;
+                }
+            if (!found) {
+                fprintf(stderr, "%s: unknown backend '%s'\n", prog, v);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--cold-child") && v) {
+            for (int k = 1; k < POSENC_BACKEND_COUNT; k++)
+                if (!strcmp(v, posenc_backend_name((posenc_backend_kind)k)))
+                    cold_child_kind = k;
+            i++;
+        } else if ((!strcmp(a, "--threads") || !strcmp(a, "--reps") || !strcmp(a, "--warmup")) &&
+                   v) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 0 || n > 100000 || (strcmp(a, "--reps") == 0 && n < 1)) {
+                fprintf(stderr, "%s: bad value for %s: '%s'\n", prog, a, v);
+                return 2;
+            }
+            if (!strcmp(a, "--threads"))
+                o.n_threads = (int)n;
+            else if (!strcmp(a, "--reps"))
+                o.reps = (int)n;
+            else
+                o.warmup = (int)n;
+            i++;
+        } else if (!strcmp(a, "--op") && v) {
+            o.filter = v;
+            i++;
+        } else if (!strcmp(a, "--no-cold")) {
+            o.cold = 0;
+        } else if (!strcmp(a, "--quick")) {
+            o.quick = 1;
+        } else if (!strcmp(a, "--json")) {
+            o.json = 1;
+        } else {
+            fprintf(stderr, "%s: unknown argument '%s' (try --help)\n", prog, a);
+            return 2;
+        }
+    }
+    if (cold_child_kind > 0)
+        return cold_child((posenc_backend_kind)cold_child_kind, o.n_threads);
+    if (o.quick && o.reps == 20) {
+        o.reps = 3;
+        o.warmup = 1;
+    }
+    if (!o.backend_mask)
+        o.backend_mask = (1 << POSENC_BACKEND_CPU) | (1 << POSENC_BACKEND_OPENCL) |
+                         (1 << POSENC_BACKEND_VULKAN);
+    /* the cold-start children re-run this executable */
+    static char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        o.self = self;
+    } else {
+        o.self = argv[0];
+    }
+
+    if (!o.json) {
+        char threads[32] = "all cores";
+        if (o.n_threads)
+            snprintf(threads, sizeof(threads), "%d thread(s)", o.n_threads);
+        printf("posenc %s benchmark: median of %d timed calls after %d warm-up (decode: %d); "
+               "GB/s = bytes read + written; CPU with %s\n",
+               posenc_version(), o.reps, o.warmup, 10 * o.reps, threads);
+        FILE *la = fopen("/proc/loadavg", "r");
+        char load[64];
+        if (la && fgets(load, sizeof(load), la))
+            printf("load average at start: %s", load);
+        if (la)
+            fclose(la);
+        printf("\n");
+    }
+    static const posenc_backend_kind order[] = {POSENC_BACKEND_CPU, POSENC_BACKEND_OPENCL,
+                                                POSENC_BACKEND_VULKAN};
+    int rc = 0;
+    for (size_t b = 0; b < sizeof(order) / sizeof(order[0]); b++) {
+        if (!(o.backend_mask & (1 << order[b])))
+            continue;
+        rc |= bench_backend(&o, order[b]);
+        fflush(stdout);
+    }
+    if (o.cold)
+        for (size_t b = 0; b < sizeof(order) / sizeof(order[0]); b++)
+            if (o.backend_mask & (1 << order[b]))
+                bench_cold(&o, order[b]);
+    if (o.json)
+        print_json(&o);
+    free(rows);
+    rows = NULL;
+    n_rows = cap_rows = 0;
+    return rc;
+}

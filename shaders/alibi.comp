@@ -1,0 +1,55 @@
+#version 450
+// alibi.comp - ALiBi, posenc_alibi (as cl/bias.cl pe_alibi). With qp = q + q_offset and
+// kp = k + k_offset the distance is formed in integers (dist = q - k + base, base =
+// q_offset - k_offset; positions <= 2^24, checked by the front end) and converted once:
+//   causal and kp > qp:  dst = -inf
+//   else                  dst = logits - slope[h] * float(dist)   (symmetric: |dist|;
+//                         no logits: -(slope[h] * dist), so -0 at distance 0)
+// Grid as relbias.comp (units of one key, or two with PE_ENC_FLAG_PAIRS). Logits are read
+// before dst is written (in place allowed). Variants DST_F16, X_F16 (logits).
+// slopes: f32 [H], binding 2, per call.
+#extension GL_GOOGLE_include_directive : require
+#define PE_PUSH_BIAS
+#include "common.glsl"
+#include "encodings_params.glsl"
+#include "encodings_io.glsl"
+
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in; // PE_VK_ENC_WG
+
+layout(std430, set = 0, binding = 2) readonly buffer Slopes { float slopes[]; };
+
+float value(uint k, uint q, uint h, uint b)
+{
+    int dist = int(q) - int(k) + pc.base;
+    if ((pc.flags & PE_ENC_FLAG_CAUSAL) != 0u && dist < 0)
+        return uintBitsToFloat(0xff800000u); // -inf
+    if ((pc.flags & PE_ENC_FLAG_SYMMETRIC) != 0u)
+        dist = abs(dist);
+    precise float v = -(slopes[h] * float(dist));
+    if ((pc.flags & PE_ENC_FLAG_HAS_X) != 0u)
+        v = load_x(pc.lg_off + k * pc.lg_st0 + q * pc.lg_st1 + h * pc.lg_st2 + b * pc.lg_st3) + v;
+    return v;
+}
+
+void main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint np = (pc.flags & PE_ENC_FLAG_PAIRS) != 0u ? 2u : 1u;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu);
+        uint k = (idx - row * pc.n_units) * np;
+        uint hb = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint q = row - hb * pc.ne1;
+        uint b = pe_udiv(hb, pc.ne2_magic, (pc.shifts >> 16) & 0xffu);
+        uint h = hb - b * pc.ne2;
+        uint e = pc.dst_off + k * pc.dst_st0 + q * pc.dst_st1 + h * pc.dst_st2 + b * pc.dst_st3;
+        float v = value(k, q, h, b);
+#if DST_F16
+        if (np == 2u) {
+            store_dst_pair(e, v, value(k + 1u, q, h, b));
+            continue;
+        }
+#endif
+        store_dst(e, v);
+    }
+}

@@ -1,0 +1,286 @@
+#version 450
+// rope.comp - rotary position embedding (posenc_rope, posenc_rope_qk with x2/dst2,
+// posenc_rope_rerotate with pos_from), one dispatch for all of it.
+//
+// Variants (glslc -D, see shaders/meson.build): X_F16, DST_F16, X2_F16, DST2_F16 = 0
+// (f32) or 1 (f16 stored in 32-bit words). Everything else that shapes the code is in
+// specialization constant 0 (PE_ROPE_FLAG_*), so that a pipeline holds only the paths it
+// runs: CPU implementations (lavapipe) execute both sides of every branch under a mask.
+// The grid, the push constants, the table and the flags are described in
+// src/kernel_abi.h.
+//
+// Work decomposition: one loop iteration = one unit = (PU rotated pairs, token, batch),
+// PU = 1, 2 or 4. It reads the position(s), forms each angle in f32 (one rounding per
+// product, `precise`) and takes sin and cos with posenc's own range reduction and
+// polynomials (common.glsl) ONCE, then rotates those pairs in every head of x and of x2
+// (fused Q/K: x2 may have another head count). Units past n_rot copy G dims outside the
+// rotated window from x to dst in every head, unless x is rotated in place. Both
+// elements of a pair are read before either is written, so dst may be the very same view
+// as x. Invocations of a subgroup take consecutive units of one token, so their accesses
+// in each head are adjacent.
+//
+// Memory access: a unit's dims come in runs of W = 1, 2 or 4 consecutive dims (the
+// geometry G); a tensor whose rows are contiguous and aligned reads / writes a run as one
+// vec2 / vec4 (f32) or one word / uvec2 (f16) access (its ACC level), otherwise element by
+// element. f16 elements not written as whole words use atomicAnd/atomicOr on their word,
+// since another invocation may own the other half.
+#extension GL_GOOGLE_include_directive : require
+
+#ifndef X_F16
+#define X_F16 0
+#endif
+#ifndef DST_F16
+#define DST_F16 0
+#endif
+#ifndef X2_F16
+#define X2_F16 0
+#endif
+#ifndef DST2_F16
+#define DST2_F16 0
+#endif
+
+#define PE_ROPE_PUSH
+#include "common.glsl"
+#include "rope_params.glsl"
+
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in; // PE_VK_ROPE_WG
+
+layout(constant_id = 0) const uint FLAGS = 0u;
+
+const bool HAS_X2 = (FLAGS & PE_ROPE_FLAG_HAS_X2) != 0u;
+const bool PAIRING1 = (FLAGS & PE_ROPE_FLAG_PAIRING1) != 0u;
+const uint GEOM = (FLAGS >> PE_ROPE_GEOM_SHIFT) & 3u;  // 0, 1, 2: runs of 1, 2, 4 dims
+const uint G = 1u << GEOM;
+const uint PU = PAIRING1 ? G : (G == 4u ? 2u : 1u);   // pairs per unit
+const uint RUN = PAIRING1 ? PU : 2u * PU;              // dims per run (a.., and b..)
+const uint X_ACC = (FLAGS >> PE_ROPE_X_ACC_SHIFT) & 3u;
+const uint DST_ACC = (FLAGS >> PE_ROPE_DST_ACC_SHIFT) & 3u;
+const uint X2_ACC = (FLAGS >> PE_ROPE_X2_ACC_SHIFT) & 3u;
+const uint DST2_ACC = (FLAGS >> PE_ROPE_DST2_ACC_SHIFT) & 3u;
+
+vec2 pe_unpack2(uint w)
+{
+    return vec2(pe_f16_to_f32(w & 0xffffu), pe_f16_to_f32(w >> 16));
+}
+
+uint pe_pack2(vec2 v)
+{
+    return pe_f32_to_f16(v.x) | (pe_f32_to_f16(v.y) << 16);
+}
+
+// ---- element access, one set per tensor -------------------------------------------------
+// Whole buffers, seen as 1-, 2- and 4-element arrays (blocks aliasing one binding). x2 /
+// dst2 are bound to x when absent (then never touched); dst may be the same memory as x.
+// ldv_T(e, st, n): elements e, e+st, .. (n = 1, 2, 4) in a vec4; with ACC >= 1 (st == 1,
+// e a multiple of 2; ACC 2: of 4) as whole 2- / 4-element accesses. stv_T likewise.
+
+#define PE_LOAD_F32(T, B, ACC)                                                             \
+    layout(std430, set = 0, binding = B) readonly buffer T##B1 { float T##_1[]; };          \
+    layout(std430, set = 0, binding = B) readonly buffer T##B2 { vec2 T##_2[]; };           \
+    layout(std430, set = 0, binding = B) readonly buffer T##B4 { vec4 T##_4[]; };           \
+    float ld_##T(uint e) { return T##_1[e]; }                                              \
+    vec2 ld2_##T(uint e) { return T##_2[e >> 1]; }                                         \
+    vec4 ld4_##T(uint e) { return T##_4[e >> 2]; }
+
+#define PE_LOAD_F16(T, B, ACC)                                                             \
+    layout(std430, set = 0, binding = B) readonly buffer T##B1 { uint T##_1[]; };           \
+    layout(std430, set = 0, binding = B) readonly buffer T##B2 { uvec2 T##_2[]; };          \
+    float ld_##T(uint e) { return pe_load_f16(T##_1[e >> 1], e & 1u); }                    \
+    vec2 ld2_##T(uint e) { return pe_unpack2(T##_1[e >> 1]); }                             \
+    vec4 ld4_##T(uint e)                                                                   \
+    {                                                                                      \
+        uvec2 w = T##_2[e >> 2];                                                           \
+        return vec4(pe_unpack2(w.x), pe_unpack2(w.y));                                     \
+    }
+
+#define PE_LOADV(T, ACC)                                                                   \
+    vec4 ldv_##T(uint e, uint st, uint n)                                                  \
+    {                                                                                      \
+        if (n == 1u)                                                                       \
+            return vec4(ld_##T(e), 0.0, 0.0, 0.0);                                         \
+        if (n == 2u)                                                                       \
+            return ACC >= 1u ? vec4(ld2_##T(e), 0.0, 0.0)                                  \
+                             : vec4(ld_##T(e), ld_##T(e + st), 0.0, 0.0);                  \
+        if (ACC == 2u)                                                                     \
+            return ld4_##T(e);                                                             \
+        if (ACC == 1u)                                                                     \
+            return vec4(ld2_##T(e), ld2_##T(e + 2u));                                      \
+        return vec4(ld_##T(e), ld_##T(e + st), ld_##T(e + 2u * st), ld_##T(e + 3u * st));  \
+    }
+
+#define PE_STORE_F32(T, B, ACC)                                                            \
+    layout(std430, set = 0, binding = B) writeonly buffer T##B1 { float T##_1[]; };         \
+    layout(std430, set = 0, binding = B) writeonly buffer T##B2 { vec2 T##_2[]; };          \
+    layout(std430, set = 0, binding = B) writeonly buffer T##B4 { vec4 T##_4[]; };          \
+    void st_##T(uint e, float v) { T##_1[e] = v; }                                         \
+    void st2_##T(uint e, vec2 v) { T##_2[e >> 1] = v; }                                    \
+    void st4_##T(uint e, vec4 v) { T##_4[e >> 2] = v; }
+
+#define PE_STORE_F16(T, B, ACC)                                                            \
+    layout(std430, set = 0, binding = B) buffer T##B1 { uint T##_1[]; };                    \
+    layout(std430, set = 0, binding = B) writeonly buffer T##B2 { uvec2 T##_2[]; };         \
+    void st_##T(uint e, float v)                                                           \
+    {                                                                                      \
+        uint sh = (e & 1u) * 16u;                                                          \
+        atomicAnd(T##_1[e >> 1], ~(0xffffu << sh));                                        \
+        atomicOr(T##_1[e >> 1], pe_f32_to_f16(v) << sh);                                   \
+    }                                                                                      \
+    void st2_##T(uint e, vec2 v) { T##_1[e >> 1] = pe_pack2(v); }                          \
+    void st4_##T(uint e, vec4 v) { T##_2[e >> 2] = uvec2(pe_pack2(v.xy), pe_pack2(v.zw)); }
+
+#define PE_STOREV(T, ACC)                                                                  \
+    void stv_##T(uint e, uint st, uint n, vec4 v)                                          \
+    {                                                                                      \
+        if (n == 1u) {                                                                     \
+            st_##T(e, v.x);                                                                \
+        } else if (n == 2u) {                                                              \
+            if (ACC >= 1u) {                                                               \
+                st2_##T(e, v.xy);                                                          \
+            } else {                                                                       \
+                st_##T(e, v.x);                                                            \
+                st_##T(e + st, v.y);                                                       \
+            }                                                                              \
+        } else if (ACC == 2u) {                                                            \
+            st4_##T(e, v);                                                                 \
+        } else if (ACC == 1u) {                                                            \
+            st2_##T(e, v.xy);                                                              \
+            st2_##T(e + 2u, v.zw);                                                         \
+        } else {                                                                           \
+            st_##T(e, v.x);                                                                \
+            st_##T(e + st, v.y);                                                           \
+            st_##T(e + 2u * st, v.z);                                                      \
+            st_##T(e + 3u * st, v.w);                                                      \
+        }                                                                                  \
+    }
+
+#if X_F16
+PE_LOAD_F16(x, 0, X_ACC)
+#else
+PE_LOAD_F32(x, 0, X_ACC)
+#endif
+PE_LOADV(x, X_ACC)
+#if DST_F16
+PE_STORE_F16(dst, 1, DST_ACC)
+#else
+PE_STORE_F32(dst, 1, DST_ACC)
+#endif
+PE_STOREV(dst, DST_ACC)
+#if X2_F16
+PE_LOAD_F16(x2, 2, X2_ACC)
+#else
+PE_LOAD_F32(x2, 2, X2_ACC)
+#endif
+PE_LOADV(x2, X2_ACC)
+#if DST2_F16
+PE_STORE_F16(dst2, 3, DST2_ACC)
+#else
+PE_STORE_F32(dst2, 3, DST2_ACC)
+#endif
+PE_STOREV(dst2, DST2_ACC)
+
+layout(std430, set = 0, binding = 4) readonly buffer PosBuf { int pos_i[]; };
+layout(std430, set = 0, binding = 5) readonly buffer FromBuf { int from_i[]; };
+layout(std430, set = 0, binding = 6) readonly buffer TabBuf { uvec4 tab[]; };
+
+// ---- one unit over the heads of one tensor -----------------------------------------------
+// Pairing 0: the run at a holds PU adjacent pairs (x, y), (z, w) rotated by (c.x, s.x),
+// (c.y, s.y). Pairing 1: runs at a and b hold the first and second elements of PU pairs.
+
+vec4 pe_rot0(vec4 v, vec4 c, vec4 s)
+{
+    return vec4(v.x * c.x - v.y * s.x, v.x * s.x + v.y * c.x,
+                v.z * c.y - v.w * s.y, v.z * s.y + v.w * c.y);
+}
+
+#define PE_ROT_HEADS(T, D, n_head, xr, xs0, xs1, dr, ds0, ds1)                               \
+    {                                                                                      \
+        uint xa = (xr) + a * (xs0), da = (dr) + a * (ds0);                                 \
+        if (!PAIRING1) {                                                                   \
+            for (uint h = 0u; h < (n_head); h++, xa += (xs1), da += (ds1))                 \
+                stv_##D(da, (ds0), RUN, pe_rot0(ldv_##T(xa, (xs0), RUN), c, s));           \
+        } else {                                                                           \
+            uint xb = (xr) + b * (xs0), db = (dr) + b * (ds0);                             \
+            for (uint h = 0u; h < (n_head); h++, xa += (xs1), da += (ds1), xb += (xs1),    \
+                      db += (ds1)) {                                                       \
+                vec4 va = ldv_##T(xa, (xs0), RUN);                                         \
+                vec4 vb = ldv_##T(xb, (xs0), RUN);                                         \
+                stv_##D(da, (ds0), RUN, va * c - vb * s);                                  \
+                stv_##D(db, (ds0), RUN, va * s + vb * c);                                  \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+// Copy the G dims from cd of every head.
+#define PE_COPY_HEADS(T, D, n_head, xr, xs0, xs1, dr, ds0, ds1)                              \
+    {                                                                                      \
+        uint xe = (xr) + cd * (xs0), de = (dr) + cd * (ds0);                               \
+        for (uint h = 0u; h < (n_head); h++, xe += (xs1), de += (ds1))                     \
+            stv_##D(de, (ds0), G, ldv_##T(xe, (xs0), G));                                  \
+    }
+
+// cos and sin (times mscale) of pair record r at token i2, batch i3.
+void pe_rope_cs(uvec4 r, uint i2, uint i3, out float c, out float s)
+{
+    int raw = pos_i[r.z + i2 * pc.pos_st0 + i3 * pc.pos_st2];
+    float p = (FLAGS & PE_ROPE_FLAG_POS_F32) != 0u ? intBitsToFloat(raw) : float(raw);
+    precise float angle = p * uintBitsToFloat(r.x); // one f32 rounding, like the others
+    if ((FLAGS & PE_ROPE_FLAG_FROM) != 0u) {
+        int rf = from_i[r.w + i2 * pc.from_st0 + i3 * pc.from_st2];
+        float pf = (FLAGS & PE_ROPE_FLAG_FROM_F32) != 0u ? intBitsToFloat(rf) : float(rf);
+        precise float af = pf * uintBitsToFloat(r.y);
+        angle = angle - af;
+    }
+    if ((FLAGS & PE_ROPE_FLAG_NEG) != 0u)
+        angle = -angle;
+    float sn, cs;
+    pe_sincos(angle, sn, cs);
+    c = cs * pc.mscale;
+    s = sn * pc.mscale;
+}
+
+void main()
+{
+    uvec4 hdr = tab[0];
+    uint copy_first = tab[1].x;
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, hdr.x, hdr.z & 0xffu);
+        uint u = idx - row * pc.n_units;
+        uint i3 = pe_udiv(row, hdr.y, (hdr.z >> 8) & 0xffu);
+        uint i2 = row - i3 * pc.ne2;
+        uint xr = pc.x_off + i2 * pc.x_st2 + i3 * pc.x_st3;
+        uint dr = pc.dst_off + i2 * pc.dst_st2 + i3 * pc.dst_st3;
+        uint x2r = pc.x2_off + i2 * pc.x2_st2 + i3 * pc.x2_st3;
+        uint d2r = pc.dst2_off + i2 * pc.dst2_st2 + i3 * pc.dst2_st3;
+
+        if ((FLAGS & (PE_ROPE_FLAG_COPY_X | PE_ROPE_FLAG_COPY_X2)) != 0u && u >= pc.n_rot) {
+            // G dims outside the rotated window
+            uint cd = tab[copy_first + (u - pc.n_rot)].x;
+            if ((FLAGS & PE_ROPE_FLAG_COPY_X) != 0u)
+                PE_COPY_HEADS(x, dst, pc.ne1, xr, pc.x_st0, pc.x_st1, dr, pc.dst_st0,
+                              pc.dst_st1)
+            if ((FLAGS & PE_ROPE_FLAG_COPY_X2) != 0u)
+                PE_COPY_HEADS(x2, dst2, pc.ne1b, x2r, pc.x2_st0, pc.x2_st1, d2r,
+                              pc.dst2_st0, pc.dst2_st1)
+            continue;
+        }
+
+        uint j = PU * u; // the unit's first pair
+        uvec4 r1 = tab[3u + 2u * j];
+        uint a = r1.x, b = r1.y;
+        vec4 c = vec4(0.0), s = vec4(0.0);
+        pe_rope_cs(tab[2u + 2u * j], i2, i3, c.x, s.x);
+        if (PU >= 2u)
+            pe_rope_cs(tab[4u + 2u * j], i2, i3, c.y, s.y);
+        if (PU == 4u) {
+            pe_rope_cs(tab[6u + 2u * j], i2, i3, c.z, s.z);
+            pe_rope_cs(tab[8u + 2u * j], i2, i3, c.w, s.w);
+        }
+
+        PE_ROT_HEADS(x, dst, pc.ne1, xr, pc.x_st0, pc.x_st1, dr, pc.dst_st0, pc.dst_st1)
+        if (HAS_X2)
+            PE_ROT_HEADS(x2, dst2, pc.ne1b, x2r, pc.x2_st0, pc.x2_st1, d2r, pc.dst2_st0,
+                         pc.dst2_st1)
+    }
+}

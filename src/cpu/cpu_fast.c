@@ -1,0 +1,1214 @@
+/*
+ * cpu_fast.c - the fast path of the CPU backend: a small pthread pool and contiguous,
+ * vectorisable row loops for the memory-bound ops.
+ *
+ * What is fast here: rope (every variant: NORMAL / NeoX pairing, partial rotation, fused
+ * Q+K with GQA, backward, rerotate), sinusoidal, alibi, learned and copy. The other ops
+ * (learned_backward, resize_2d, relbias, relbias_backward, sincos_2d through sinusoidal
+ * is not routed here) call the reference loops of backend_cpu.c: they are small or
+ * gather-bound and not on anyone's hot path.
+ *
+ * Work is split over independent output rows (tokens for rope, (token, batch group) for
+ * sinusoidal, (q, h, b) for alibi, (t, b) for learned, segments for copy): each thread
+ * takes one contiguous range of items, so every output element is written by exactly one
+ * thread and results do not depend on the thread count.
+ *
+ * Accuracy (against the double reference, within the bounds of src/check/check.c):
+ *  - angles are formed in double from the double frequency tables (better than the f32
+ *    angle the bounds assume), and sin/cos come from pe_sincos_block(): a Cody-Waite
+ *    reduction by pi/2 in double and Taylor polynomials to r^11 / r^12 (truncation below
+ *    1e-11 for |r| <= pi/4), so each result is the f32 rounding of a value within ~1e-11
+ *    of the exact sin/cos of the double angle; |angle| > 4e5, inf and NaN go to libm.
+ *    cos/sin are computed once per (token, pair) and reused by every head (rope) or
+ *    every batch row that shares the position (sinusoidal).
+ *  - the rotation, the fused adds and alibi's slope * distance are plain f32 arithmetic
+ *    (products and sums rounded once each; no contraction into fma in ISO C mode).
+ *  - f16 storage goes through table-free, branch-free conversions (round to nearest
+ *    even, NaN and infinities kept) that vectorise like the f32 loops.
+ */
+#include "cpu_fast.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Below this many bytes moved per thread, a job uses fewer threads (waking a worker costs
+ * more than it saves). POSENC_CPU_MIN_SPLIT=<bytes>, read at context creation, replaces
+ * it (the tests set 1 to split even tiny ops over every thread). */
+#define PE_FAST_MIN_BYTES_PER_THREAD (256 * 1024)
+/* RoPE and sinusoidal compute the next item's cos/sin in slices of at least this many
+ * pairs (so that pe_sincos_block still runs vector-wide). */
+#define PE_ROPE_SLICE 16
+#define PE_SIN_SLICE 32
+/* Copy segments (elements): the unit of work of pe_cpu_fast_copy. */
+#define PE_FAST_COPY_SEG 32768
+
+/* AVX2 clones (8 floats per instruction instead of SSE2's 4) of the loops that are
+ * compute-bound or close to it in L1: sin/cos, the rotation, the fused adds. Picked at load
+ * time on x86-64 with GCC or Clang; elsewhere the portable version alone. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(POSENC_NO_TARGET_CLONES)
+#define PE_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef PE_CLONES
+#define PE_CLONES
+#endif
+
+/* ------------------------------------------------------------------------------------ */
+/* The pool                                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+static void f16_rows_init(void);
+
+struct pe_fast_job;
+typedef void (*pe_fast_fn)(const struct pe_fast_job *job, int64_t begin, int64_t end,
+                           float *scratch);
+
+struct pe_fast_job {
+    pe_fast_fn fn;
+    const void *op;
+    int64_t n_items;
+};
+
+struct pe_fast_worker {
+    struct pe_cpu_fast *f;
+    int tid;
+    pthread_t thread;
+};
+
+struct pe_cpu_fast {
+    posenc_context *ctx;
+    int n_threads;                   /* the caller + started workers */
+    struct pe_fast_worker *workers;  /* [n_threads - 1] */
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    uint64_t generation;             /* bumped for every job handed to the workers */
+    const struct pe_fast_job *job;
+    int n_active;                    /* threads of the current job, the caller included */
+    int remaining;                   /* workers of the current job not finished yet */
+    int stop;
+    float **scratch;                 /* [n_threads], scratch_cap floats each, 64-aligned */
+    size_t scratch_cap;
+    double min_split;                /* bytes per thread worth a thread */
+};
+
+static void *worker_main(void *arg)
+{
+    struct pe_fast_worker *w = arg;
+    struct pe_cpu_fast *f = w->f;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (!f->stop && f->generation == seen)
+            pthread_cond_wait(&f->wake, &f->mu);
+        if (f->stop)
+            break;
+        seen = f->generation;
+        if (w->tid >= f->n_active)
+            continue;
+        const struct pe_fast_job *job = f->job;
+        const int64_t nt = f->n_active, tid = w->tid;
+        float *scratch = f->scratch[w->tid];
+        pthread_mutex_unlock(&f->mu);
+        job->fn(job, job->n_items * tid / nt, job->n_items * (tid + 1) / nt, scratch);
+        pthread_mutex_lock(&f->mu);
+        if (--f->remaining == 0)
+            pthread_cond_signal(&f->done);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+/* Run job->fn over [0, n_items) split into contiguous ranges, one per thread. `bytes` (read
+ * + written) decides how many threads are worth waking. */
+static void fast_run(struct pe_cpu_fast *f, const struct pe_fast_job *job, double bytes)
+{
+    int64_t nt = f->n_threads;
+    if (nt > job->n_items)
+        nt = job->n_items;
+    double by_size = bytes / f->min_split;
+    if ((double)nt > by_size)
+        nt = by_size < 1.0 ? 1 : (int64_t)by_size;
+    if (nt <= 1) {
+        job->fn(job, 0, job->n_items, f->scratch[0]);
+        return;
+    }
+    pthread_mutex_lock(&f->mu);
+    f->job = job;
+    f->n_active = (int)nt;
+    f->remaining = (int)nt - 1;
+    f->generation++;
+    pthread_cond_broadcast(&f->wake);
+    pthread_mutex_unlock(&f->mu);
+
+    job->fn(job, 0, job->n_items / nt, f->scratch[0]);
+
+    pthread_mutex_lock(&f->mu);
+    while (f->remaining > 0)
+        pthread_cond_wait(&f->done, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Make every thread's scratch hold at least n floats. Called between jobs only (the
+ * workers are waiting), so no lock is needed beyond the hand-off in fast_run. */
+static posenc_status fast_reserve(struct pe_cpu_fast *f, size_t n)
+{
+    if (n <= f->scratch_cap)
+        return POSENC_OK;
+    size_t cap = f->scratch_cap ? f->scratch_cap : 4096;
+    while (cap < n)
+        cap *= 2;
+    size_t bytes = cap * sizeof(float);
+    for (int t = 0; t < f->n_threads; t++) {
+        free(f->scratch[t]);
+        f->scratch[t] = aligned_alloc(64, bytes);
+        if (!f->scratch[t]) {
+            for (int k = 0; k < f->n_threads; k++) {
+                free(f->scratch[k]);
+                f->scratch[k] = NULL;
+            }
+            f->scratch_cap = 0;
+            return pe_error(f->ctx, POSENC_ERR_OUT_OF_MEMORY,
+                            "out of host memory for %d x %zu bytes of CPU scratch",
+                            f->n_threads, bytes);
+        }
+    }
+    f->scratch_cap = cap;
+    return POSENC_OK;
+}
+
+posenc_status pe_cpu_fast_create(posenc_context *ctx, int32_t n_threads, struct pe_cpu_fast **out)
+{
+    *out = NULL;
+    f16_rows_init();
+    if (n_threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n > 0 ? (int32_t)(n < PE_MAX_THREADS ? n : PE_MAX_THREADS) : 1;
+    }
+    struct pe_cpu_fast *f = calloc(1, sizeof(*f));
+    if (!f)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for the CPU pool");
+    f->ctx = ctx;
+    f->n_threads = 1;
+    f->min_split = PE_FAST_MIN_BYTES_PER_THREAD;
+    const char *env = getenv("POSENC_CPU_MIN_SPLIT");
+    if (env && *env) {
+        char *end;
+        double v = strtod(env, &end);
+        if (*end == '\0' && v >= 1.0)
+            f->min_split = v;
+    }
+    f->scratch = calloc((size_t)n_threads, sizeof(*f->scratch));
+    f->workers = calloc((size_t)n_threads, sizeof(*f->workers));
+    if (!f->scratch || !f->workers) {
+        free(f->scratch);
+        free(f->workers);
+        free(f);
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for the CPU pool");
+    }
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->wake, NULL);
+    pthread_cond_init(&f->done, NULL);
+    for (int t = 1; t < n_threads; t++) {
+        struct pe_fast_worker *w = &f->workers[t - 1];
+        w->f = f;
+        w->tid = t;
+        int err = pthread_create(&w->thread, NULL, worker_main, w);
+        if (err != 0) {
+            pe_log(ctx, POSENC_LOG_WARN,
+                   "cpu: could not start worker thread %d of %d (error %d); using %d", t,
+                   (int)n_threads, err, f->n_threads);
+            break;
+        }
+        f->n_threads = t + 1;
+    }
+    posenc_status st = fast_reserve(f, 4096);
+    if (st != POSENC_OK) {
+        pe_cpu_fast_destroy(f);
+        return st;
+    }
+    pe_log(ctx, POSENC_LOG_INFO, "cpu: fast path with %d thread(s)", f->n_threads);
+    *out = f;
+    return POSENC_OK;
+}
+
+void pe_cpu_fast_destroy(struct pe_cpu_fast *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_broadcast(&f->wake);
+    pthread_mutex_unlock(&f->mu);
+    for (int t = 1; t < f->n_threads; t++)
+        pthread_join(f->workers[t - 1].thread, NULL);
+    for (int t = 0; t < f->n_threads; t++)
+        free(f->scratch[t]);
+    pthread_cond_destroy(&f->done);
+    pthread_cond_destroy(&f->wake);
+    pthread_mutex_destroy(&f->mu);
+    free(f->scratch);
+    free(f->workers);
+    free(f);
+}
+
+int pe_cpu_fast_threads(const struct pe_cpu_fast *f)
+{
+    return f->n_threads;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* sin / cos, f16                                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+static inline uint64_t bits64(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof(u));
+    return u;
+}
+
+static inline double from_bits64(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof(d));
+    return d;
+}
+
+static inline uint32_t bits32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static inline float from_bits32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* pi/2 in three parts of 33 bits (fdlibm's pio2_1, pio2_2, pio2_3): k * part is exact
+ * for |k| < 2^20, which PE_TRIG_FAST_MAX keeps. */
+#define PE_PIO2_1 1.57079632673412561417e+00
+#define PE_PIO2_2 6.07710050630396597660e-11
+#define PE_PIO2_3 2.02226624871116645580e-21
+#define PE_TWO_OVER_PI 6.36619772367581382433e-01
+#define PE_ROUND_MAGIC 0x1.8p52 /* x + magic - magic = nearest integer, for |x| < 2^51 */
+#define PE_TRIG_FAST_MAX 4.0e5
+
+/*
+ * s[i] = (float)(sin(a[i]) * scale), c[i] = (float)(cos(a[i]) * scale). Branch-free in
+ * the main loop (the quadrant is taken from the bits of the rounded multiple of pi/2)
+ * so that it vectorises; angles outside [-PE_TRIG_FAST_MAX, PE_TRIG_FAST_MAX] (and
+ * inf / NaN) are redone with libm afterwards.
+ */
+PE_CLONES
+static void pe_sincos_block(const double *restrict a, float *restrict s, float *restrict c,
+                            int64_t n, double scale)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const double x = a[i];
+        const double t = x * PE_TWO_OVER_PI + PE_ROUND_MAGIC;
+        const double k = t - PE_ROUND_MAGIC;
+        const uint64_t q = bits64(t); /* low bits: k mod 2^51 (two's complement) */
+        double r = x - k * PE_PIO2_1;
+        r = r - k * PE_PIO2_2;
+        r = r - k * PE_PIO2_3;
+        const double r2 = r * r;
+        const double sp =
+            r + r * r2 *
+                    (-1.0 / 6.0 +
+                     r2 * (1.0 / 120.0 +
+                           r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0 + r2 * (-1.0 / 39916800.0)))));
+        const double cp =
+            1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 +
+                                     r2 * (-1.0 / 720.0 +
+                                           r2 * (1.0 / 40320.0 +
+                                                 r2 * (-1.0 / 3628800.0 +
+                                                       r2 * (1.0 / 479001600.0))))));
+        /* quadrant k mod 4: odd swaps sin and cos; sin < 0 in 2, 3; cos < 0 in 1, 2 */
+        const uint64_t swap = (uint64_t)0 - (q & 1u);
+        const uint64_t su = bits64(sp), cu = bits64(cp);
+        uint64_t so = (su & ~swap) | (cu & swap);
+        uint64_t co = (cu & ~swap) | (su & swap);
+        so ^= (q & 2u) << 62;
+        co ^= ((q + 1u) & 2u) << 62;
+        s[i] = (float)(from_bits64(so) * scale);
+        c[i] = (float)(from_bits64(co) * scale);
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs(a[i]) <= PE_TRIG_FAST_MAX)) {
+            s[i] = (float)(sin(a[i]) * scale);
+            c[i] = (float)(cos(a[i]) * scale);
+        }
+}
+
+/* binary16 -> float, exact (F. Giesen's half_to_float, branch-free). */
+static inline float h2f(uint16_t h)
+{
+    uint32_t o = ((uint32_t)h & 0x7fffu) << 13;
+    const uint32_t e = o & 0x0f800000u;
+    const uint32_t is_infnan = e == 0x0f800000u ? ~0u : 0u;
+    const uint32_t is_small = e == 0u ? ~0u : 0u;
+    o += 0x38000000u;                   /* exponent bias 15 -> 127 */
+    o += is_infnan & 0x38000000u;       /* inf / NaN: exponent all ones */
+    const uint32_t den = bits32(from_bits32(o + 0x00800000u) - from_bits32(0x38800000u));
+    o = (is_small & den) | (~is_small & o); /* zero / subnormal: renormalised by the FPU */
+    return from_bits32(o | (((uint32_t)h & 0x8000u) << 16));
+}
+
+/* float -> binary16, round to nearest even; overflow -> inf, NaN -> quiet NaN (F. Giesen's
+ * float_to_half_fast3_rtne, branch-free). */
+static inline uint16_t f2h(float f)
+{
+    uint32_t u = bits32(f);
+    const uint32_t sign = u & 0x80000000u;
+    u ^= sign;
+    /* normal results: rebias, round to nearest even at bit 13 */
+    const uint32_t norm = (u + 0xc8000fffu + ((u >> 13) & 1u)) >> 13; /* (15-127)<<23 + 0xfff */
+    /* subnormal results: let the FPU round by adding a magic number */
+    const float magic = from_bits32(0x3f000000u); /* 0.5 = 2^-1: ulp 2^-24 */
+    const uint32_t sub = bits32(from_bits32(u) + magic) - 0x3f000000u;
+    /* inf / NaN */
+    const uint32_t inf = u > 0x7f800000u ? 0x7e00u : 0x7c00u;
+    uint32_t o = u < 0x38800000u ? sub : norm;
+    o = u >= 0x47800000u ? inf : o;
+    return (uint16_t)(o | (sign >> 16));
+}
+
+/*
+ * Rows of f16 <-> f32. The portable loops above vectorise but still cost ~10 integer
+ * operations per element on baseline x86-64, more than the memory time of an element;
+ * x86-64 CPUs with F16C (every x86 CPU since 2012) convert 8 elements per instruction.
+ * The choice is made once per process (pthread_once).
+ */
+static void h2f_row_c(const uint16_t *restrict p, float *restrict out, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = h2f(p[i]);
+}
+
+static void f2h_row_c(const float *restrict in, uint16_t *restrict p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        p[i] = f2h(in[i]);
+}
+
+/* x86-64 with AVX2 and F16C: the RoPE rows below use intrinsics (set once, pthread_once). */
+static int have_avx2_f16c;
+
+static void (*h2f_row)(const uint16_t *restrict, float *restrict, int64_t) = h2f_row_c;
+static void (*f2h_row)(const float *restrict, uint16_t *restrict, int64_t) = f2h_row_c;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(POSENC_NO_F16C)
+#include <immintrin.h>
+#define PE_HAVE_F16C 1
+
+__attribute__((target("avx,f16c"))) static void h2f_row_f16c(const uint16_t *restrict p,
+                                                               float *restrict out, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + i))));
+    for (; i < n; i++)
+        out[i] = h2f(p[i]);
+}
+
+__attribute__((target("avx,f16c"))) static void f2h_row_f16c(const float *restrict in,
+                                                               uint16_t *restrict p, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(p + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        p[i] = f2h(in[i]);
+}
+#endif
+
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void pick_f16_rows(void)
+{
+#ifdef PE_HAVE_F16C
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
+        h2f_row = h2f_row_f16c;
+        f2h_row = f2h_row_f16c;
+        have_avx2_f16c = __builtin_cpu_supports("avx2");
+    }
+#endif
+}
+
+static void f16_rows_init(void)
+{
+    pthread_once(&f16_once, pick_f16_rows);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Rows                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+static inline bool direct_f32(const struct pe_view *v)
+{
+    return v->dtype == POSENC_DTYPE_F32 && v->st[0] == 1;
+}
+
+static inline int64_t at4(const struct pe_view *v, int64_t i1, int64_t i2, int64_t i3)
+{
+    return v->offset + i1 * v->st[1] + i2 * v->st[2] + i3 * v->st[3];
+}
+
+static inline bool same_view(const struct pe_view *a, const struct pe_view *b)
+{
+    return a->mem == b->mem && a->dtype == b->dtype && a->offset == b->offset &&
+           a->st[0] == b->st[0] && a->st[1] == b->st[1] && a->st[2] == b->st[2] &&
+           a->st[3] == b->st[3];
+}
+
+/* n elements of v from element index idx (stride st[0]) as floats into out. */
+static void load_row(const struct pe_view *v, int64_t idx, int64_t n, float *restrict out)
+{
+    const int64_t st = v->st[0];
+    if (v->dtype == POSENC_DTYPE_F32) {
+        const float *p = (const float *)v->mem + idx;
+        if (st == 1) {
+            memcpy(out, p, (size_t)n * sizeof(float));
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                out[i] = p[i * st];
+        }
+    } else {
+        const uint16_t *p = (const uint16_t *)v->mem + idx;
+        if (st == 1) {
+            h2f_row(p, out, n);
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                out[i] = h2f(p[i * st]);
+        }
+    }
+}
+
+/* n floats into v from element index idx (stride st[0]), converted to v's dtype. */
+static void store_row(const struct pe_view *v, int64_t idx, int64_t n, const float *restrict in)
+{
+    const int64_t st = v->st[0];
+    if (v->dtype == POSENC_DTYPE_F32) {
+        float *p = (float *)v->mem + idx;
+        if (st == 1) {
+            memcpy(p, in, (size_t)n * sizeof(float));
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                p[i * st] = in[i];
+        }
+    } else {
+        uint16_t *p = (uint16_t *)v->mem + idx;
+        if (st == 1) {
+            f2h_row(in, p, n);
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                p[i * st] = f2h(in[i]);
+        }
+    }
+}
+
+/* A row of an input as contiguous floats: the memory itself when it is f32 with stride 1
+ * and not also the output (in place), else a converted copy in tmp. */
+static inline const float *input_row(const struct pe_view *v, int64_t idx, int64_t n,
+                                     bool aliased, float *tmp)
+{
+    if (direct_f32(v) && !aliased)
+        return (const float *)v->mem + idx;
+    load_row(v, idx, n, tmp);
+    return tmp;
+}
+
+/* Where to write an output row: the memory itself when f32 with stride 1, else tmp
+ * (then store_row). */
+static inline float *output_row(const struct pe_view *v, int64_t idx, float *tmp)
+{
+    return direct_f32(v) ? (float *)v->mem + idx : tmp;
+}
+
+static inline void finish_row(const struct pe_view *v, int64_t idx, int64_t n, float *row)
+{
+    if (!direct_f32(v))
+        store_row(v, idx, n, row);
+}
+
+static inline double load_pos(const struct pe_view *p, int64_t idx)
+{
+    if (p->dtype == POSENC_DTYPE_I32)
+        return (double)((const int32_t *)p->mem)[idx];
+    return (double)((const float *)p->mem)[idx];
+}
+
+/* Scratch layout helper: n floats from *used, rounded to 16 floats (64 bytes). */
+static size_t carve(size_t *used, size_t n)
+{
+    size_t at = *used;
+    *used += (n + 15) & ~(size_t)15;
+    return at;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* RoPE                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+struct rope_job {
+    struct pe_fast_job base;
+    const struct pe_rope_op *op;
+    int64_t n_streams;        /* streams read per token (max stream + 1) */
+    int64_t n_streams_from;
+    int64_t rows;             /* heads of x + heads of x2 */
+    size_t off_ang, off_tab[2], off_pv, off_in, off_out;
+};
+
+/* The per-token table: tab = [c (np) | s (np) | cc (2 np) | ss (2 np)] with c, s the
+ * cos/sin of each pair times mscale, and for adjacent pairs (NORMAL) the same spread over
+ * the pair's two dims: cc = (c0, c0, c1, c1, ...), ss = (-s0, s0, -s1, s1, ...), so that
+ * y[i] = x[i] cc[i] + x[i^1] ss[i] (what the vector rows use). */
+#define PE_ROPE_TAB(np) (6 * (size_t)(np))
+
+/* Pairs [j0, j1) of token (i2, i3)'s table. */
+static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_t j0, int64_t j1,
+                       double *ang, double *pv, float *tab)
+{
+    const struct pe_rope_op *op = rj->op;
+    if (j1 <= j0)
+        return;
+    const int64_t np = op->n_pairs;
+    float *c = tab, *s = tab + np, *cc = tab + 2 * np, *ss = tab + 4 * np;
+    const struct pe_view *pos = &op->pos;
+    for (int64_t k = 0; k < rj->n_streams; k++)
+        pv[k] = (double)op->sign * load_pos(pos, pos->offset + i2 * pos->st[0] + k * pos->st[1] +
+                                                     i3 * pos->st[2]);
+    for (int64_t j = j0; j < j1; j++)
+        ang[j] = pv[op->stream[j]] * op->freq[j];
+    if (op->pos_from.mem) {
+        const struct pe_view *pf = &op->pos_from;
+        for (int64_t k = 0; k < rj->n_streams_from; k++)
+            pv[k] = load_pos(pf, pf->offset + i2 * pf->st[0] + k * pf->st[1] + i3 * pf->st[2]);
+        for (int64_t j = j0; j < j1; j++)
+            ang[j] -= pv[op->stream_from[j]] * op->freq_from[j];
+    }
+    pe_sincos_block(ang + j0, s + j0, c + j0, j1 - j0, op->mscale);
+    if (op->pairing == 0)
+        for (int64_t j = j0; j < j1; j++) {
+            cc[2 * j] = cc[2 * j + 1] = c[j];
+            ss[2 * j] = -s[j];
+            ss[2 * j + 1] = s[j];
+        }
+}
+
+#ifdef PE_HAVE_F16C
+/*
+ * RoPE rows with AVX2 (and F16C for f16 storage): 8 elements per step, converted in
+ * registers. Adjacent pairs use y = x*cc + swap(x)*ss (swap exchanges the two dims of each
+ * pair); half-split pairs y_a = a*c - b*s, y_b = a*s + b*c. Each step loads before it
+ * stores the same elements, so in == out (in place) is fine. The same arithmetic as
+ * rope_row (a*c + b*(-s) == a*c - b*s exactly).
+ */
+#define PE_ROPE_ROW_AVX2(NAME, T, LOAD8, STORE8, TOF, FROMF)                                      \
+    __attribute__((target("avx2,f16c"))) static void NAME(                                        \
+        const T *in, T *out, const float *tab, int64_t head_dim, int64_t lo, int64_t np,          \
+        int pairing, bool copy_rest)                                                              \
+    {                                                                                             \
+        const float *c = tab, *s = tab + np, *cc = tab + 2 * np, *ss = tab + 4 * np;              \
+        if (copy_rest) {                                                                          \
+            const int64_t hi = lo + 2 * np;                                                       \
+            if (lo > 0)                                                                           \
+                memcpy(out, in, (size_t)lo * sizeof(T));                                          \
+            if (hi < head_dim)                                                                    \
+                memcpy(out + hi, in + hi, (size_t)(head_dim - hi) * sizeof(T));                   \
+        }                                                                                         \
+        const T *xa = in + lo;                                                                    \
+        T *ya = out + lo;                                                                         \
+        int64_t j = 0;                                                                            \
+        if (pairing == 0) {                                                                       \
+            for (; j + 8 <= 2 * np; j += 8) {                                                     \
+                const __m256 x = LOAD8(xa + j);                                                   \
+                const __m256 xs = _mm256_permute_ps(x, 0xb1);                                     \
+                const __m256 y = _mm256_add_ps(_mm256_mul_ps(x, _mm256_loadu_ps(cc + j)),         \
+                                               _mm256_mul_ps(xs, _mm256_loadu_ps(ss + j)));       \
+                STORE8(ya + j, y);                                                                \
+            }                                                                                     \
+            for (j /= 2; j < np; j++) {                                                           \
+                const float a = TOF(xa[2 * j]), b = TOF(xa[2 * j + 1]);                           \
+                ya[2 * j] = FROMF(a * c[j] - b * s[j]);                                           \
+                ya[2 * j + 1] = FROMF(a * s[j] + b * c[j]);                                       \
+            }                                                                                     \
+        } else {                                                                                  \
+            const T *xb = xa + np;                                                                \
+            T *yb = ya + np;                                                                      \
+            for (; j + 8 <= np; j += 8) {                                                         \
+                const __m256 a = LOAD8(xa + j), b = LOAD8(xb + j);                                \
+                const __m256 cv = _mm256_loadu_ps(c + j), sv = _mm256_loadu_ps(s + j);            \
+                const __m256 y1 = _mm256_sub_ps(_mm256_mul_ps(a, cv), _mm256_mul_ps(b, sv));      \
+                const __m256 y2 = _mm256_add_ps(_mm256_mul_ps(a, sv), _mm256_mul_ps(b, cv));      \
+                STORE8(ya + j, y1);                                                               \
+                STORE8(yb + j, y2);                                                               \
+            }                                                                                     \
+            for (; j < np; j++) {                                                                 \
+                const float a = TOF(xa[j]), b = TOF(xb[j]);                                       \
+                ya[j] = FROMF(a * c[j] - b * s[j]);                                               \
+                yb[j] = FROMF(a * s[j] + b * c[j]);                                               \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+#define PE_LOAD8_F32(p) _mm256_loadu_ps(p)
+#define PE_STORE8_F32(p, v) _mm256_storeu_ps((p), (v))
+#define PE_LOAD8_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define PE_STORE8_F16(p, v)                                                                       \
+    _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+#define PE_ID(v) (v)
+PE_ROPE_ROW_AVX2(rope_row_avx2_f32, float, PE_LOAD8_F32, PE_STORE8_F32, PE_ID, PE_ID)
+PE_ROPE_ROW_AVX2(rope_row_avx2_f16, uint16_t, PE_LOAD8_F16, PE_STORE8_F16, h2f, f2h)
+#endif
+
+/* One head row: the window rotated, the other dims copied (unless in place, where they
+ * are already there). in and out never alias (in place goes through a copy of x). */
+PE_CLONES
+static void rope_row(const float *restrict in, float *restrict out, const float *restrict c,
+                     const float *restrict s, int64_t head_dim, int64_t lo, int64_t np,
+                     int pairing, bool copy_rest)
+{
+    if (copy_rest) {
+        const int64_t hi = lo + 2 * np;
+        if (lo > 0)
+            memcpy(out, in, (size_t)lo * sizeof(float));
+        if (hi < head_dim)
+            memcpy(out + hi, in + hi, (size_t)(head_dim - hi) * sizeof(float));
+    }
+    const float *restrict xa = in + lo;
+    float *restrict ya = out + lo;
+    if (pairing == 0) {
+        for (int64_t j = 0; j < np; j++) {
+            const float a = xa[2 * j], b = xa[2 * j + 1];
+            ya[2 * j] = a * c[j] - b * s[j];
+            ya[2 * j + 1] = a * s[j] + b * c[j];
+        }
+    } else {
+        const float *restrict xb = xa + np;
+        float *restrict yb = ya + np;
+        for (int64_t j = 0; j < np; j++) {
+            const float a = xa[j], b = xb[j];
+            ya[j] = a * c[j] - b * s[j];
+            yb[j] = a * s[j] + b * c[j];
+        }
+    }
+}
+
+/* Head h of tensor x -> d for token (i2, i3). */
+static void rope_head(const struct pe_rope_op *op, const struct pe_view *x,
+                      const struct pe_view *d, bool in_place, int64_t h, int64_t i2,
+                      int64_t i3, const float *tab, float *tin, float *tout)
+{
+    const int64_t hd = x->ne[0], np = op->n_pairs;
+    const int64_t xi = at4(x, h, i2, i3), di = at4(d, h, i2, i3);
+#ifdef PE_HAVE_F16C
+    if (have_avx2_f16c && x->dtype == d->dtype && x->st[0] == 1 && d->st[0] == 1) {
+        if (x->dtype == POSENC_DTYPE_F32)
+            rope_row_avx2_f32((const float *)x->mem + xi, (float *)d->mem + di, tab, hd,
+                              op->n_offs, np, op->pairing, !in_place);
+        else
+            rope_row_avx2_f16((const uint16_t *)x->mem + xi, (uint16_t *)d->mem + di, tab, hd,
+                              op->n_offs, np, op->pairing, !in_place);
+        return;
+    }
+#endif
+    const float *c = tab, *s = tab + np;
+    const float *in = input_row(x, xi, hd, in_place, tin);
+    float *out = output_row(d, di, tout);
+    /* the dims outside the window are already in place only when out is x's memory */
+    const bool copy_rest = !(in_place && direct_f32(d));
+    rope_row(in, out, c, s, hd, op->n_offs, op->n_pairs, op->pairing, copy_rest);
+    finish_row(d, di, hd, out);
+}
+
+static void rope_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
+{
+    const struct rope_job *rj = (const struct rope_job *)job;
+    const struct pe_rope_op *op = rj->op;
+    const int64_t T = op->x.ne[2], np = op->n_pairs;
+    const int64_t H1 = op->x.ne[1];
+    const bool in1 = same_view(&op->x, &op->dst);
+    const bool in2 = op->x2.mem && same_view(&op->x2, &op->dst2);
+    double *ang = (double *)(void *)(scratch + rj->off_ang);
+    double *pv = (double *)(void *)(scratch + rj->off_pv);
+    float *tin = scratch + rj->off_in, *tout = scratch + rj->off_out;
+
+    /* Double-buffered cos/sin: while the heads of token `it` stream through memory, the
+     * table of token it + 1 is computed a slice at a time between head rows, so that
+     * the sin/cos work overlaps the memory traffic instead of adding to it. Slices hold
+     * at least PE_ROPE_SLICE pairs so that pe_sincos_block still runs vector-wide. */
+    const int64_t rows = rj->rows;
+    int64_t n_slices = np / PE_ROPE_SLICE;
+    if (n_slices > rows)
+        n_slices = rows;
+    if (n_slices < 1)
+        n_slices = 1;
+    float *tabs[2] = {scratch + rj->off_tab[0], scratch + rj->off_tab[1]};
+    if (begin < end)
+        rope_table(rj, begin % T, begin / T, 0, np, ang, pv, tabs[0]);
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t i2 = it % T, i3 = it / T;
+        const float *tab = tabs[(it - begin) & 1];
+        float *next_tab = tabs[(it - begin + 1) & 1];
+        const bool next = it + 1 < end;
+        const int64_t n2 = (it + 1) % T, n3 = (it + 1) / T;
+        for (int64_t r = 0; r < rows; r++) {
+            if (r < H1)
+                rope_head(op, &op->x, &op->dst, in1, r, i2, i3, tab, tin, tout);
+            else
+                rope_head(op, &op->x2, &op->dst2, in2, r - H1, i2, i3, tab, tin, tout);
+            const int64_t k0 = r * n_slices / rows, k1 = (r + 1) * n_slices / rows;
+            if (next && k1 > k0)
+                rope_table(rj, n2, n3, np * k0 / n_slices, np * k1 / n_slices, ang, pv,
+                           next_tab);
+        }
+        if (next && rows == 0)
+            rope_table(rj, n2, n3, 0, np, ang, pv, next_tab);
+    }
+}
+
+posenc_status pe_cpu_fast_rope(struct pe_cpu_fast *f, const struct pe_rope_op *op)
+{
+    const int64_t T = op->x.ne[2], B = op->x.ne[3], hd = op->x.ne[0], np = op->n_pairs;
+    const int64_t H2 = op->x2.mem ? op->x2.ne[1] : 0;
+    struct rope_job rj;
+    memset(&rj, 0, sizeof(rj));
+    rj.op = op;
+    rj.rows = op->x.ne[1] + H2;
+    for (int64_t j = 0; j < np; j++) {
+        if (op->stream[j] + 1 > rj.n_streams)
+            rj.n_streams = op->stream[j] + 1;
+        if (op->pos_from.mem && op->stream_from[j] + 1 > rj.n_streams_from)
+            rj.n_streams_from = op->stream_from[j] + 1;
+    }
+    size_t used = 0;
+    rj.off_ang = carve(&used, 2 * (size_t)np);
+    rj.off_pv = carve(&used, 2 * 256);
+    rj.off_tab[0] = carve(&used, PE_ROPE_TAB(np));
+    rj.off_tab[1] = carve(&used, PE_ROPE_TAB(np));
+    rj.off_in = carve(&used, (size_t)hd);
+    rj.off_out = carve(&used, (size_t)hd);
+    PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    rj.base.fn = rope_run;
+    rj.base.op = op;
+    rj.base.n_items = T * B;
+    const double bytes = (double)T * (double)B * (double)hd *
+                         ((double)op->x.ne[1] * (double)(posenc_dtype_size(op->x.dtype) +
+                                                         posenc_dtype_size(op->dst.dtype)) +
+                          (double)H2 * (op->x2.mem ? (double)(posenc_dtype_size(op->x2.dtype) +
+                                                              posenc_dtype_size(op->dst2.dtype))
+                                                   : 0.0));
+    fast_run(f, &rj.base, bytes);
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Sinusoidal                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+struct sin_job {
+    struct pe_fast_job base;
+    const struct pe_sinusoidal_op *op;
+    int64_t groups2;          /* 1 when the positions are shared by dim 2, else ne[2] */
+    size_t off_ang, off_tab[2], off_in, off_out;
+};
+
+/* One output row from the pair values sv/cv (and x * scale when x is given). */
+PE_CLONES
+static void sin_row(const float *restrict x, float *restrict out, const float *restrict sv,
+                    const float *restrict cv, int64_t half, posenc_sin_layout layout,
+                    float scale)
+{
+    float *restrict first = out;        /* the block of the first kind (sin unless cos first) */
+    float *restrict second = out + half;
+    const float *restrict v1 = layout == POSENC_SIN_HALF_SPLIT_COS_FIRST ? cv : sv;
+    const float *restrict v2 = layout == POSENC_SIN_HALF_SPLIT_COS_FIRST ? sv : cv;
+    if (layout == POSENC_SIN_INTERLEAVED) {
+        if (x) {
+            for (int64_t i = 0; i < half; i++) {
+                out[2 * i] = x[2 * i] * scale + sv[i];
+                out[2 * i + 1] = x[2 * i + 1] * scale + cv[i];
+            }
+        } else {
+            for (int64_t i = 0; i < half; i++) {
+                out[2 * i] = sv[i];
+                out[2 * i + 1] = cv[i];
+            }
+        }
+        return;
+    }
+    if (x) {
+        const float *restrict x1 = x, *restrict x2 = x + half;
+        for (int64_t i = 0; i < half; i++)
+            first[i] = x1[i] * scale + v1[i];
+        for (int64_t i = 0; i < half; i++)
+            second[i] = x2[i] * scale + v2[i];
+    } else {
+        memcpy(first, v1, (size_t)half * sizeof(float));
+        memcpy(second, v2, (size_t)half * sizeof(float));
+    }
+}
+
+/* sin/cos of pairs [j0, j1) of item `it` ((token, batch group) of the op) into tab =
+ * [sin (half) | cos (half)]. */
+static void sin_table(const struct sin_job *sj, int64_t it, int64_t j0, int64_t j1, double *ang,
+                      float *tab)
+{
+    const struct pe_sinusoidal_op *op = sj->op;
+    const struct pe_view *pos = &op->pos;
+    const int64_t T = op->dst.ne[1], G2 = sj->groups2, half = op->half;
+    if (j1 <= j0)
+        return;
+    const int64_t i1 = it % T, g2 = (it / T) % G2, i3 = it / (T * G2);
+    const double p =
+        load_pos(pos, pos->offset + i1 * pos->st[0] + g2 * pos->st[1] + i3 * pos->st[2]);
+    for (int64_t i = j0; i < j1; i++)
+        ang[i] = p * op->freq[i];
+    pe_sincos_block(ang + j0, tab + j0, tab + half + j0, j1 - j0, 1.0);
+}
+
+static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
+{
+    const struct sin_job *sj = (const struct sin_job *)job;
+    const struct pe_sinusoidal_op *op = sj->op;
+    const struct pe_view *d = &op->dst, *x = &op->x;
+    const int64_t T = d->ne[1], G2 = sj->groups2, half = op->half, n = d->ne[0];
+    const bool has_x = x->mem != NULL;
+    const bool in_place = has_x && same_view(x, d);
+    double *ang = (double *)(void *)(scratch + sj->off_ang);
+    float *tin = scratch + sj->off_in, *tout = scratch + sj->off_out;
+    float *tabs[2] = {scratch + sj->off_tab[0], scratch + sj->off_tab[1]};
+    /* the rows that share one position: all of dim 2 when the positions are broadcast */
+    const int64_t rows = G2 == 1 ? d->ne[2] : 1;
+    /* As in rope_run: the next item's sin/cos are computed a slice at a time between the
+     * rows of this one, overlapping the memory traffic. */
+    int64_t n_slices = half / PE_SIN_SLICE;
+    if (n_slices > rows)
+        n_slices = rows;
+    if (n_slices < 1)
+        n_slices = 1;
+    if (begin < end)
+        sin_table(sj, begin, 0, half, ang, tabs[0]);
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t i1 = it % T, g2 = (it / T) % G2, i3 = it / (T * G2);
+        const float *sv = tabs[(it - begin) & 1], *cv = sv + half;
+        float *next_tab = tabs[(it - begin + 1) & 1];
+        const bool next = it + 1 < end;
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t i2 = G2 == 1 ? r : g2;
+            const int64_t di = at4(d, i1, i2, i3);
+            const float *xr = has_x ? input_row(x, at4(x, i1, i2, i3), n, in_place, tin) : NULL;
+            float *out = output_row(d, di, tout);
+            sin_row(xr, out, sv, cv, half, op->layout, op->x_scale);
+            finish_row(d, di, n, out);
+            const int64_t k0 = r * n_slices / rows, k1 = (r + 1) * n_slices / rows;
+            if (next && k1 > k0)
+                sin_table(sj, it + 1, half * k0 / n_slices, half * k1 / n_slices, ang, next_tab);
+        }
+    }
+}
+
+posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinusoidal_op *op)
+{
+    const struct pe_view *d = &op->dst;
+    struct sin_job sj;
+    memset(&sj, 0, sizeof(sj));
+    sj.op = op;
+    sj.groups2 = op->pos.st[1] == 0 ? 1 : d->ne[2];
+    size_t used = 0;
+    sj.off_ang = carve(&used, 2 * (size_t)op->half);
+    sj.off_tab[0] = carve(&used, 2 * (size_t)op->half);
+    sj.off_tab[1] = carve(&used, 2 * (size_t)op->half);
+    sj.off_in = carve(&used, (size_t)d->ne[0]);
+    sj.off_out = carve(&used, (size_t)d->ne[0]);
+    PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    sj.base.fn = sin_run;
+    sj.base.op = op;
+    sj.base.n_items = d->ne[1] * sj.groups2 * d->ne[3];
+    const double n = (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3];
+    const double bytes =
+        n * (double)(posenc_dtype_size(d->dtype) +
+                     (op->x.mem ? posenc_dtype_size(op->x.dtype) : 0));
+    fast_run(f, &sj.base, bytes);
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* ALiBi                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+struct alibi_job {
+    struct pe_fast_job base;
+    const struct pe_alibi_op *op;
+    size_t off_in, off_out;
+};
+
+/* out[k] = x[k] - m * (float)(base - k) for k in [k0, k1) (x NULL: -(m * dist)); the
+ * distance base - k is exact in int32 (positions <= 2^24, checked by the front end). */
+PE_CLONES
+static void alibi_span(const float *restrict x, float *restrict out, int32_t k0, int32_t k1,
+                       int32_t base, float m)
+{
+    if (x) {
+        for (int32_t k = k0; k < k1; k++)
+            out[k] = x[k] - m * (float)(base - k);
+    } else {
+        for (int32_t k = k0; k < k1; k++)
+            out[k] = -(m * (float)(base - k));
+    }
+}
+
+/* The same with the distance k - base (symmetric, keys after the query). */
+PE_CLONES
+static void alibi_span_after(const float *restrict x, float *restrict out, int32_t k0,
+                             int32_t k1, int32_t base, float m)
+{
+    if (x) {
+        for (int32_t k = k0; k < k1; k++)
+            out[k] = x[k] - m * (float)(k - base);
+    } else {
+        for (int32_t k = k0; k < k1; k++)
+            out[k] = -(m * (float)(k - base));
+    }
+}
+
+static void alibi_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
+{
+    const struct alibi_job *aj = (const struct alibi_job *)job;
+    const struct pe_alibi_op *op = aj->op;
+    const struct pe_view *d = &op->dst, *x = &op->logits;
+    const int64_t K = d->ne[0], Q = d->ne[1], H = d->ne[2];
+    const bool has_x = x->mem != NULL;
+    const bool in_place = has_x && same_view(x, d);
+    float *tin = scratch + aj->off_in, *tout = scratch + aj->off_out;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t q = it % Q, h = (it / Q) % H, b = it / (Q * H);
+        const int64_t di = at4(d, q, h, b);
+        const float *xr = has_x ? input_row(x, at4(x, q, h, b), K, in_place, tin) : NULL;
+        float *out = output_row(d, di, tout);
+        const float m = op->slopes_f32[h];
+        /* dist(k) = base - k with base = (q + q_offset) - k_offset; keys k <= base are at
+         * or before the query */
+        const int64_t base = q + op->q_offset - op->k_offset;
+        const int32_t kq = (int32_t)(base < -1 ? -1 : base > K - 1 ? K - 1 : base);
+        alibi_span(xr, out, 0, kq + 1, (int32_t)base, m);
+        if (op->causal) {
+            for (int64_t k = kq + 1; k < K; k++)
+                out[k] = -INFINITY;
+        } else if (op->symmetric) {
+            alibi_span_after(xr, out, kq + 1, (int32_t)K, (int32_t)base, m);
+        } else {
+            alibi_span(xr, out, kq + 1, (int32_t)K, (int32_t)base, m);
+        }
+        finish_row(d, di, K, out);
+    }
+}
+
+posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op *op)
+{
+    const struct pe_view *d = &op->dst;
+    struct alibi_job aj;
+    memset(&aj, 0, sizeof(aj));
+    aj.op = op;
+    size_t used = 0;
+    aj.off_in = carve(&used, (size_t)d->ne[0]);
+    aj.off_out = carve(&used, (size_t)d->ne[0]);
+    PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    aj.base.fn = alibi_run;
+    aj.base.op = op;
+    aj.base.n_items = d->ne[1] * d->ne[2] * d->ne[3];
+    const double n = (double)d->ne[0] * (double)aj.base.n_items;
+    const double bytes = n * (double)(posenc_dtype_size(d->dtype) +
+                                      (op->logits.mem ? posenc_dtype_size(op->logits.dtype) : 0));
+    fast_run(f, &aj.base, bytes);
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Learned                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+struct learned_job {
+    struct pe_fast_job base;
+    const struct pe_learned_op *op;
+    size_t off_in, off_tab, off_out;
+};
+
+PE_CLONES
+static void add_row(const float *restrict a, const float *restrict b, float *restrict out,
+                    int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+static void learned_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
+                        float *scratch)
+{
+    const struct learned_job *lj = (const struct learned_job *)job;
+    const struct pe_learned_op *op = lj->op;
+    const struct pe_view *d = &op->dst, *x = &op->x, *tab = &op->table, *pos = &op->pos;
+    const int64_t n = d->ne[0], T = d->ne[1];
+    const bool has_x = x->mem != NULL;
+    const bool in_place = has_x && same_view(x, d);
+    float *tin = scratch + lj->off_in, *ttab = scratch + lj->off_tab,
+          *tout = scratch + lj->off_out;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t t = it % T, b = it / T;
+        const int64_t row =
+            (int64_t)((const int32_t *)pos->mem)[pos->offset + t * pos->st[0] + b * pos->st[1]];
+        const float *tr = input_row(tab, tab->offset + row * tab->st[1], n, false, ttab);
+        const int64_t di = at4(d, t, b, 0);
+        float *out = output_row(d, di, tout);
+        if (has_x) {
+            const float *xr = input_row(x, at4(x, t, b, 0), n, in_place, tin);
+            add_row(xr, tr, out, n);
+        } else if (out != tr) {
+            memcpy(out, tr, (size_t)n * sizeof(float));
+        }
+        finish_row(d, di, n, out);
+    }
+}
+
+posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned_op *op)
+{
+    const struct pe_view *d = &op->dst;
+    struct learned_job lj;
+    memset(&lj, 0, sizeof(lj));
+    lj.op = op;
+    size_t used = 0;
+    lj.off_in = carve(&used, (size_t)d->ne[0]);
+    lj.off_tab = carve(&used, (size_t)d->ne[0]);
+    lj.off_out = carve(&used, (size_t)d->ne[0]);
+    PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    lj.base.fn = learned_run;
+    lj.base.op = op;
+    lj.base.n_items = d->ne[1] * d->ne[2];
+    const double n = (double)d->ne[0] * (double)lj.base.n_items;
+    const double bytes =
+        n * (double)(posenc_dtype_size(d->dtype) + posenc_dtype_size(op->table.dtype) +
+                     (op->x.mem ? posenc_dtype_size(op->x.dtype) : 0));
+    fast_run(f, &lj.base, bytes);
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Copy                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+struct copy_job {
+    struct pe_fast_job base;
+    const struct pe_copy_op *op;
+    int64_t ne[4], ss[4], ds[4]; /* shape and strides (elements) after merging dims */
+    int64_t n_seg;               /* segments per row of ne[0] elements */
+};
+
+static void copy_span(const struct pe_view *src, const struct pe_view *dst, int64_t si,
+                      int64_t di, int64_t n, int64_t ss, int64_t ds)
+{
+    const size_t es = posenc_dtype_size(src->dtype);
+    if (src->dtype == dst->dtype) {
+        if (ss == 1 && ds == 1) {
+            memcpy((unsigned char *)dst->mem + (size_t)di * es,
+                   (const unsigned char *)src->mem + (size_t)si * es, (size_t)n * es);
+        } else if (es == 4) {
+            const uint32_t *s = (const uint32_t *)src->mem + si;
+            uint32_t *d = (uint32_t *)dst->mem + di;
+            for (int64_t i = 0; i < n; i++)
+                d[i * ds] = s[i * ss];
+        } else {
+            const uint16_t *s = (const uint16_t *)src->mem + si;
+            uint16_t *d = (uint16_t *)dst->mem + di;
+            for (int64_t i = 0; i < n; i++)
+                d[i * ds] = s[i * ss];
+        }
+    } else if (src->dtype == POSENC_DTYPE_F32) { /* f32 -> f16 */
+        const float *s = (const float *)src->mem + si;
+        uint16_t *d = (uint16_t *)dst->mem + di;
+        if (ss == 1 && ds == 1) {
+            f2h_row(s, d, n);
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                d[i * ds] = f2h(s[i * ss]);
+        }
+    } else { /* f16 -> f32 */
+        const uint16_t *s = (const uint16_t *)src->mem + si;
+        float *d = (float *)dst->mem + di;
+        if (ss == 1 && ds == 1) {
+            h2f_row(s, d, n);
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                d[i * ds] = h2f(s[i * ss]);
+        }
+    }
+}
+
+static void copy_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
+{
+    (void)scratch;
+    const struct copy_job *cj = (const struct copy_job *)job;
+    const struct pe_copy_op *op = cj->op;
+    const int64_t L = cj->ne[0], S = cj->n_seg;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t seg = it % S, row = it / S;
+        const int64_t i1 = row % cj->ne[1], i2 = (row / cj->ne[1]) % cj->ne[2],
+                      i3 = row / (cj->ne[1] * cj->ne[2]);
+        const int64_t e0 = seg * PE_FAST_COPY_SEG;
+        const int64_t n = L - e0 < PE_FAST_COPY_SEG ? L - e0 : PE_FAST_COPY_SEG;
+        const int64_t si = op->src.offset + e0 * cj->ss[0] + i1 * cj->ss[1] + i2 * cj->ss[2] +
+                           i3 * cj->ss[3];
+        const int64_t di = op->dst.offset + e0 * cj->ds[0] + i1 * cj->ds[1] + i2 * cj->ds[2] +
+                           i3 * cj->ds[3];
+        copy_span(&op->src, &op->dst, si, di, n, cj->ss[0], cj->ds[0]);
+    }
+}
+
+posenc_status pe_cpu_fast_copy(struct pe_cpu_fast *f, const struct pe_copy_op *op)
+{
+    struct copy_job cj;
+    memset(&cj, 0, sizeof(cj));
+    cj.op = op;
+    /* Merge dimension k+1 into k while both tensors step over dim k contiguously, so a
+     * contiguous tensor becomes one long row (split into segments below). */
+    int n = 0;
+    for (int k = 0; k < 4; k++) {
+        const int64_t ne = op->src.ne[k], ss = op->src.st[k], ds = op->dst.st[k];
+        if (ne == 1)
+            continue;
+        if (n > 0 && ss == cj.ss[n - 1] * cj.ne[n - 1] && ds == cj.ds[n - 1] * cj.ne[n - 1]) {
+            cj.ne[n - 1] *= ne;
+            continue;
+        }
+        cj.ne[n] = ne;
+        cj.ss[n] = ss;
+        cj.ds[n] = ds;
+        n++;
+    }
+    for (int k = n; k < 4; k++) {
+        cj.ne[k] = 1;
+        cj.ss[k] = cj.ds[k] = 0;
+    }
+    if (n == 0) { /* a single element */
+        cj.ss[0] = cj.ds[0] = 1;
+    }
+    cj.n_seg = (cj.ne[0] + PE_FAST_COPY_SEG - 1) / PE_FAST_COPY_SEG;
+    cj.base.fn = copy_run;
+    cj.base.op = op;
+    cj.base.n_items = cj.n_seg * cj.ne[1] * cj.ne[2] * cj.ne[3];
+    const double elems = (double)cj.ne[0] * (double)cj.ne[1] * (double)cj.ne[2] * (double)cj.ne[3];
+    const double bytes =
+        elems * (double)(posenc_dtype_size(op->src.dtype) + posenc_dtype_size(op->dst.dtype));
+    fast_run(f, &cj.base, bytes);
+    return POSENC_OK;
+}

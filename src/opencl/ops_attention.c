@@ -1,0 +1,463 @@
+/*
+ * ops_attention.c - the OpenCL host side of posenc_attention's three steps (internal.h).
+ *
+ * The two matrix products go through CLBlast when posenc was built with it
+ * (POSENC_HAVE_CLBLAST), on the backend's own in-order queue, so they are ordered with
+ * posenc's kernels like any other launch:
+ *
+ *   scores  for every (h, b):  L_hb (Tq x Tk) = scale * Q_hb (Tq x D) . K_hb^T
+ *           Q_hb row q = q[:, h, q, b], K_hb row k = k[:, h / group, k, b]
+ *   output  for every (h, b):  O_hb (Tq x Dv) = P_hb (Tq x Tk) . V_hb (Tk x Dv)
+ *
+ * both row-major, one batch per (h, b): CLBlastSgemmStridedBatched when the batch offsets
+ * of A, B and C are arithmetic progressions (one K/V head per query head, or a single K/V
+ * head, and a uniform batch stride; one (h, b) too), else CLBlastSgemmBatched with one
+ * offset per batch (GQA: K/V head h / group). An operand
+ * is used in place when it is f32 with unit element stride and a row stride >= its row
+ * length; otherwise (f16, a strided or broadcast view) pe_attn_copy first packs it into
+ * an f32 temporary. The output GEMM writes a packed f32 temporary that pe_attn_copy then
+ * stores into dst (any view, f32 or f16): beta = 0, but the user's dst is never handed
+ * to CLBlast, so its old contents (NaN included) cannot leak into the result.
+ *
+ * f16 is storage only in posenc (f32 arithmetic everywhere): f16 operands are widened by
+ * pe_attn_copy and multiplied with CLBlastSgemm*, never CLBlastHgemm*, which computes and
+ * accumulates in half precision (and returns CLBlastNoHalfPrecision on devices without
+ * cl_khr_fp16, such as PoCL).
+ *
+ * Without CLBlast (or with POSENC_CL_NO_CLBLAST=1 in the environment, to test this path),
+ * pe_attn_scores / pe_attn_output compute one element per work-item over strided views.
+ * The softmax is always posenc's pe_attn_softmax (one work-group per row).
+ *
+ * Kernel argument order (cl/attention.cl; every "mem, long, long4" triple is a tensor:
+ * buffer, offset and strides in its own elements):
+ *
+ *   pe_attn_softmax  (-DHAS_X (mask) -DX_F16 -DHAS_W -DDST_F16 (weights))
+ *     0-2   logits             f32 [Tk, Tq, Hq, B], read and written
+ *     3-5   mask               f32 or f16, strides 0 where broadcast; logits again without
+ *     6-8   weights            f32 or f16; logits again without
+ *     9     long4 shape        (Tk, Tq, Hq, B)
+ *    10     long4 offs         (q_offset, k_offset, causal, 0)
+ *   NDRange (wg, Tq*Hq*B, 1), local (wg, 1, 1), wg a power of two <= 64.
+ *
+ *   pe_attn_copy  (-DHAS_X=1 -DX_F16 (src) -DDST_F16 (dst))
+ *     0-2   dst;  3-5 src;  6 long4 shape (n0, n1, n2, n3).  NDRange (n0, n1, n2*n3).
+ *
+ *   pe_attn_scores  (-DHAS_X=1 -DX_F16 (q) -DTAB_F16 (k))
+ *     0-2   logits f32;  3-5 q;  6-8 k;  9 long4 shape (Tk, Tq, Hq, B);
+ *     10    long4 dims (D, group, 0, 0);  11 float scale.   NDRange (Tk, Tq, Hq*B).
+ *
+ *   pe_attn_output  (-DTAB_F16 (v) -DDST_F16 (dst))
+ *     0-2   dst;  3-5 p f32;  6-8 v;  9 long4 shape (Dv, Tq, Hq, B);
+ *     10    long4 dims (Tk, group, 0, 0).                     NDRange (Dv, Tq, Hq*B).
+ */
+#include "backend_opencl.h"
+#include "posenc_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if POSENC_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+#define ARG(v) {sizeof(v), &(v)}
+#define PE_ATTN_WG 64 /* must match cl/attention.cl */
+
+static cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    cl_long4 v;
+    v.s[0] = a;
+    v.s[1] = b;
+    v.s[2] = c;
+    v.s[3] = d;
+    return v;
+}
+
+static cl_long4 view_st(const struct pe_view *v)
+{
+    return long4_of(v->st[0], v->st[1], v->st[2], v->st[3]);
+}
+
+static int is_f16(const struct pe_view *v)
+{
+    return v->dtype == POSENC_DTYPE_F16;
+}
+
+static bool cl_oom(cl_int err)
+{
+    return err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+           err == CL_OUT_OF_HOST_MEMORY;
+}
+
+static posenc_status fail(struct pe_cl_backend *be, const char *call, cl_int err)
+{
+    return pe_error(be->base.ctx, cl_oom(err) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND,
+                    "%s failed: OpenCL error %d", call, (int)err);
+}
+
+/* An f32 buffer of n elements (n > 0), released by the caller once its last use is
+ * enqueued (OpenCL keeps it alive until those commands are done). */
+static posenc_status tmp_f32(struct pe_cl_backend *be, const char *what, int64_t n, cl_mem *out)
+{
+    cl_int err = CL_SUCCESS;
+    if (n <= 0 || (uint64_t)n > SIZE_MAX / sizeof(float))
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "attention: a temporary of %lld floats (%s) does not fit", (long long)n,
+                        what);
+    *out = clCreateBuffer(be->context, CL_MEM_READ_WRITE, (size_t)n * sizeof(float), NULL, &err);
+    if (!*out || err != CL_SUCCESS) {
+        *out = NULL;
+        char call[96];
+        snprintf(call, sizeof(call), "clCreateBuffer(attention %s, %lld floats)", what,
+                 (long long)n);
+        return fail(be, call, err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    }
+    return POSENC_OK;
+}
+
+/* dst <- src element by element (same ne), converting the storage type. */
+static posenc_status copy_view(struct pe_cl_backend *be, const struct pe_view *dst,
+                               const struct pe_view *src)
+{
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=1 -DX_F16=%d", is_f16(dst),
+             is_f16(src));
+    struct pe_cl_program *p = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_copy", defines, &p));
+    cl_mem dst_mem = (cl_mem)dst->mem, src_mem = (cl_mem)src->mem;
+    const cl_long dst_off = dst->offset, src_off = src->offset;
+    const cl_long4 dst_st = view_st(dst), src_st = view_st(src);
+    const cl_long4 shape = long4_of(src->ne[0], src->ne[1], src->ne[2], src->ne[3]);
+    const struct pe_cl_arg args[] = {ARG(dst_mem), ARG(dst_off), ARG(dst_st),
+                                     ARG(src_mem), ARG(src_off), ARG(src_st), ARG(shape)};
+    const uint64_t n[3] = {(uint64_t)src->ne[0], (uint64_t)src->ne[1],
+                           (uint64_t)src->ne[2] * (uint64_t)src->ne[3]};
+    return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
+}
+
+/* A packed f32 view [ne] of buffer `mem`. */
+static struct pe_view packed_view(cl_mem mem, const int64_t ne[4])
+{
+    struct pe_view v;
+    memset(&v, 0, sizeof(v));
+    v.mem = mem;
+    v.dtype = POSENC_DTYPE_F32;
+    for (int i = 0; i < 4; i++)
+        v.ne[i] = ne[i];
+    v.st[0] = 1;
+    v.st[1] = ne[0];
+    v.st[2] = ne[0] * ne[1];
+    v.st[3] = ne[0] * ne[1] * ne[2];
+    return v;
+}
+
+#if POSENC_HAVE_CLBLAST
+
+static int use_clblast(void)
+{
+    const char *e = getenv("POSENC_CL_NO_CLBLAST");
+    return !(e && e[0] && strcmp(e, "0") != 0);
+}
+
+/* The packed-logits guarantee of internal.h, checked (a GEMM writes C with ldc = Tk). */
+static bool logits_packed(const struct pe_view *l)
+{
+    return l->st[0] == 1 && l->st[1] == l->ne[0] && l->st[2] == l->ne[0] * l->ne[1] &&
+           l->st[3] == l->ne[0] * l->ne[1] * l->ne[2];
+}
+
+/* CLBlast passes offsets and sizes to its kernels as int: every element a GEMM touches
+ * must have an index below 2^31 (else the one-work-item-per-element kernels run). */
+static bool int_indexed(const struct pe_view *v)
+{
+    int64_t last = v->offset;
+    for (int i = 0; i < 4; i++)
+        last += (v->ne[i] - 1) * v->st[i];
+    return last < INT32_MAX && v->ne[0] * v->ne[1] * v->ne[2] * v->ne[3] < INT32_MAX;
+}
+
+/* A GEMM operand: rows along dim 2 of a [n0, heads, rows, B] view, n0 columns. Either the
+ * view itself (f32, unit element stride, row stride >= n0) or a packed f32 copy, which
+ * *owned then holds (release it after the GEMM is enqueued). */
+static posenc_status gemm_operand(struct pe_cl_backend *be, const char *what,
+                                  const struct pe_view *v, struct pe_view *out, cl_mem *owned)
+{
+    *owned = NULL;
+    if (v->dtype == POSENC_DTYPE_F32 && v->st[0] == 1 && v->st[2] >= v->ne[0]) {
+        *out = *v;
+        return POSENC_OK;
+    }
+    PE_RETURN_IF_ERROR(tmp_f32(be, what, v->ne[0] * v->ne[1] * v->ne[2] * v->ne[3], owned));
+    *out = packed_view(*owned, v->ne);
+    posenc_status st = copy_view(be, out, v);
+    if (st != POSENC_OK) {
+        clReleaseMemObject(*owned);
+        *owned = NULL;
+    }
+    return st;
+}
+
+static posenc_status clblast_fail(struct pe_cl_backend *be, const char *routine,
+                                  const char *what, size_t m, size_t n, size_t k, size_t batches,
+                                  CLBlastStatusCode code)
+{
+    posenc_status st = cl_oom((cl_int)code) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND;
+    return pe_error(be->base.ctx, st,
+                    "%s (attention %s: m = %zu, n = %zu, k = %zu, %zu batches) failed: CLBlast "
+                    "status %d",
+                    routine, what, m, n, k, batches, (int)code);
+}
+
+/* True when off[i] = off[0] + i*stride for every i (stride >= 0). */
+static bool arithmetic(const size_t *off, size_t n, size_t *stride)
+{
+    *stride = n > 1 ? off[1] - off[0] : 0;
+    if (n > 1 && off[1] < off[0])
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (off[i] != off[0] + i * *stride)
+            return false;
+    return true;
+}
+
+/*
+ * One row-major GEMM per batch i:  C_i (m x n) = alpha * A_i (m x k) . op(B_i)  with
+ * op(B) = B^T (B_i stored n x k) when b_trans, else B (stored k x n); beta = 0.
+ */
+static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bool b_trans,
+                                  size_t m, size_t n, size_t k, float alpha, cl_mem a,
+                                  const size_t *a_off, size_t lda, cl_mem b, const size_t *b_off,
+                                  size_t ldb, cl_mem c, const size_t *c_off, size_t ldc,
+                                  size_t batches)
+{
+    const CLBlastTranspose tb = b_trans ? CLBlastTransposeYes : CLBlastTransposeNo;
+    size_t sa, sb, sc;
+    CLBlastStatusCode code;
+    /* One routine for every regular batch pattern (a single batch too), so a device
+     * compiles at most two CLBlast programs. CLBlast 1.5.3 rejects a zero C stride
+     * (CLBlastInvalidDimension), even for one batch; zero A / B strides (a K/V head shared
+     * by every batch) are fine. */
+    if (arithmetic(a_off, batches, &sa) && arithmetic(b_off, batches, &sb) &&
+        arithmetic(c_off, batches, &sc) && (sc > 0 || batches == 1)) {
+        if (batches == 1)
+            sc = 1;
+        code = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k,
+                                          alpha, a, a_off[0], lda, sa, b, b_off[0], ldb, sb, 0.0f,
+                                          c, c_off[0], ldc, sc, batches, &be->queue, NULL);
+        if (code != CLBlastSuccess)
+            return clblast_fail(be, "CLBlastSgemmStridedBatched", what, m, n, k, batches, code);
+        return POSENC_OK;
+    }
+    float *alphas = malloc(batches * sizeof(float));
+    float *betas = malloc(batches * sizeof(float));
+    if (!alphas || !betas) {
+        free(alphas);
+        free(betas);
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory for %zu GEMM batches", batches);
+    }
+    for (size_t i = 0; i < batches; i++) {
+        alphas[i] = alpha;
+        betas[i] = 0.0f;
+    }
+    code = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alphas, a,
+                               a_off, lda, b, b_off, ldb, betas, c, c_off, ldc, batches,
+                               &be->queue, NULL);
+    free(alphas);
+    free(betas);
+    if (code != CLBlastSuccess)
+        return clblast_fail(be, "CLBlastSgemmBatched", what, m, n, k, batches, code);
+    return POSENC_OK;
+}
+
+/* Per-batch element offsets of the (h, b) matrices, batch i = h + Hq*b. For K/V views
+ * (kv), head h reads head h / group. */
+static size_t *batch_offsets(const struct pe_view *v, int64_t Hq, int64_t B, int64_t group,
+                             int head_dim, int batch_dim)
+{
+    size_t *off = malloc((size_t)(Hq * B) * sizeof(size_t));
+    if (!off)
+        return NULL;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            off[h + Hq * b] =
+                (size_t)(v->offset + (h / group) * v->st[head_dim] + b * v->st[batch_dim]);
+    return off;
+}
+
+static posenc_status clblast_scores(struct pe_cl_backend *be, const struct pe_attn_scores_op *op)
+{
+    const int64_t D = op->q.ne[0], Hq = op->q.ne[1], Tq = op->q.ne[2], B = op->q.ne[3];
+    const int64_t Tk = op->k.ne[2];
+    const struct pe_view *l = &op->logits;
+    struct pe_view qv, kv;
+    cl_mem q_tmp = NULL, k_tmp = NULL;
+    size_t *qo = NULL, *ko = NULL, *lo = NULL;
+    posenc_status st = gemm_operand(be, "q", &op->q, &qv, &q_tmp);
+    if (st == POSENC_OK)
+        st = gemm_operand(be, "k", &op->k, &kv, &k_tmp);
+    if (st == POSENC_OK) {
+        qo = batch_offsets(&qv, Hq, B, 1, 1, 3);
+        ko = batch_offsets(&kv, Hq, B, op->group, 1, 3);
+        lo = batch_offsets(l, Hq, B, 1, 2, 3);
+        if (!qo || !ko || !lo)
+            st = pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                          "out of host memory for %lld GEMM batches", (long long)(Hq * B));
+    }
+    if (st == POSENC_OK)
+        st = batched_gemm(be, "scores", true, (size_t)Tq, (size_t)Tk, (size_t)D, op->scale_f32,
+                          (cl_mem)qv.mem, qo, (size_t)qv.st[2], (cl_mem)kv.mem, ko,
+                          (size_t)kv.st[2], (cl_mem)l->mem, lo, (size_t)l->st[1],
+                          (size_t)(Hq * B));
+    free(qo);
+    free(ko);
+    free(lo);
+    if (q_tmp)
+        clReleaseMemObject(q_tmp);
+    if (k_tmp)
+        clReleaseMemObject(k_tmp);
+    return st;
+}
+
+static posenc_status clblast_output(struct pe_cl_backend *be, const struct pe_attn_output_op *op)
+{
+    const struct pe_view *d = &op->dst, *p = &op->p;
+    const int64_t Dv = d->ne[0], Hq = d->ne[1], Tq = d->ne[2], B = d->ne[3];
+    const int64_t Tk = p->ne[0];
+    struct pe_view vv, ov;
+    cl_mem v_tmp = NULL, o_tmp = NULL;
+    size_t *po = NULL, *vo = NULL, *oo = NULL;
+    posenc_status st = gemm_operand(be, "v", &op->v, &vv, &v_tmp);
+    if (st == POSENC_OK)
+        st = tmp_f32(be, "output", Dv * Hq * Tq * B, &o_tmp);
+    if (st == POSENC_OK) {
+        ov = packed_view(o_tmp, d->ne);
+        po = batch_offsets(p, Hq, B, 1, 2, 3);
+        vo = batch_offsets(&vv, Hq, B, op->group, 1, 3);
+        oo = batch_offsets(&ov, Hq, B, 1, 1, 3);
+        if (!po || !vo || !oo)
+            st = pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                          "out of host memory for %lld GEMM batches", (long long)(Hq * B));
+    }
+    if (st == POSENC_OK)
+        st = batched_gemm(be, "output", false, (size_t)Tq, (size_t)Dv, (size_t)Tk, 1.0f,
+                          (cl_mem)p->mem, po, (size_t)p->st[1], (cl_mem)vv.mem, vo,
+                          (size_t)vv.st[2], o_tmp, oo, (size_t)ov.st[2], (size_t)(Hq * B));
+    if (st == POSENC_OK)
+        st = copy_view(be, d, &ov);
+    free(po);
+    free(vo);
+    free(oo);
+    if (v_tmp)
+        clReleaseMemObject(v_tmp);
+    if (o_tmp)
+        clReleaseMemObject(o_tmp);
+    return st;
+}
+
+#endif /* POSENC_HAVE_CLBLAST */
+
+posenc_status pe_cl_attn_scores(struct pe_backend *base, const struct pe_attn_scores_op *op)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    const struct pe_view *l = &op->logits, *q = &op->q, *k = &op->k;
+#if POSENC_HAVE_CLBLAST
+    if (use_clblast() && logits_packed(l) && int_indexed(l) && int_indexed(q) && int_indexed(k))
+        return clblast_scores(be, op);
+#endif
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines), "-DHAS_X=1 -DX_F16=%d -DTAB_F16=%d", is_f16(q), is_f16(k));
+    struct pe_cl_program *p = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_scores", defines, &p));
+    cl_mem l_mem = (cl_mem)l->mem, q_mem = (cl_mem)q->mem, k_mem = (cl_mem)k->mem;
+    const cl_long l_off = l->offset, q_off = q->offset, k_off = k->offset;
+    const cl_long4 l_st = view_st(l), q_st = view_st(q), k_st = view_st(k);
+    const cl_long4 shape = long4_of(l->ne[0], l->ne[1], l->ne[2], l->ne[3]);
+    const cl_long4 dims = long4_of(q->ne[0], op->group, 0, 0);
+    const cl_float scale = op->scale_f32;
+    const struct pe_cl_arg args[] = {ARG(l_mem), ARG(l_off), ARG(l_st),  ARG(q_mem),
+                                     ARG(q_off), ARG(q_st),  ARG(k_mem), ARG(k_off),
+                                     ARG(k_st),  ARG(shape), ARG(dims),  ARG(scale)};
+    const uint64_t n[3] = {(uint64_t)l->ne[0], (uint64_t)l->ne[1],
+                           (uint64_t)l->ne[2] * (uint64_t)l->ne[3]};
+    return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
+}
+
+posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_softmax_op *op)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    const struct pe_view *l = &op->logits;
+    const bool has_mask = op->mask.mem != NULL, has_w = op->weights.mem != NULL;
+    const struct pe_view *mk = has_mask ? &op->mask : l, *w = has_w ? &op->weights : l;
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines), "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d",
+             has_mask, has_mask && is_f16(mk), has_w, has_w && is_f16(w));
+    struct pe_cl_program *p = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_softmax", defines, &p));
+
+    cl_mem l_mem = (cl_mem)l->mem, mk_mem = (cl_mem)mk->mem, w_mem = (cl_mem)w->mem;
+    const cl_long l_off = l->offset, mk_off = mk->offset, w_off = w->offset;
+    const cl_long4 l_st = view_st(l), mk_st = view_st(mk), w_st = view_st(w);
+    const cl_long4 shape = long4_of(l->ne[0], l->ne[1], l->ne[2], l->ne[3]);
+    const cl_long4 offs = long4_of(op->q_offset, op->k_offset, op->causal ? 1 : 0, 0);
+    const struct pe_cl_arg args[] = {ARG(l_mem), ARG(l_off), ARG(l_st),  ARG(mk_mem),
+                                     ARG(mk_off), ARG(mk_st), ARG(w_mem), ARG(w_off),
+                                     ARG(w_st),  ARG(shape), ARG(offs)};
+    for (size_t i = 0; i < PE_ARRAY_SIZE(args); i++) {
+        cl_int err = clSetKernelArg(p->kernel, (cl_uint)i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS) {
+            char call[64];
+            snprintf(call, sizeof(call), "clSetKernelArg(pe_attn_softmax, %zu)", i);
+            return fail(be, call, err);
+        }
+    }
+    /* one work-group per row: the largest power of two <= 64 the kernel and device allow */
+    size_t cap = PE_ATTN_WG;
+    if (p->kernel_wg_size < cap)
+        cap = p->kernel_wg_size;
+    if (be->info.max_workgroup_size && be->info.max_workgroup_size < cap)
+        cap = be->info.max_workgroup_size;
+    if (be->max_item_size[0] && be->max_item_size[0] < cap)
+        cap = be->max_item_size[0];
+    size_t wg = 1;
+    while (wg * 2 <= cap)
+        wg *= 2;
+    const uint64_t rows = (uint64_t)l->ne[1] * (uint64_t)l->ne[2] * (uint64_t)l->ne[3];
+    if (rows > (uint64_t)SIZE_MAX)
+        return pe_error(base->ctx, POSENC_ERR_UNSUPPORTED,
+                        "pe_attn_softmax: %llu rows do not fit this device's size_t",
+                        (unsigned long long)rows);
+    const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
+    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
+                                        NULL);
+    if (err != CL_SUCCESS)
+        return fail(be, "clEnqueueNDRangeKernel(pe_attn_softmax)", err);
+    return POSENC_OK;
+}
+
+posenc_status pe_cl_attn_output(struct pe_backend *base, const struct pe_attn_output_op *op)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    const struct pe_view *d = &op->dst, *pv = &op->p, *v = &op->v;
+#if POSENC_HAVE_CLBLAST
+    if (use_clblast() && logits_packed(pv) && int_indexed(pv) && int_indexed(v) &&
+        int_indexed(d))
+        return clblast_output(be, op);
+#endif
+    char defines[PE_CL_OPTS_MAX];
+    snprintf(defines, sizeof(defines), "-DTAB_F16=%d -DDST_F16=%d", is_f16(v), is_f16(d));
+    struct pe_cl_program *p = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_output", defines, &p));
+    cl_mem d_mem = (cl_mem)d->mem, p_mem = (cl_mem)pv->mem, v_mem = (cl_mem)v->mem;
+    const cl_long d_off = d->offset, p_off = pv->offset, v_off = v->offset;
+    const cl_long4 d_st = view_st(d), p_st = view_st(pv), v_st = view_st(v);
+    const cl_long4 shape = long4_of(d->ne[0], d->ne[2], d->ne[1], d->ne[3]);
+    const cl_long4 dims = long4_of(pv->ne[0], op->group, 0, 0);
+    const struct pe_cl_arg args[] = {ARG(d_mem), ARG(d_off), ARG(d_st),  ARG(p_mem),
+                                     ARG(p_off), ARG(p_st),  ARG(v_mem), ARG(v_off),
+                                     ARG(v_st),  ARG(shape), ARG(dims)};
+    const uint64_t n[3] = {(uint64_t)d->ne[0], (uint64_t)d->ne[2],
+                           (uint64_t)d->ne[1] * (uint64_t)d->ne[3]};
+    return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
+}

@@ -1,0 +1,665 @@
+/*
+ * ops_attention.c - posenc_attention and posenc_attention_decay: argument checks, the
+ * encodings composed from the other ops on device temporaries, and dispatch of the three
+ * backend steps (attn_scores, attn_softmax, attn_output; see internal.h).
+ *
+ * Order of work, all queued on the context in call order:
+ *   1. check every argument (nothing is written before all checks pass);
+ *   2. SINUSOIDAL / LEARNED / ROPE: Q' and K' (and V' with PE_ON_V) into f32 temporaries
+ *      through posenc_sinusoidal / posenc_learned / posenc_rope;
+ *   3. attn_scores into the f32 logits temporary;
+ *   4. ALIBI / RELBIAS: posenc_alibi / posenc_relbias in place on the logits;
+ *   5. attn_softmax (mask, causal mask, the optional weights output);
+ *   6. attn_output into dst.
+ * Steps 2 and 4 write only temporaries, so an error an encoding reports there (its own
+ * parameter checks, a learned position past the table) still leaves dst and weights
+ * untouched. Temporaries are destroyed at the end: posenc_buffer_destroy is ordered after
+ * the queued work that uses a buffer on every backend (OpenCL defers the release past the
+ * kernels, Vulkan waits, the CPU backend runs synchronously).
+ */
+#include "backend.h"
+#include "enc_checks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PE_ATTN_MAX_TMP 12
+#define PE_ATTN_STREAMS 4 /* implicit positions: one value per token in every stream */
+
+/* Device temporaries of one call. */
+struct attn_tmp {
+    posenc_buffer *buf[PE_ATTN_MAX_TMP];
+    int n;
+};
+
+static void tmp_free(struct attn_tmp *t)
+{
+    for (int i = 0; i < t->n; i++)
+        posenc_buffer_destroy(&t->buf[i]);
+    t->n = 0;
+}
+
+/* A packed tensor of a new temporary buffer. */
+static posenc_status tmp_tensor(posenc_context *ctx, struct attn_tmp *t, posenc_dtype dt,
+                                int64_t n0, int64_t n1, int64_t n2, int64_t n3,
+                                posenc_tensor *out)
+{
+    if (t->n == PE_ATTN_MAX_TMP)
+        return pe_error(ctx, POSENC_ERR_INTERNAL, "attention: too many temporaries");
+    size_t bytes = posenc_dtype_size(dt);
+    const int64_t ne[4] = {n0, n1, n2, n3};
+    for (int i = 0; i < 4; i++) {
+        if (ne[i] > 0 && bytes > SIZE_MAX / (size_t)ne[i])
+            return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                            "attention: a temporary of %lld x %lld x %lld x %lld elements does "
+                            "not fit size_t",
+                            (long long)n0, (long long)n1, (long long)n2, (long long)n3);
+        bytes *= (size_t)(ne[i] > 0 ? ne[i] : 1);
+    }
+    posenc_buffer *b = NULL;
+    PE_RETURN_IF_ERROR(posenc_buffer_create(ctx, bytes, &b));
+    t->buf[t->n++] = b;
+    *out = posenc_tensor_contiguous(b, 0, dt, n0, n1, n2, n3);
+    return POSENC_OK;
+}
+
+/* Prefix the message an inner op left with what it was doing. */
+static posenc_status inner(posenc_context *ctx, posenc_status st, const char *what)
+{
+    if (st == POSENC_OK)
+        return st;
+    char msg[PE_ERR_MAX];
+    pe_strlcpy(msg, posenc_context_last_error(ctx), sizeof(msg));
+    return pe_error(ctx, st, "%s: %s", what, msg);
+}
+
+static posenc_status shape_error(posenc_context *ctx, const char *name, const posenc_tensor *t,
+                                 const char *want)
+{
+    return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                    "%s->ne = [%lld, %lld, %lld, %lld], must be %s", name, (long long)t->ne[0],
+                    (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], want);
+}
+
+static bool is_empty(const posenc_tensor *t)
+{
+    return pe_tensor_empty(t);
+}
+
+/* Outputs may not overlap anything (no in-place use). */
+static posenc_status no_overlap(posenc_context *ctx, const char *out_name,
+                                const posenc_tensor *out, const char *in_name,
+                                const posenc_tensor *in)
+{
+    if (!out || !in || is_empty(out) || is_empty(in))
+        return POSENC_OK;
+    return pe_enc_alias(ctx, out_name, out, in_name, in, false);
+}
+
+/* Positions [T, S, 1 or B, 1], i32 or f32 (i32 only for LEARNED). */
+static posenc_status check_pos(posenc_context *ctx, const char *name, const posenc_tensor *pos,
+                               int64_t T, int64_t B, bool i32_only)
+{
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, name, pos, false, NULL));
+    if (pos->dtype != POSENC_DTYPE_I32 && (i32_only || pos->dtype != POSENC_DTYPE_F32))
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "%s->dtype = %s, must be %s", name,
+                        posenc_dtype_name(pos->dtype), i32_only ? "i32 (LEARNED)" : "i32 or f32");
+    if (pos->ne[0] != T || pos->ne[1] < 1 || (pos->ne[2] != 1 && pos->ne[2] != B) ||
+        pos->ne[3] != 1) {
+        char want[96];
+        snprintf(want, sizeof(want), "[%lld, streams, 1 or %lld, 1]", (long long)T,
+                 (long long)B);
+        return shape_error(ctx, name, pos, want);
+    }
+    return POSENC_OK;
+}
+
+/* The largest position + 1 in a position tensor (read back: waits for queued work). */
+static posenc_status pos_len(posenc_context *ctx, const char *name, const posenc_tensor *pos,
+                             int64_t *out_len)
+{
+    unsigned char *img = NULL;
+    uint64_t begin = 0;
+    PE_RETURN_IF_ERROR(pe_enc_read_back(ctx, name, pos, &img, &begin));
+    double mx = 0.0;
+    for (int64_t b = 0; b < pos->ne[2]; b++)
+        for (int64_t s = 0; s < pos->ne[1]; s++)
+            for (int64_t t = 0; t < pos->ne[0]; t++) {
+                size_t at = (size_t)(pos->offset - begin) +
+                            (size_t)(t * pos->nb[0] + s * pos->nb[1] + b * pos->nb[2]);
+                double v;
+                if (pos->dtype == POSENC_DTYPE_I32) {
+                    int32_t i;
+                    memcpy(&i, img + at, 4);
+                    v = i;
+                } else {
+                    float f;
+                    memcpy(&f, img + at, 4);
+                    v = f;
+                }
+                if (v > mx)
+                    mx = v;
+            }
+    free(img);
+    double len = floor(mx) + 1.0;
+    *out_len = len > (double)INT32_MAX ? INT32_MAX : (int64_t)len;
+    return POSENC_OK;
+}
+
+/* The implicit positions offset + t of T tokens, in every stream: i32 [T, 4, 1, 1]. */
+static posenc_status implicit_pos(posenc_context *ctx, struct attn_tmp *tmp, int64_t T,
+                                  int32_t offset, posenc_tensor *out)
+{
+    PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_I32, T, PE_ATTN_STREAMS, 1, 1, out));
+    int32_t *h = malloc((size_t)T * PE_ATTN_STREAMS * sizeof(int32_t));
+    if (!h)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld positions",
+                        (long long)T);
+    for (int64_t s = 0; s < PE_ATTN_STREAMS; s++)
+        for (int64_t t = 0; t < T; t++)
+            h[t + T * s] = (int32_t)(offset + t);
+    posenc_status st =
+        posenc_buffer_write(out->buffer, 0, h, (size_t)T * PE_ATTN_STREAMS * sizeof(int32_t));
+    free(h);
+    return st;
+}
+
+/* Stream 0 of positions [T, S, P, 1] as [T, 1, P, 1]. */
+static posenc_tensor stream0(const posenc_tensor *pos)
+{
+    posenc_tensor t = *pos;
+    t.ne[1] = 1;
+    return t;
+}
+
+/* The one-batch slice b of positions [T, S, 1 or B, 1], stream 0: [T, 1, 1, 1]. */
+static posenc_tensor pos_slice(const posenc_tensor *pos, int64_t b)
+{
+    posenc_tensor t = stream0(pos);
+    if (t.ne[2] != 1)
+        t.offset += (size_t)(b * t.nb[2]);
+    t.ne[2] = 1;
+    return t;
+}
+
+/* Swap dims 1 and 2 of a view ([D, H, T, B] <-> [D, T, H, B]). */
+static posenc_tensor swap12(const posenc_tensor *x)
+{
+    posenc_tensor t = *x;
+    t.ne[1] = x->ne[2];
+    t.ne[2] = x->ne[1];
+    t.nb[1] = x->nb[2];
+    t.nb[2] = x->nb[1];
+    return t;
+}
+
+/* Apply an additive (SINUSOIDAL / LEARNED) or rotary (ROPE) encoding to x [D, H, T, B]
+ * into the f32 temporary *out. `name` is "q", "k" or "v" (messages). */
+static posenc_status encode(posenc_context *ctx, struct attn_tmp *tmp,
+                            const struct posenc_attention_params *p,
+                            const struct posenc_rope_params *rope, const char *name,
+                            const posenc_tensor *x, const posenc_tensor *pos,
+                            posenc_tensor *out)
+{
+    PE_RETURN_IF_ERROR(
+        tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], out));
+    char what[96];
+    posenc_status st = POSENC_OK;
+    switch (p->encoding) {
+    case POSENC_ATTENTION_SINUSOIDAL: {
+        /* tokens are dim 2 of x: the sinusoidal op wants them in dim 1 */
+        posenc_tensor xv = swap12(x), dv = swap12(out), pv = stream0(pos);
+        snprintf(what, sizeof(what), "params->sinusoidal (posenc_sinusoidal on %s)", name);
+        st = inner(ctx, posenc_sinusoidal(ctx, &xv, &pv, &dv, &p->sinusoidal), what);
+        break;
+    }
+    case POSENC_ATTENTION_LEARNED:
+        /* per batch row: tokens [D, T, H] (heads as the op's batch), positions [T] */
+        snprintf(what, sizeof(what), "params->learned_table (posenc_learned on %s)", name);
+        for (int64_t b = 0; b < x->ne[3] && st == POSENC_OK; b++) {
+            posenc_tensor xv = swap12(x), dv = swap12(out), pv = pos_slice(pos, b);
+            xv.offset += (size_t)(b * x->nb[3]);
+            dv.offset += (size_t)(b * out->nb[3]);
+            xv.ne[3] = dv.ne[3] = 1;
+            st = inner(ctx, posenc_learned(ctx, &xv, &pv, p->learned_table, &dv), what);
+        }
+        break;
+    case POSENC_ATTENTION_ROPE:
+        snprintf(what, sizeof(what), "params->rope (posenc_rope on %s)", name);
+        st = inner(ctx, posenc_rope(ctx, x, pos, out, rope), what);
+        break;
+    default:
+        st = pe_error(ctx, POSENC_ERR_INTERNAL, "attention: encode() with encoding %d",
+                      (int)p->encoding);
+        break;
+    }
+    return st;
+}
+
+static bool has_input_encoding(posenc_attention_encoding e)
+{
+    return e == POSENC_ATTENTION_SINUSOIDAL || e == POSENC_ATTENTION_LEARNED ||
+           e == POSENC_ATTENTION_ROPE;
+}
+
+static posenc_status check_params(posenc_context *ctx, const struct posenc_attention_params *p,
+                                  int64_t D, int64_t Dv)
+{
+    PE_RETURN_IF_ERROR(pe_enc_reserved(ctx, p->reserved, PE_ARRAY_SIZE(p->reserved)));
+    if ((unsigned)p->encoding > (unsigned)POSENC_ATTENTION_RELBIAS)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->encoding = %d is not a posenc_attention_encoding",
+                        (int)p->encoding);
+    if (!isfinite(p->scale))
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->scale = %g is not finite",
+                        (double)p->scale);
+    PE_RETURN_IF_ERROR(pe_enc_flag(ctx, "params->causal", p->causal));
+    if (p->q_offset < 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->q_offset = %d, must be >= 0",
+                        (int)p->q_offset);
+    if (p->k_offset < 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->k_offset = %d, must be >= 0",
+                        (int)p->k_offset);
+    if (p->flags & ~(uint32_t)POSENC_ATTENTION_PE_ON_V)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->flags = 0x%x has unknown bits", (unsigned)p->flags);
+    const bool additive = p->encoding == POSENC_ATTENTION_SINUSOIDAL ||
+                          p->encoding == POSENC_ATTENTION_LEARNED;
+    if ((p->flags & POSENC_ATTENTION_PE_ON_V) && !additive)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->flags has POSENC_ATTENTION_PE_ON_V, which needs encoding "
+                        "SINUSOIDAL or LEARNED (encoding = %d)",
+                        (int)p->encoding);
+    if ((p->flags & POSENC_ATTENTION_PE_ON_V) && Dv != D)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->flags has POSENC_ATTENTION_PE_ON_V: v->ne[0] = %lld must equal "
+                        "q->ne[0] = %lld",
+                        (long long)Dv, (long long)D);
+    if (p->encoding == POSENC_ATTENTION_SINUSOIDAL && D % 2 != 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "q->ne[0] = %lld: SINUSOIDAL needs an even head_dim", (long long)D);
+    if (p->encoding == POSENC_ATTENTION_ALIBI) {
+        if (p->alibi.causal)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->alibi.causal = %d, must be 0 (params->causal masks)",
+                            (int)p->alibi.causal);
+        if (p->alibi.q_offset || p->alibi.k_offset)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->alibi.q_offset = %d, k_offset = %d: must be 0 "
+                            "(params->q_offset / k_offset give the positions)",
+                            (int)p->alibi.q_offset, (int)p->alibi.k_offset);
+    }
+    if (p->encoding == POSENC_ATTENTION_RELBIAS) {
+        if (p->relbias.q_offset || p->relbias.k_offset)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->relbias.q_offset = %d, k_offset = %d: must be 0 "
+                            "(params->q_offset / k_offset give the positions)",
+                            (int)p->relbias.q_offset, (int)p->relbias.k_offset);
+        if (!p->relbias_table)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->relbias_table is NULL (RELBIAS needs [n_buckets, Hq])");
+    }
+    if (p->encoding == POSENC_ATTENTION_LEARNED && !p->learned_table)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->learned_table is NULL (LEARNED needs [head_dim, rows])");
+    return POSENC_OK;
+}
+
+posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
+                               const posenc_tensor *k, const posenc_tensor *v,
+                               const posenc_tensor *dst, const posenc_tensor *weights,
+                               const struct posenc_attention_params *params)
+{
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    struct posenc_attention_params p;
+    memset(&p, 0, sizeof(p));
+    if (params)
+        p = *params;
+
+    /* ---- tensors -------------------------------------------------------------------- */
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "q", q, false, NULL));
+    PE_RETURN_IF_ERROR(pe_enc_float(ctx, "q", q));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "k", k, false, NULL));
+    PE_RETURN_IF_ERROR(pe_enc_float(ctx, "k", k));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "v", v, false, NULL));
+    PE_RETURN_IF_ERROR(pe_enc_float(ctx, "v", v));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, NULL));
+    PE_RETURN_IF_ERROR(pe_enc_float(ctx, "dst", dst));
+    if (weights) {
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "weights", weights, true, NULL));
+        PE_RETURN_IF_ERROR(pe_enc_float(ctx, "weights", weights));
+    }
+    const int64_t D = q->ne[0], Hq = q->ne[1], Tq = q->ne[2], B = q->ne[3];
+    const int64_t Hk = k->ne[1], Tk = k->ne[2], Dv = v->ne[0];
+    char want[160];
+    if (k->ne[0] != D || k->ne[3] != B) {
+        snprintf(want, sizeof(want), "[%lld, Hk, Tk, %lld] (head_dim and batch of q)",
+                 (long long)D, (long long)B);
+        return shape_error(ctx, "k", k, want);
+    }
+    if (Hk == 0 ? Hq != 0 : Hq % Hk != 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "q->ne[1] = %lld query heads is not a multiple of k->ne[1] = %lld K/V "
+                        "heads",
+                        (long long)Hq, (long long)Hk);
+    if (v->ne[1] != Hk || v->ne[2] != Tk || v->ne[3] != B) {
+        snprintf(want, sizeof(want), "[Dv, %lld, %lld, %lld] (heads, keys and batch of k)",
+                 (long long)Hk, (long long)Tk, (long long)B);
+        return shape_error(ctx, "v", v, want);
+    }
+    if (dst->ne[0] != Dv || dst->ne[1] != Hq || dst->ne[2] != Tq || dst->ne[3] != B) {
+        snprintf(want, sizeof(want), "[%lld, %lld, %lld, %lld] ([Dv, Hq, Tq, B])", (long long)Dv,
+                 (long long)Hq, (long long)Tq, (long long)B);
+        return shape_error(ctx, "dst", dst, want);
+    }
+    if (weights && (weights->ne[0] != Tk || weights->ne[1] != Tq || weights->ne[2] != Hq ||
+                    weights->ne[3] != B)) {
+        snprintf(want, sizeof(want), "[%lld, %lld, %lld, %lld] ([Tk, Tq, Hq, B])", (long long)Tk,
+                 (long long)Tq, (long long)Hq, (long long)B);
+        return shape_error(ctx, "weights", weights, want);
+    }
+    PE_RETURN_IF_ERROR(check_params(ctx, &p, D, Dv));
+    if (p.mask) {
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->mask", p.mask, false, NULL));
+        PE_RETURN_IF_ERROR(pe_enc_float(ctx, "params->mask", p.mask));
+        const posenc_tensor *m = p.mask;
+        if (m->ne[0] != Tk || m->ne[1] != Tq || (m->ne[2] != 1 && m->ne[2] != Hq) ||
+            (m->ne[3] != 1 && m->ne[3] != B)) {
+            snprintf(want, sizeof(want), "[%lld, %lld, 1 or %lld, 1 or %lld] ([Tk, Tq, ...])",
+                     (long long)Tk, (long long)Tq, (long long)Hq, (long long)B);
+            return shape_error(ctx, "params->mask", m, want);
+        }
+    }
+    const bool input_enc = has_input_encoding(p.encoding);
+    const posenc_tensor *q_pos = input_enc ? p.q_pos : NULL;
+    const posenc_tensor *k_pos = input_enc ? p.k_pos : NULL;
+    const bool learned = p.encoding == POSENC_ATTENTION_LEARNED;
+    if (q_pos)
+        PE_RETURN_IF_ERROR(check_pos(ctx, "params->q_pos", q_pos, Tq, B, learned));
+    if (k_pos)
+        PE_RETURN_IF_ERROR(check_pos(ctx, "params->k_pos", k_pos, Tk, B, learned));
+    if ((int64_t)p.q_offset + Tq - 1 > INT32_MAX || (int64_t)p.k_offset + Tk - 1 > INT32_MAX)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "positions up to q_offset + Tq - 1 = %lld, k_offset + Tk - 1 = %lld "
+                        "do not fit int32",
+                        (long long)p.q_offset + Tq - 1, (long long)p.k_offset + Tk - 1);
+    const posenc_tensor *table = NULL;
+    if (learned) {
+        table = p.learned_table;
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->learned_table", table, false, NULL));
+        PE_RETURN_IF_ERROR(pe_enc_float(ctx, "params->learned_table", table));
+        if (table->ne[0] != D || table->ne[2] != 1 || table->ne[3] != 1) {
+            snprintf(want, sizeof(want), "[%lld, rows, 1, 1] (head_dim = q->ne[0])",
+                     (long long)D);
+            return shape_error(ctx, "params->learned_table", table, want);
+        }
+        /* implicit positions are known here: a row past the table is caught now (explicit
+         * positions are read back and checked by posenc_learned) */
+        int64_t rows = table->ne[1];
+        if (!q_pos && Tq > 0 && (int64_t)p.q_offset + Tq - 1 >= rows)
+            return pe_error(ctx, POSENC_ERR_OUT_OF_RANGE,
+                            "query positions q_offset .. q_offset + Tq - 1 = %d .. %lld reach "
+                            "past the %lld rows of params->learned_table",
+                            (int)p.q_offset, (long long)p.q_offset + Tq - 1, (long long)rows);
+        if (!k_pos && Tk > 0 && (int64_t)p.k_offset + Tk - 1 >= rows)
+            return pe_error(ctx, POSENC_ERR_OUT_OF_RANGE,
+                            "key positions k_offset .. k_offset + Tk - 1 = %d .. %lld reach "
+                            "past the %lld rows of params->learned_table",
+                            (int)p.k_offset, (long long)p.k_offset + Tk - 1, (long long)rows);
+    }
+    if (p.encoding == POSENC_ATTENTION_RELBIAS)
+        PE_RETURN_IF_ERROR(
+            pe_check_tensor(ctx, "params->relbias_table", p.relbias_table, false, NULL));
+
+    /* outputs overlap nothing */
+    const posenc_tensor *ins[] = {q, k, v, p.mask, q_pos, k_pos, table,
+                                  p.encoding == POSENC_ATTENTION_RELBIAS ? p.relbias_table
+                                                                         : NULL};
+    const char *in_names[] = {"q", "k", "v", "params->mask", "params->q_pos", "params->k_pos",
+                              "params->learned_table", "params->relbias_table"};
+    for (size_t i = 0; i < PE_ARRAY_SIZE(ins); i++) {
+        PE_RETURN_IF_ERROR(no_overlap(ctx, "dst", dst, in_names[i], ins[i]));
+        PE_RETURN_IF_ERROR(no_overlap(ctx, "weights", weights, in_names[i], ins[i]));
+    }
+    PE_RETURN_IF_ERROR(no_overlap(ctx, "dst", dst, "weights", weights));
+
+    /* RoPE: resolve seq_len over both position sets (so Q and K get one table), check the
+     * params and find the softmax scale factor */
+    struct posenc_rope_params rope = p.rope;
+    double softmax_scale = 1.0;
+    if (p.encoding == POSENC_ATTENTION_ROPE) {
+        if ((rope.scaling.kind == POSENC_ROPE_SCALING_DYNAMIC_NTK ||
+             rope.scaling.kind == POSENC_ROPE_SCALING_LONGROPE) &&
+            rope.scaling.seq_len == 0) {
+            int64_t lq = (int64_t)p.q_offset + Tq, lk = (int64_t)p.k_offset + Tk;
+            if (q_pos && !is_empty(q_pos))
+                PE_RETURN_IF_ERROR(pos_len(ctx, "params->q_pos", q_pos, &lq));
+            if (k_pos && !is_empty(k_pos))
+                PE_RETURN_IF_ERROR(pos_len(ctx, "params->k_pos", k_pos, &lk));
+            int64_t len = lq > lk ? lq : lk;
+            rope.scaling.seq_len = (int32_t)(len < 1 ? 1 : len > INT32_MAX ? INT32_MAX : len);
+        }
+        struct pe_rope_table rt;
+        PE_RETURN_IF_ERROR(inner(ctx, pe_rope_table_build(ctx, D, &rope, 0, &rt), "params->rope"));
+        softmax_scale = rt.info.softmax_scale;
+        int32_t n_streams = rt.info.n_streams;
+        pe_rope_table_free(&rt);
+        if ((q_pos && q_pos->ne[1] < n_streams) || (k_pos && k_pos->ne[1] < n_streams))
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->q_pos / k_pos have %lld / %lld streams, but the RoPE "
+                            "pairs use %d",
+                            (long long)(q_pos ? q_pos->ne[1] : 0),
+                            (long long)(k_pos ? k_pos->ne[1] : 0), (int)n_streams);
+    }
+
+    if (is_empty(q) || is_empty(k) || is_empty(v) || is_empty(dst))
+        return POSENC_OK;
+    const struct pe_backend_vtable *vt = ctx->backend->vt;
+    if (!vt->attn_scores || !vt->attn_softmax || !vt->attn_output)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no attention op", vt->name);
+
+    const double scale =
+        p.scale != 0.0f ? (double)p.scale : softmax_scale / sqrt((double)D);
+
+    /* ---- 2. input encodings ------------------------------------------------------------ */
+    struct attn_tmp tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    posenc_status st = POSENC_OK;
+    posenc_tensor qe = *q, ke = *k, ve = *v, qp, kp, logits;
+    if (input_enc) {
+        if (q_pos)
+            qp = *q_pos;
+        else
+            st = implicit_pos(ctx, &tmp, Tq, p.q_offset, &qp);
+        if (st == POSENC_OK) {
+            if (k_pos)
+                kp = *k_pos;
+            else
+                st = implicit_pos(ctx, &tmp, Tk, p.k_offset, &kp);
+        }
+        if (st == POSENC_OK)
+            st = encode(ctx, &tmp, &p, &rope, "q", q, &qp, &qe);
+        if (st == POSENC_OK)
+            st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
+        if (st == POSENC_OK && (p.flags & POSENC_ATTENTION_PE_ON_V))
+            st = encode(ctx, &tmp, &p, &rope, "v", v, &kp, &ve);
+    }
+
+    /* ---- 3. scores --------------------------------------------------------------------- */
+    struct pe_attn_scores_op so;
+    memset(&so, 0, sizeof(so));
+    if (st == POSENC_OK)
+        st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, Tq, Hq, B, &logits);
+    if (st == POSENC_OK)
+        st = pe_check_tensor(ctx, "q", &qe, false, &so.q);
+    if (st == POSENC_OK)
+        st = pe_check_tensor(ctx, "k", &ke, false, &so.k);
+    if (st == POSENC_OK)
+        st = pe_check_tensor(ctx, "logits", &logits, true, &so.logits);
+    if (st == POSENC_OK) {
+        so.group = Hq / Hk;
+        so.scale = scale;
+        so.scale_f32 = (float)scale;
+        st = vt->attn_scores(ctx->backend, &so);
+    }
+
+    /* ---- 4. logit biases --------------------------------------------------------------- */
+    if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
+        struct posenc_alibi_params ap = p.alibi;
+        ap.q_offset = p.q_offset;
+        ap.k_offset = p.k_offset;
+        st = inner(ctx, posenc_alibi(ctx, &logits, &logits, &ap), "params->alibi (posenc_alibi)");
+    } else if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_RELBIAS) {
+        struct posenc_relbias_params rp = p.relbias;
+        rp.q_offset = p.q_offset;
+        rp.k_offset = p.k_offset;
+        st = inner(ctx, posenc_relbias(ctx, &logits, p.relbias_table, &logits, &rp),
+                   "params->relbias (posenc_relbias)");
+    }
+
+    /* ---- 5. softmax -------------------------------------------------------------------- */
+    struct pe_attn_softmax_op sm;
+    memset(&sm, 0, sizeof(sm));
+    if (st == POSENC_OK)
+        st = pe_check_tensor(ctx, "logits", &logits, true, &sm.logits);
+    if (st == POSENC_OK && p.mask) {
+        st = pe_check_tensor(ctx, "params->mask", p.mask, false, &sm.mask);
+        for (int i = 0; i < 4; i++) {
+            if (p.mask->ne[i] == 1)
+                sm.mask.st[i] = 0; /* broadcast */
+            sm.mask.ne[i] = sm.logits.ne[i];
+        }
+    }
+    if (st == POSENC_OK && weights)
+        st = pe_check_tensor(ctx, "weights", weights, true, &sm.weights);
+    if (st == POSENC_OK) {
+        sm.causal = p.causal;
+        sm.q_offset = p.q_offset;
+        sm.k_offset = p.k_offset;
+        st = vt->attn_softmax(ctx->backend, &sm);
+    }
+
+    /* ---- 6. output ----------------------------------------------------------------------- */
+    struct pe_attn_output_op oo;
+    memset(&oo, 0, sizeof(oo));
+    if (st == POSENC_OK)
+        st = pe_check_tensor(ctx, "logits", &logits, false, &oo.p);
+    if (st == POSENC_OK)
+        st = pe_check_tensor(ctx, "v", &ve, false, &oo.v);
+    if (st == POSENC_OK)
+        st = pe_check_tensor(ctx, "dst", dst, true, &oo.dst);
+    if (st == POSENC_OK) {
+        oo.group = Hq / Hk;
+        st = vt->attn_output(ctx->backend, &oo);
+    }
+
+    tmp_free(&tmp);
+    return st;
+}
+
+/* ---- the decay curve ----------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+posenc_status posenc_attention_decay(posenc_context *ctx, int64_t head_dim, int64_t n_keys,
+                                     int64_t n_samples, uint64_t seed,
+                                     const struct posenc_attention_params *params,
+                                     double *out_weight)
+{
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    if (head_dim < 1 || head_dim > (1 << 20))
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "head_dim = %lld, must be in [1, 2^20]", (long long)head_dim);
+    if (n_keys < 1 || n_keys > INT32_MAX)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "n_keys = %lld, must be in [1, 2^31)",
+                        (long long)n_keys);
+    if (n_samples < 1 || n_samples > (1 << 24))
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "n_samples = %lld, must be in [1, 2^24]", (long long)n_samples);
+    if (!out_weight)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_weight is NULL");
+    if ((uint64_t)n_keys * (uint64_t)n_samples > ((uint64_t)1 << 40) / 4)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "n_keys * n_samples = %lld weights is too many",
+                        (long long)(n_keys * n_samples));
+    struct posenc_attention_params p;
+    memset(&p, 0, sizeof(p));
+    if (params)
+        p = *params;
+    if (p.q_pos || p.k_pos)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->q_pos / k_pos must be NULL for posenc_attention_decay (the "
+                        "positions are k_offset + 0 .. n_keys - 1)");
+    if (p.k_offset < 0 || (int64_t)p.k_offset + n_keys - 1 > INT32_MAX)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->k_offset = %d with %lld keys: positions must be in [0, 2^31)",
+                        (int)p.k_offset, (long long)n_keys);
+    p.q_offset = (int32_t)(p.k_offset + n_keys - 1);
+
+    const int64_t D = head_dim, S = n_samples;
+    float *host = malloc(sizeof(float) * (size_t)(2 * D * S));
+    float *w = malloc(sizeof(float) * (size_t)(n_keys * S));
+    posenc_buffer *qb = NULL, *kb = NULL, *vb = NULL, *ob = NULL, *wb = NULL;
+    posenc_status st = POSENC_OK;
+    if (!host || !w) {
+        st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld weights",
+                      (long long)(n_keys * S));
+        goto done;
+    }
+    uint64_t rng = seed;
+    for (int64_t i = 0; i < 2 * D * S; i++)
+        host[i] = (float)((double)(splitmix64(&rng) >> 40) * 0x1p-24); /* [0, 1), exact */
+    const float zero = 0.0f;
+    if ((st = posenc_buffer_create(ctx, sizeof(float) * (size_t)(D * S), &qb)) != POSENC_OK ||
+        (st = posenc_buffer_create(ctx, sizeof(float) * (size_t)(D * S), &kb)) != POSENC_OK ||
+        (st = posenc_buffer_create(ctx, sizeof(float), &vb)) != POSENC_OK ||
+        (st = posenc_buffer_create(ctx, sizeof(float) * (size_t)S, &ob)) != POSENC_OK ||
+        (st = posenc_buffer_create(ctx, sizeof(float) * (size_t)(n_keys * S), &wb)) != POSENC_OK)
+        goto done;
+    if ((st = posenc_buffer_write(qb, 0, host, sizeof(float) * (size_t)(D * S))) != POSENC_OK ||
+        (st = posenc_buffer_write(kb, 0, host + D * S, sizeof(float) * (size_t)(D * S))) !=
+            POSENC_OK ||
+        (st = posenc_buffer_write(vb, 0, &zero, sizeof(float))) != POSENC_OK)
+        goto done;
+    /* the draws are the batch; the same key at every position (stride 0 over keys); V is
+     * one zero shared by every key (the output is not wanted) */
+    posenc_tensor qt = posenc_tensor_contiguous(qb, 0, POSENC_DTYPE_F32, D, 1, 1, S);
+    posenc_tensor kt = posenc_tensor_contiguous(kb, 0, POSENC_DTYPE_F32, D, 1, n_keys, S);
+    kt.nb[2] = 0;
+    kt.nb[3] = 4 * D;
+    posenc_tensor vt = posenc_tensor_contiguous(vb, 0, POSENC_DTYPE_F32, 1, 1, n_keys, S);
+    vt.nb[0] = vt.nb[1] = vt.nb[2] = vt.nb[3] = 0;
+    posenc_tensor ot = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, 1, 1, 1, S);
+    posenc_tensor wt = posenc_tensor_contiguous(wb, 0, POSENC_DTYPE_F32, n_keys, 1, 1, S);
+    st = posenc_attention(ctx, &qt, &kt, &vt, &ot, &wt, &p);
+    if (st == POSENC_OK)
+        st = posenc_buffer_read(wb, 0, w, sizeof(float) * (size_t)(n_keys * S));
+    if (st == POSENC_OK)
+        for (int64_t r = 0; r < n_keys; r++) {
+            double acc = 0.0;
+            for (int64_t s = 0; s < S; s++)
+                acc += w[(n_keys - 1 - r) + n_keys * s];
+            out_weight[r] = acc / (double)S;
+        }
+done:
+    posenc_buffer_destroy(&qb);
+    posenc_buffer_destroy(&kb);
+    posenc_buffer_destroy(&vb);
+    posenc_buffer_destroy(&ob);
+    posenc_buffer_destroy(&wb);
+    free(host);
+    free(w);
+    return st;
+}

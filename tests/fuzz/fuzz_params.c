@@ -1,0 +1,699 @@
+/*
+ * fuzz_params.c - a libFuzzer target over posenc's argument validation and host-side tables
+ * (built with -Dfuzz=true and CC=clang, see tests/fuzz/meson.build; run by scripts/test).
+ *
+ * The input is decoded, byte by byte, into one call: which op, its shape (dims 0..7 or an
+ * extreme value), every tensor descriptor (buffer, dtype, ne, nb, offset, aliasing another
+ * argument, NULL), every params field (0 = default, small values, NaN / inf / negatives,
+ * unknown enum values, table pointers), and the first bytes of the position / table data.
+ * A byte stream of zeros decodes to a valid call on 4-sized dims with default params, so
+ * small seeds reach the kernels and the mutator works outward from there.
+ *
+ * Calls: posenc_sinusoidal, posenc_rope / _qk / _rerotate, posenc_learned / _backward,
+ * posenc_sincos_2d, posenc_resize_2d, posenc_relbias / _backward, posenc_alibi, posenc_copy
+ * on a CPU context (the reference loops or the threaded fast path, chosen by the input),
+ * with small real buffers; and the host helpers posenc_rope_freqs, posenc_rope_params_from_
+ * ggml, posenc_sinusoidal_freqs, posenc_relbias_bucket, posenc_alibi_slopes,
+ * posenc_tensor_contiguous / _nelements.
+ *
+ * Oracles, besides ASan / UBSan / LeakSanitizer: the status is a known posenc_status; a
+ * failing call on a context leaves a non-empty message; a failing call leaves every buffer
+ * byte as it was.
+ *
+ * Work is bounded: a call whose tensors would pass validation with more than 2^14 elements
+ * (stride-0 broadcasts, overlapping input views) is skipped, as are host helpers asked for
+ * tables larger than the arrays given to them (a contract the caller owns).
+ */
+#include "posenc.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NBUF 4
+#define BUF_BYTES 32768
+#define TAB_N 4096
+#define WORK_LIMIT (1 << 14)
+#define DIM_LIMIT 4096
+
+static posenc_context *ctx_ref, *ctx_fast, *ctx_other;
+static posenc_buffer *bufs[NBUF], *foreign;
+static unsigned char *pattern[NBUF], *readback;
+static float tab_f[4][TAB_N];
+static uint8_t tab_u8[TAB_N];
+
+/* ---- the byte reader --------------------------------------------------------------------- */
+
+struct rd {
+    const uint8_t *p;
+    size_t n;
+};
+
+static uint8_t u8(struct rd *r)
+{
+    if (!r->n)
+        return 0;
+    r->n--;
+    return *r->p++;
+}
+
+static uint32_t u32(struct rd *r)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)u8(r) << (8 * i);
+    return v;
+}
+
+static uint64_t u64(struct rd *r)
+{
+    return (uint64_t)u32(r) | ((uint64_t)u32(r) << 32);
+}
+
+static const int64_t big_ints[16] = {-1,
+                                     -2,
+                                     8,
+                                     9,
+                                     16,
+                                     65,
+                                     1 << 20,
+                                     (int64_t)1 << 24,
+                                     INT32_MAX,
+                                     (int64_t)INT32_MAX + 1,
+                                     (int64_t)1 << 40,
+                                     (int64_t)1 << 62,
+                                     INT64_MAX,
+                                     INT64_MIN,
+                                     -((int64_t)1 << 40),
+                                     3};
+
+/* A dim: mostly 0..7 (0 decodes to 4), sometimes an extreme value. */
+static int64_t dim(struct rd *r)
+{
+    uint8_t v = u8(r);
+    if (v < 0xF0)
+        return (v + 4) % 8;
+    return big_ints[v - 0xF0];
+}
+
+/* Saturating arithmetic for derived shapes (the fuzzer itself must not overflow). */
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? ((a < 0) != (b < 0) ? INT64_MIN : INT64_MAX) : r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b < 0 ? INT64_MIN : INT64_MAX) : r;
+}
+
+/* An int field: 0 (the default) for 0, small values, extremes, or raw. */
+static int32_t i32s(struct rd *r)
+{
+    uint8_t v = u8(r);
+    if (v < 0x80)
+        return v % 16;
+    if (v < 0xC0)
+        return -(int32_t)(v % 8) - 1;
+    if (v < 0xF0) {
+        static const int32_t e[] = {32, 64, 128, 4096, 8192, 1 << 24, (1 << 24) + 1, INT32_MAX,
+                                    INT32_MIN, 1 << 30, 100, 1000, 24, 40, 2, 99};
+        return e[v % 16];
+    }
+    return (int32_t)u32(r);
+}
+
+/* A float field: 0 (the default) for 0, ordinary values, or the special ones. */
+static float f32s(struct rd *r)
+{
+    uint8_t v = u8(r);
+    static const float e[32] = {0.0f,  1.0f,     0.5f,      2.0f,     4.0f,   8.0f,   10000.0f,
+                                32.0f, 1e6f,     -1.0f,     -0.0f,    0.25f,  1.5f,   3.0f,
+                                0.1f,  500000.f, 1e-45f,    1e-30f,   1e30f,  3.4e38f, 65504.f,
+                                16.0f, 0.001f,   1.0000001f, 0.9999999f, 100.f, 7.0f, 64.0f,
+                                128.0f, 2048.0f, 1e-7f,     -8.0f};
+    if (v < 0xE0)
+        return e[v % 32];
+    switch (v & 7) {
+    case 0: return NAN;
+    case 1: return INFINITY;
+    case 2: return -INFINITY;
+    case 3: return -NAN;
+    default: {
+        uint32_t b = u32(r);
+        float f;
+        memcpy(&f, &b, 4);
+        return f;
+    }
+    }
+}
+
+/* An enum / flag field: 0 .. n-1, or any int. */
+static int32_t enumv(struct rd *r, int n)
+{
+    uint8_t v = u8(r);
+    return v < 0xF0 ? v % n : i32s(r);
+}
+
+/* ---- tensors ------------------------------------------------------------------------------- */
+
+struct targ {
+    posenc_tensor t;
+    int present;
+};
+
+static posenc_tensor contiguous(posenc_buffer *b, size_t off, posenc_dtype dt, const int64_t ne[4])
+{
+    return posenc_tensor_contiguous(b, off, dt, ne[0], ne[1], ne[2], ne[3]);
+}
+
+/*
+ * Decode one tensor argument shaped like `ne` (dtype `dt`, default buffer `defbuf`, default
+ * byte offset `defoff`), possibly perturbed: other dims, dtype, strides, offset, buffer,
+ * NULL, or an alias of an earlier argument.
+ */
+static void tensor_arg(struct rd *r, struct targ *out, const int64_t ne_in[4], posenc_dtype dt,
+                       int defbuf, size_t defoff, const struct targ *prev, int n_prev)
+{
+    uint8_t c = u8(r);
+    int64_t ne[4] = {ne_in[0], ne_in[1], ne_in[2], ne_in[3]};
+    out->present = !(c & 0x40);
+    if (c & 0x04) { /* perturb one dim */
+        uint8_t k = u8(r) % 4;
+        ne[k] = dim(r);
+    }
+    if (c & 0x08) { /* another dtype */
+        uint8_t v = u8(r);
+        dt = v < 0xF0 ? (posenc_dtype)(v % 3) : (posenc_dtype)(int32_t)u32(r);
+    }
+    posenc_buffer *b = bufs[defbuf];
+    if (c & 0x20) {
+        uint8_t v = u8(r) % 8;
+        b = v < NBUF ? bufs[v] : v == 4 ? foreign : v == 5 ? NULL : bufs[defbuf];
+    }
+    size_t off = defoff;
+    if (c & 0x10) {
+        uint8_t v = u8(r);
+        static const size_t e[8] = {1, 2, 3, BUF_BYTES, BUF_BYTES - 4, (size_t)-4, (size_t)-1,
+                                    (size_t)1 << 40};
+        off = v < 0xF8 ? (size_t)v * 4 : e[v & 7];
+    }
+    out->t = contiguous(b, off, dt, ne);
+    switch (c & 3) {
+    case 0: break;
+    case 1: /* padded rows */
+        for (int k = 1; k < 4; k++)
+            out->t.nb[k] = sat_add(out->t.nb[k], sat_mul(k * 4, out->t.nb[0] ? out->t.nb[0] : 1));
+        break;
+    case 2: { /* dims 1 and 2 swapped in memory */
+        int64_t t1 = out->t.nb[1];
+        out->t.nb[1] = sat_mul(sat_mul(out->t.nb[0], ne[0] > 0 ? ne[0] : 1), ne[2] > 0 ? ne[2] : 1);
+        out->t.nb[2] = t1;
+        break;
+    }
+    case 3: /* raw strides */
+        for (int k = 0; k < 4; k++) {
+            uint8_t v = u8(r);
+            out->t.nb[k] = v < 0xF0 ? ((int64_t)(int8_t)v) * 2 : big_ints[v - 0xF0];
+        }
+        break;
+    }
+    if ((c & 0x80) && n_prev > 0) { /* an alias of an earlier argument, shifted */
+        const struct targ *src = &prev[u8(r) % n_prev];
+        out->t = src->t;
+        out->t.offset += (size_t)(u8(r) % 16) * 2;
+        out->present = 1;
+    }
+}
+
+/* Would this view pass posenc's descriptor checks (known dtype, non-negative ne / nb, in
+ * its buffer)? Mirrors the checks in spirit; it may say "fits" for views posenc rejects
+ * (then the call is merely skipped when large). */
+static int could_pass(const posenc_tensor *t)
+{
+    if (!t->buffer)
+        return 0;
+    size_t es = posenc_dtype_size(t->dtype);
+    if (!es)
+        return 0;
+    int empty = 0;
+    for (int k = 0; k < 4; k++) {
+        if (t->ne[k] < 0 || t->nb[k] < 0)
+            return 0;
+        if (t->ne[k] == 0)
+            empty = 1;
+    }
+    if (empty)
+        return 1;
+    uint64_t end = (uint64_t)t->offset, step;
+    if (__builtin_add_overflow(end, (uint64_t)es, &end))
+        return 0;
+    for (int k = 0; k < 4; k++)
+        if (__builtin_mul_overflow((uint64_t)(t->ne[k] - 1), (uint64_t)t->nb[k], &step) ||
+            __builtin_add_overflow(end, step, &end))
+            return 0;
+    return end <= posenc_buffer_size(t->buffer);
+}
+
+/* Too much work: an argument that may be accepted and is large. */
+static int too_big(const struct targ *a, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!a[i].present || !could_pass(&a[i].t))
+            continue;
+        int64_t ne = posenc_tensor_nelements(&a[i].t);
+        if (ne < 0 || ne > WORK_LIMIT)
+            return 1;
+        for (int k = 0; k < 4; k++)
+            if (a[i].t.ne[k] > DIM_LIMIT)
+                return 1;
+    }
+    return 0;
+}
+
+static const posenc_tensor *P(const struct targ *a)
+{
+    return a->present ? &a->t : NULL;
+}
+
+/* ---- params ------------------------------------------------------------------------------- */
+
+static const float *ftab(struct rd *r)
+{
+    uint8_t v = u8(r);
+    return v < 0x80 ? NULL : tab_f[v % 4];
+}
+
+static void reserved(struct rd *r, uint32_t *res, size_t n)
+{
+    if (u8(r) == 0xFF)
+        res[u8(r) % n] = u32(r) | 1;
+}
+
+static void rope_params(struct rd *r, struct posenc_rope_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->mode = (posenc_rope_mode)(enumv(r, 5));
+    p->n_dims = i32s(r);
+    p->n_offs = i32s(r);
+    p->freq_base = f32s(r);
+    p->attn_factor = f32s(r);
+    for (int i = 0; i < 4; i++)
+        p->sections[i] = i32s(r);
+    p->pair_stream = u8(r) >= 0xC0 ? tab_u8 : NULL;
+    p->freq_factors = ftab(r);
+    p->freqs = ftab(r);
+    p->flags = (uint32_t)enumv(r, 2);
+    struct posenc_rope_scaling *s = &p->scaling;
+    uint8_t k = u8(r);
+    s->kind = (posenc_rope_scaling_kind)(k < 0xF0 ? k % 8 : i32s(r));
+    if (u8(r) & 1) { /* all fields, used or not */
+        s->factor = f32s(r);
+        s->original_ctx = i32s(r);
+        s->seq_len = i32s(r);
+        s->beta_fast = f32s(r);
+        s->beta_slow = f32s(r);
+        s->attention_factor = f32s(r);
+        s->mscale = f32s(r);
+        s->mscale_all_dim = f32s(r);
+        s->ext_factor = f32s(r);
+        s->low_freq_factor = f32s(r);
+        s->high_freq_factor = f32s(r);
+        s->short_factor = ftab(r);
+        s->long_factor = ftab(r);
+        s->flags = (uint32_t)enumv(r, 2);
+    }
+    reserved(r, p->reserved, 4);
+}
+
+/* ---- the calls ----------------------------------------------------------------------------- */
+
+enum { OP_SIN, OP_ROPE, OP_ROPE_QK, OP_REROT, OP_LEARNED, OP_LEARNED_BWD, OP_SINCOS2D,
+       OP_RESIZE, OP_RELBIAS, OP_RELBIAS_BWD, OP_ALIBI, OP_COPY, OP_SIN_FREQS, OP_ROPE_FREQS,
+       OP_GGML, OP_BUCKET, OP_SLOPES, OP_CONTIG, OP_COUNT };
+
+static void reset_buffers(struct rd *r)
+{
+    /* the positions / tables buffer starts with 64 bytes from the input (any int / float) */
+    for (int i = 0; i < 64; i++)
+        pattern[1][i] = u8(r);
+    for (int i = 0; i < 8; i++)
+        for (int t = 0; t < 4; t++)
+            tab_f[t][i] = (u8(r) & 1) ? f32s(r) : 1.0f;
+    for (int i = 0; i < 8; i++)
+        tab_u8[i] = u8(r) % 5;
+    for (int b = 0; b < NBUF; b++)
+        posenc_buffer_write(bufs[b], 0, pattern[b], BUF_BYTES);
+    posenc_buffer_write(foreign, 0, pattern[0], BUF_BYTES);
+}
+
+static void check_untouched(posenc_context *ctx, posenc_status st)
+{
+    if (st < POSENC_OK || st > POSENC_ERR_INTERNAL) {
+        fprintf(stderr, "unknown status %d\n", (int)st);
+        abort();
+    }
+    if (st == POSENC_ERR_INTERNAL) {
+        fprintf(stderr, "internal error: %s\n", posenc_context_last_error(ctx));
+        abort();
+    }
+    if (st == POSENC_OK)
+        return;
+    if (!posenc_context_last_error(ctx)[0]) {
+        fprintf(stderr, "status %d with an empty message\n", (int)st);
+        abort();
+    }
+    for (int b = 0; b < NBUF; b++) {
+        posenc_buffer_read(bufs[b], 0, readback, BUF_BYTES);
+        if (memcmp(readback, pattern[b], BUF_BYTES) != 0) {
+            fprintf(stderr, "status %d (%s) but buffer %d was written\n", (int)st,
+                    posenc_context_last_error(ctx), b);
+            abort();
+        }
+    }
+}
+
+static void run_ctx_op(struct rd *r, int op, posenc_context *ctx)
+{
+    /* the shape: D (even by default), H, T, B, plus extra dims */
+    int64_t D = sat_mul(2, dim(r)), H = dim(r), T = dim(r), B = dim(r), E = dim(r);
+    struct targ a[6];
+    memset(a, 0, sizeof(a));
+    posenc_status st = POSENC_OK;
+    const posenc_dtype F = POSENC_DTYPE_F32, I = POSENC_DTYPE_I32;
+    switch (op) {
+    case OP_SIN: {
+        struct posenc_sinusoidal_params p = {0};
+        p.base = f32s(r);
+        p.x_scale = f32s(r);
+        p.freq_shift = f32s(r);
+        p.layout = (posenc_sin_layout)(enumv(r, 3));
+        reserved(r, p.reserved, 4);
+        const int64_t dne[4] = {D, T, B, 1}, pne[4] = {T, 1, 1, 1};
+        tensor_arg(r, &a[0], dne, F, 2, 0, a, 0);
+        tensor_arg(r, &a[1], pne, u8(r) & 1 ? F : I, 1, 0, a, 1);
+        tensor_arg(r, &a[2], dne, F, 0, 0, a, 2);
+        if (too_big(a, 3))
+            return;
+        st = posenc_sinusoidal(ctx, P(&a[2]), P(&a[1]), P(&a[0]), u8(r) == 0xFF ? NULL : &p);
+        break;
+    }
+    case OP_ROPE:
+    case OP_ROPE_QK:
+    case OP_REROT: {
+        struct posenc_rope_params p, p2;
+        rope_params(r, &p);
+        rope_params(r, &p2);
+        const int64_t xne[4] = {D, H, T, B}, kne[4] = {D, E, T, B}, pne[4] = {T, 1 + u8(r) % 4, 1, 1};
+        if (op == OP_ROPE) {
+            tensor_arg(r, &a[0], xne, F, 0, 0, a, 0);
+            tensor_arg(r, &a[1], pne, u8(r) & 1 ? F : I, 1, 0, a, 1);
+            tensor_arg(r, &a[2], xne, F, 2, 0, a, 2);
+            if (too_big(a, 3))
+                return;
+            st = posenc_rope(ctx, P(&a[0]), P(&a[1]), P(&a[2]), &p);
+        } else if (op == OP_ROPE_QK) {
+            tensor_arg(r, &a[0], xne, F, 0, 0, a, 0);
+            tensor_arg(r, &a[1], kne, F, 0, BUF_BYTES / 2, a, 1);
+            tensor_arg(r, &a[2], pne, I, 1, 0, a, 2);
+            tensor_arg(r, &a[3], xne, F, 2, 0, a, 3);
+            tensor_arg(r, &a[4], kne, F, 3, 0, a, 4);
+            if (too_big(a, 5))
+                return;
+            st = posenc_rope_qk(ctx, P(&a[0]), P(&a[1]), P(&a[2]), P(&a[3]), P(&a[4]), &p);
+        } else {
+            tensor_arg(r, &a[0], xne, F, 0, 0, a, 0);
+            tensor_arg(r, &a[1], pne, I, 1, 0, a, 1);
+            tensor_arg(r, &a[2], pne, I, 1, 256, a, 2);
+            tensor_arg(r, &a[3], xne, F, 2, 0, a, 3);
+            if (too_big(a, 4))
+                return;
+            st = posenc_rope_rerotate(ctx, P(&a[0]), P(&a[1]), &p, P(&a[2]), &p2, P(&a[3]));
+        }
+        break;
+    }
+    case OP_LEARNED:
+    case OP_LEARNED_BWD: {
+        const int64_t tne[4] = {D, T, B, 1}, pne[4] = {T, u8(r) & 1 ? B : 1, 1, 1},
+                      tab[4] = {D, sat_add(E, 1), 1, 1};
+        tensor_arg(r, &a[0], tne, F, 0, 0, a, 0);
+        tensor_arg(r, &a[1], pne, I, 1, 0, a, 1);
+        tensor_arg(r, &a[2], tab, F, op == OP_LEARNED ? 3 : 2, 0, a, 2);
+        if (op == OP_LEARNED)
+            tensor_arg(r, &a[3], tne, F, 2, 0, a, 3);
+        if (too_big(a, 4))
+            return;
+        if (op == OP_LEARNED)
+            st = posenc_learned(ctx, P(&a[0]), P(&a[1]), P(&a[2]), P(&a[3]));
+        else
+            st = posenc_learned_backward(ctx, P(&a[0]), P(&a[1]), P(&a[2]));
+        break;
+    }
+    case OP_SINCOS2D: {
+        struct posenc_2d_params p = {0};
+        p.base = f32s(r);
+        p.grid_scale = f32s(r);
+        p.cls_token = enumv(r, 2);
+        reserved(r, p.reserved, 4);
+        int64_t gh = H, gw = T;
+        if (u8(r) == 0xFF)
+            gh = dim(r);
+        const int64_t dne[4] = {sat_mul(2, D), sat_add(sat_mul(gh, gw), p.cls_token), 1, 1};
+        tensor_arg(r, &a[0], dne, F, 2, 0, a, 0);
+        if (too_big(a, 1))
+            return;
+        st = posenc_sincos_2d(ctx, gh, gw, P(&a[0]), &p);
+        break;
+    }
+    case OP_RESIZE: {
+        struct posenc_resize_params p = {0};
+        p.filter = (posenc_resize_filter)(enumv(r, 2));
+        p.cls_token = enumv(r, 2);
+        reserved(r, p.reserved, 4);
+        int64_t sh = H, sw = T, dh = B, dw = E;
+        if (u8(r) == 0xFF) {
+            sh = dim(r);
+            dw = dim(r);
+        }
+        const int64_t sne[4] = {D, sat_add(sat_mul(sh, sw), p.cls_token), 1, 1},
+                      dne[4] = {D, sat_add(sat_mul(dh, dw), p.cls_token), 1, 1};
+        tensor_arg(r, &a[0], sne, F, 0, 0, a, 0);
+        tensor_arg(r, &a[1], dne, F, 2, 0, a, 1);
+        if (too_big(a, 2))
+            return;
+        st = posenc_resize_2d(ctx, P(&a[0]), sh, sw, P(&a[1]), dh, dw, &p);
+        break;
+    }
+    case OP_RELBIAS:
+    case OP_RELBIAS_BWD: {
+        struct posenc_relbias_params p = {0};
+        p.kind = (posenc_relbias_kind)(enumv(r, 2));
+        p.num_buckets = i32s(r);
+        p.max_distance = i32s(r);
+        p.causal = i32s(r) % 3;
+        p.q_offset = i32s(r);
+        p.k_offset = i32s(r);
+        reserved(r, p.reserved, 4);
+        int64_t nb = p.kind == POSENC_RELBIAS_CLIPPED ? 2 * (int64_t)p.max_distance + 1
+                                                      : (p.num_buckets ? p.num_buckets : 32);
+        const int64_t lne[4] = {D, T, H, B}, tne[4] = {nb, H, 1, 1};
+        tensor_arg(r, &a[0], lne, F, 0, 0, a, 0);
+        tensor_arg(r, &a[1], tne, F, op == OP_RELBIAS ? 1 : 2, 0, a, 1);
+        if (op == OP_RELBIAS)
+            tensor_arg(r, &a[2], lne, F, 2, 0, a, 2);
+        if (too_big(a, 3))
+            return;
+        if (op == OP_RELBIAS)
+            st = posenc_relbias(ctx, P(&a[0]), P(&a[1]), P(&a[2]), &p);
+        else
+            st = posenc_relbias_backward(ctx, P(&a[0]), P(&a[1]), &p);
+        break;
+    }
+    case OP_ALIBI: {
+        struct posenc_alibi_params p = {0};
+        p.max_bias = f32s(r);
+        p.causal = i32s(r) % 3;
+        p.symmetric = i32s(r) % 3;
+        p.q_offset = i32s(r);
+        p.k_offset = i32s(r);
+        p.slopes = ftab(r);
+        reserved(r, p.reserved, 4);
+        const int64_t lne[4] = {D, T, H, B};
+        tensor_arg(r, &a[0], lne, F, 0, 0, a, 0);
+        tensor_arg(r, &a[1], lne, F, 2, 0, a, 1);
+        if (too_big(a, 2))
+            return;
+        /* the caller owns the slopes' length: [H] */
+        if (p.slopes && a[1].present && (a[1].t.ne[2] < 0 || a[1].t.ne[2] > TAB_N))
+            p.slopes = NULL;
+        st = posenc_alibi(ctx, P(&a[0]), P(&a[1]), &p);
+        break;
+    }
+    case OP_COPY: {
+        const int64_t ne[4] = {D, H, T, B};
+        tensor_arg(r, &a[0], ne, u8(r) & 1 ? POSENC_DTYPE_F16 : F, 0, 0, a, 0);
+        tensor_arg(r, &a[1], ne, u8(r) & 1 ? POSENC_DTYPE_F16 : F, 2, 0, a, 1);
+        if (too_big(a, 2))
+            return;
+        st = posenc_copy(ctx, P(&a[0]), P(&a[1]));
+        break;
+    }
+    }
+    check_untouched(ctx, st);
+}
+
+static void run_host_op(struct rd *r, int op)
+{
+    static double out[TAB_N];
+    static uint8_t streams[TAB_N];
+    switch (op) {
+    case OP_SIN_FREQS: {
+        struct posenc_sinusoidal_params p = {0};
+        p.base = f32s(r);
+        p.freq_shift = f32s(r);
+        p.layout = (posenc_sin_layout)i32s(r);
+        int64_t d = sat_mul(2, dim(r));
+        if (u8(r) == 0xFF)
+            d = (int64_t)u64(r);
+        if (d > 2 * TAB_N)
+            return; /* out_freq has TAB_N entries */
+        posenc_sinusoidal_freqs(d, &p, u8(r) == 0xFF ? NULL : out);
+        break;
+    }
+    case OP_ROPE_FREQS: {
+        struct posenc_rope_params p;
+        rope_params(r, &p);
+        int64_t hd = sat_mul(2, dim(r));
+        if (u8(r) == 0xFF)
+            hd = (int64_t)u64(r);
+        /* the tables and outputs hold TAB_N pairs */
+        if ((hd > 2 * TAB_N && p.n_dims == 0 && hd < INT32_MAX) || p.n_dims > 2 * TAB_N)
+            return;
+        if (p.n_dims <= 0 && hd > 2 * TAB_N)
+            return;
+        struct posenc_rope_info info;
+        posenc_rope_freqs(hd, &p, u8(r) & 1 ? out : NULL, u8(r) & 1 ? streams : NULL,
+                          u8(r) & 1 ? &info : NULL);
+        break;
+    }
+    case OP_GGML: {
+        int32_t op_params[15];
+        for (int i = 0; i < 15; i++)
+            op_params[i] = i32s(r);
+        float fl[6];
+        for (int i = 0; i < 6; i++) {
+            fl[i] = f32s(r);
+            memcpy(&op_params[5 + i], &fl[i], 4);
+        }
+        static const int32_t modes[8] = {0, 2, 8, 24, 40, 1, 3, -1};
+        op_params[2] = modes[u8(r) % 8];
+        int64_t hd = sat_mul(2, dim(r));
+        if (u8(r) == 0xFF)
+            hd = (int64_t)u64(r);
+        const float *ff = hd <= 2 * TAB_N ? ftab(r) : NULL;
+        struct posenc_rope_params out_p;
+        posenc_rope_params_from_ggml(op_params, hd, ff, u8(r) == 0xFF ? NULL : &out_p);
+        break;
+    }
+    case OP_BUCKET: {
+        struct posenc_relbias_params p = {0};
+        p.kind = (posenc_relbias_kind)(enumv(r, 2));
+        p.num_buckets = i32s(r);
+        p.max_distance = i32s(r);
+        p.causal = i32s(r) % 3;
+        p.q_offset = i32s(r);
+        p.k_offset = i32s(r);
+        int32_t bucket;
+        posenc_relbias_bucket(&p, (int64_t)u64(r), u8(r) == 0xFF ? NULL : &bucket);
+        break;
+    }
+    case OP_SLOPES: {
+        struct posenc_alibi_params p = {0};
+        p.max_bias = f32s(r);
+        p.causal = i32s(r) % 3;
+        p.symmetric = i32s(r) % 3;
+        p.slopes = ftab(r);
+        int64_t n = sat_add(dim(r), u8(r) & 0x7F);
+        if (u8(r) == 0xFF)
+            n = (int64_t)u64(r);
+        if (n > TAB_N)
+            return;
+        posenc_alibi_slopes(n, &p, u8(r) == 0xFF ? NULL : out);
+        break;
+    }
+    case OP_CONTIG: {
+        int64_t ne[4];
+        for (int k = 0; k < 4; k++)
+            ne[k] = u8(r) < 0xC0 ? dim(r) : (int64_t)u64(r);
+        posenc_tensor t = posenc_tensor_contiguous(bufs[0], (size_t)u64(r),
+                                                   (posenc_dtype)(u8(r) % 4), ne[0], ne[1],
+                                                   ne[2], ne[3]);
+        (void)posenc_tensor_nelements(&t);
+        (void)posenc_dtype_name(t.dtype);
+        break;
+    }
+    }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    struct posenc_context_params rp = {.backend = POSENC_BACKEND_CPU,
+                                       .flags = POSENC_CONTEXT_CPU_REFERENCE};
+    struct posenc_context_params fp = {.backend = POSENC_BACKEND_CPU, .n_threads = 2};
+    if (posenc_context_create(&rp, &ctx_ref, NULL, 0) != POSENC_OK ||
+        posenc_context_create(&fp, &ctx_fast, NULL, 0) != POSENC_OK ||
+        posenc_context_create(&rp, &ctx_other, NULL, 0) != POSENC_OK)
+        abort();
+    readback = malloc(BUF_BYTES);
+    for (int b = 0; b < NBUF; b++) {
+        pattern[b] = malloc(BUF_BYTES);
+        if (!pattern[b] || !readback)
+            abort();
+        for (int i = 0; i < BUF_BYTES / 4; i++) {
+            /* small floats in the data buffers; in the positions buffer, i32 0..15 */
+            float f = (float)((i * 7 + b) % 13 - 6) * 0.25f;
+            int32_t v = i % 16;
+            memcpy(pattern[b] + 4 * i, b == 1 ? (const void *)&v : (const void *)&f, 4);
+        }
+    }
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < TAB_N; i++)
+            tab_f[t][i] = 1.0f;
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct rd r = {data, size};
+    uint8_t sel = u8(&r);
+    int op = sel % OP_COUNT;
+    posenc_context *ctx = (sel & 0x80) ? ctx_fast : ctx_ref;
+    /* buffers of the chosen context (made once per context switch) */
+    static posenc_context *bufs_ctx;
+    if (bufs_ctx != ctx) {
+        for (int b = 0; b < NBUF; b++)
+            posenc_buffer_destroy(&bufs[b]);
+        posenc_buffer_destroy(&foreign);
+        for (int b = 0; b < NBUF; b++)
+            if (posenc_buffer_create(ctx, BUF_BYTES, &bufs[b]) != POSENC_OK)
+                abort();
+        if (posenc_buffer_create(ctx_other, BUF_BYTES, &foreign) != POSENC_OK)
+            abort();
+        bufs_ctx = ctx;
+    }
+    reset_buffers(&r);
+    if (op < OP_SIN_FREQS)
+        run_ctx_op(&r, op, ctx);
+    else
+        run_host_op(&r, op);
+    return 0;
+}

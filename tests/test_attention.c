@@ -1,0 +1,700 @@
+/*
+ * test_attention.c - posenc_attention and posenc_attention_decay on one backend
+ * (--backend NAME):
+ *
+ *  - every shared attention case (src/check) against the CPU reference, except the large
+ *    ones (2048 x 2048) that `posenc verify` runs;
+ *  - each encoding against attention written out here in double from the formulas
+ *    (sinusoidal PE, RoPE rotation, learned rows, ALiBi slopes, clipped relative buckets),
+ *    within the per-element bounds of check_attention.c;
+ *  - the seeds' claims: without an encoding, permuting the tokens permutes the output
+ *    rows and the weights (the "permutation invariance problem"); with each encoding it
+ *    does not. Shifting every position by a constant leaves the weights unchanged with
+ *    RoPE, ALiBi and relative bias, and changes them with sinusoidal and learned
+ *    encodings;
+ *  - the decay curve (posenc_attention_decay): the device against the reference, NoPE
+ *    flat, ALiBi exactly exponential, RoPE decaying;
+ *  - rows whose every key is masked give zeros, not NaN;
+ *  - bad input: exact statuses, a message naming the argument, outputs untouched.
+ */
+#include "check.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U32 0x1p-24
+
+static void run_shared_case(void **state)
+{
+    const struct pc_case *c = *state;
+    struct pc_result r;
+    pc_run_case(th.ref, th.dut, c, &r);
+    th_check_warnings();
+    if (!r.pass)
+        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
+                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
+                 (long long)r.guard_bad);
+}
+
+/* A small f32 case: q [D, Hq, Tq, B], Hk K/V heads, Tk keys. */
+static struct pc_case small_case(posenc_attention_encoding e, int64_t D, int64_t Hq, int64_t Hk,
+                                 int64_t Tq, int64_t Tk, int64_t B, uint64_t seed)
+{
+    struct pc_case c;
+    memset(&c, 0, sizeof(c));
+    c.op = PC_OP_ATTENTION;
+    c.dtype = c.x_dtype = c.table_dtype = POSENC_DTYPE_F32;
+    c.attn.k_dtype = c.attn.v_dtype = POSENC_DTYPE_F32;
+    c.attn.encoding = e;
+    c.ne[0] = D;
+    c.ne[1] = Hq;
+    c.ne[2] = Tq;
+    c.ne[3] = B;
+    c.attn.hk = Hk;
+    c.attn.tk = Tk;
+    c.attn.dv = D;
+    c.seed = seed;
+    c.rows = 64;
+    c.relbias.kind = POSENC_RELBIAS_CLIPPED;
+    c.relbias.max_distance = 3;
+    snprintf(c.name, sizeof(c.name), "attention/test/enc=%d", (int)e);
+    return c;
+}
+
+static void eval(posenc_context *ctx, const struct pc_case *c, const int64_t *perm, int32_t shift,
+                 struct pc_attn_result *r)
+{
+    char msg[320];
+    posenc_status st = pc_attn_eval(ctx, c, perm, perm, shift, r, msg, sizeof(msg));
+    th_check_warnings();
+    if (st != POSENC_OK)
+        fail_msg("%s on %s: %s", c->name, posenc_backend_name(th.kind), msg);
+}
+
+/* ---- attention in double, from the formulas ------------------------------------------ */
+
+/*
+ * The inputs are r's (as the device read them); positions are q + q_offset and
+ * k + k_offset. Encodings with their default parameters, written out:
+ *   sinusoidal  PE(p, 2i) = sin(p / 10000^(2i/D)), PE(p, 2i+1) = cos(...), added to q, k
+ *   learned     table[:, p] added to q, k
+ *   rope        (x_2j, x_2j+1) rotated by p * 10000^(-2j/D)
+ *   alibi       4 heads: slopes 1/4, 1/16, 1/64, 1/256 (the paper's 2^(-8h/H)), bias
+ *               -slope * (qp - kp)
+ *   relbias     clipped at 3: bias table[clip(kp - qp, -3, 3) + 3, h]
+ */
+static void encode_row(const struct pc_case *c, const struct pc_attn_result *r, const double *x,
+                       int64_t p, double *out)
+{
+    const int64_t D = c->ne[0];
+    for (int64_t i = 0; i < D; i++)
+        out[i] = x[i];
+    switch (c->attn.encoding) {
+    case POSENC_ATTENTION_SINUSOIDAL:
+        for (int64_t i = 0; i < D / 2; i++) {
+            double a = (double)p / pow(10000.0, 2.0 * (double)i / (double)D);
+            out[2 * i] += sin(a);
+            out[2 * i + 1] += cos(a);
+        }
+        break;
+    case POSENC_ATTENTION_LEARNED:
+        for (int64_t i = 0; i < D; i++)
+            out[i] += r->table[i + D * p];
+        break;
+    case POSENC_ATTENTION_ROPE:
+        for (int64_t j = 0; j < D / 2; j++) {
+            double a = (double)p * pow(10000.0, -2.0 * (double)j / (double)D);
+            double x0 = x[2 * j], x1 = x[2 * j + 1];
+            out[2 * j] = x0 * cos(a) - x1 * sin(a);
+            out[2 * j + 1] = x0 * sin(a) + x1 * cos(a);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void exact_attention(const struct pc_case *c, const struct pc_attn_result *r, double *w,
+                            double *o)
+{
+    const int64_t D = c->ne[0], Hq = c->ne[1], Tq = c->ne[2], B = c->ne[3];
+    const int64_t Hk = c->attn.hk, Tk = c->attn.tk, Dv = c->attn.dv;
+    const double slopes4[4] = {0.25, 0.0625, 0.015625, 0.00390625};
+    double *qe = malloc(sizeof(double) * (size_t)D), *ke = malloc(sizeof(double) * (size_t)D);
+    double *s = malloc(sizeof(double) * (size_t)Tk);
+    assert_non_null(qe);
+    assert_non_null(ke);
+    assert_non_null(s);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t q = 0; q < Tq; q++) {
+                const int64_t qp = q + c->attn.q_offset;
+                encode_row(c, r, r->q + D * (h + Hq * (q + Tq * b)), qp, qe);
+                double m = -INFINITY;
+                for (int64_t k = 0; k < Tk; k++) {
+                    const int64_t kp = k + c->attn.k_offset;
+                    encode_row(c, r, r->k + D * (h / (Hq / Hk) + Hk * (k + Tk * b)), kp, ke);
+                    double dot = 0.0;
+                    for (int64_t i = 0; i < D; i++)
+                        dot += qe[i] * ke[i];
+                    s[k] = dot / sqrt((double)D);
+                    if (c->attn.encoding == POSENC_ATTENTION_ALIBI)
+                        s[k] -= slopes4[h] * (double)(qp - kp);
+                    if (c->attn.encoding == POSENC_ATTENTION_RELBIAS) {
+                        int64_t rel = kp - qp;
+                        rel = rel < -3 ? -3 : rel > 3 ? 3 : rel;
+                        s[k] += r->table[(rel + 3) + 7 * h];
+                    }
+                    if (c->attn.causal && kp > qp)
+                        s[k] = -INFINITY;
+                    if (s[k] > m)
+                        m = s[k];
+                }
+                double z = 0.0;
+                for (int64_t k = 0; k < Tk; k++)
+                    z += m == -INFINITY ? 0.0 : exp(s[k] - m);
+                double *wr = w + Tk * (q + Tq * (h + Hq * b));
+                for (int64_t k = 0; k < Tk; k++)
+                    wr[k] = m == -INFINITY ? 0.0 : exp(s[k] - m) / z;
+                for (int64_t i = 0; i < Dv; i++) {
+                    double acc = 0.0;
+                    for (int64_t k = 0; k < Tk; k++)
+                        acc += wr[k] * r->v[i + Dv * (h / (Hq / Hk) + Hk * (k + Tk * b))];
+                    o[i + Dv * (h + Hq * (q + Tq * b))] = acc;
+                }
+            }
+    free(qe);
+    free(ke);
+    free(s);
+}
+
+static void check_exact(posenc_attention_encoding e)
+{
+    /* GQA 4:2, a decoding chunk of 5 queries at positions 4..8 against keys 0..8, causal */
+    struct pc_case c = small_case(e, 16, 4, 2, 5, 9, 2, 77 + (uint64_t)e);
+    c.attn.q_offset = 4;
+    c.attn.causal = 1;
+    struct pc_attn_result r;
+    eval(th.dut, &c, NULL, 0, &r);
+    double *w = malloc(sizeof(double) * (size_t)r.n_w), *o = malloc(sizeof(double) * (size_t)r.n_o);
+    assert_non_null(w);
+    assert_non_null(o);
+    exact_attention(&c, &r, w, o);
+    double worst = 0.0;
+    for (int64_t i = 0; i < r.n_w; i++) {
+        double err = fabs(r.w[i] - w[i]);
+        if (!(err <= r.w_bound[i]))
+            fail_msg("encoding %d: weight %lld = %.9g, exact %.9g, |err| %.3g > bound %.3g",
+                     (int)e, (long long)i, r.w[i], w[i], err, r.w_bound[i]);
+        if (r.w_bound[i] > 0 && err / r.w_bound[i] > worst)
+            worst = err / r.w_bound[i];
+    }
+    for (int64_t i = 0; i < r.n_o; i++) {
+        double err = fabs(r.o[i] - o[i]);
+        if (!(err <= r.o_bound[i]))
+            fail_msg("encoding %d: output %lld = %.9g, exact %.9g, |err| %.3g > bound %.3g",
+                     (int)e, (long long)i, r.o[i], o[i], err, r.o_bound[i]);
+        if (r.o_bound[i] > 0 && err / r.o_bound[i] > worst)
+            worst = err / r.o_bound[i];
+    }
+    print_message("encoding %d: worst |err| / bound against double = %.3g\n", (int)e, worst);
+    free(w);
+    free(o);
+    pc_attn_result_free(&r);
+}
+
+static void test_exact_none(void **state)
+{
+    (void)state;
+    check_exact(POSENC_ATTENTION_NONE);
+}
+static void test_exact_sinusoidal(void **state)
+{
+    (void)state;
+    check_exact(POSENC_ATTENTION_SINUSOIDAL);
+}
+static void test_exact_learned(void **state)
+{
+    (void)state;
+    check_exact(POSENC_ATTENTION_LEARNED);
+}
+static void test_exact_rope(void **state)
+{
+    (void)state;
+    check_exact(POSENC_ATTENTION_ROPE);
+}
+static void test_exact_alibi(void **state)
+{
+    (void)state;
+    check_exact(POSENC_ATTENTION_ALIBI);
+}
+static void test_exact_relbias(void **state)
+{
+    (void)state;
+    check_exact(POSENC_ATTENTION_RELBIAS);
+}
+
+/* ---- the seeds' claims: permutation and shift --------------------------------------- */
+
+/* max over elements of |a - b| minus the sum of the two bounds: <= 0 means "equal within
+ * rounding"; a clearly positive value means the two differ. *out_diff gets max |a - b|. */
+static double excess(const double *a, const double *ab, const double *b, const double *bb,
+                     const int64_t *ia, int64_t n, double *out_diff)
+{
+    double worst = -INFINITY, diff = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ia ? ia[i] : i;
+        double d = fabs(a[i] - b[j]);
+        if (d > diff)
+            diff = d;
+        double x = d - (ab[i] + bb[j]);
+        if (x > worst)
+            worst = x;
+    }
+    *out_diff = diff;
+    return worst;
+}
+
+enum { PT = 8 };
+static const int64_t perm8[PT] = {3, 7, 0, 5, 1, 6, 2, 4};
+
+/* For a run on permuted tokens, the index of the matching element of the original run:
+ * weights (k', q', h, b) <- (perm k', perm q', h, b); outputs (i, h, q', b) <- (i, h, perm q'). */
+static void perm_maps(const struct pc_case *c, int64_t *wmap, int64_t *omap)
+{
+    const int64_t Hq = c->ne[1], B = c->ne[3], Dv = c->attn.dv;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t q = 0; q < PT; q++) {
+                for (int64_t k = 0; k < PT; k++)
+                    wmap[k + PT * (q + PT * (h + Hq * b))] =
+                        perm8[k] + PT * (perm8[q] + PT * (h + Hq * b));
+                for (int64_t i = 0; i < Dv; i++)
+                    omap[i + Dv * (h + Hq * (q + PT * b))] = i + Dv * (h + Hq * (perm8[q] + PT * b));
+            }
+}
+
+static void test_permutation(void **state)
+{
+    (void)state;
+    for (int e = 0; e <= (int)POSENC_ATTENTION_RELBIAS; e++) {
+        struct pc_case c = small_case((posenc_attention_encoding)e, 16, 4, 2, PT, PT, 1,
+                                      300 + (uint64_t)e);
+        struct pc_attn_result r0, r1;
+        eval(th.dut, &c, NULL, 0, &r0);
+        eval(th.dut, &c, perm8, 0, &r1);
+        int64_t *wmap = malloc(sizeof(int64_t) * (size_t)r0.n_w);
+        int64_t *omap = malloc(sizeof(int64_t) * (size_t)r0.n_o);
+        assert_non_null(wmap);
+        assert_non_null(omap);
+        perm_maps(&c, wmap, omap);
+        double dw, dout;
+        double xw = excess(r1.w, r1.w_bound, r0.w, r0.w_bound, wmap, r0.n_w, &dw);
+        double xo = excess(r1.o, r1.o_bound, r0.o, r0.o_bound, omap, r0.n_o, &dout);
+        print_message("encoding %d: permuted tokens: max |weight diff| %.3g, max |output diff| "
+                      "%.3g\n",
+                      e, dw, dout);
+        if (e == POSENC_ATTENTION_NONE) {
+            if (xw > 0.0 || xo > 0.0)
+                fail_msg("NoPE: permuting the tokens did not permute the result (weights off "
+                         "by %.3g, outputs by %.3g past the rounding bounds)",
+                         xw, xo);
+        } else if (!(xo > 1e-3 && xw > 1e-3)) {
+            fail_msg("encoding %d: permuting the tokens only permuted the result (weights "
+                     "differ by %.3g, outputs by %.3g past the bounds): the encoding is not seen",
+                     e, xw, xo);
+        }
+        free(wmap);
+        free(omap);
+        pc_attn_result_free(&r0);
+        pc_attn_result_free(&r1);
+    }
+}
+
+static void test_shift(void **state)
+{
+    (void)state;
+    for (int e = 0; e <= (int)POSENC_ATTENTION_RELBIAS; e++) {
+        struct pc_case c = small_case((posenc_attention_encoding)e, 16, 4, 2, 6, 10, 2,
+                                      400 + (uint64_t)e);
+        c.attn.q_offset = 4;
+        c.attn.causal = e % 2; /* masks and no masks */
+        struct pc_attn_result r0, r1;
+        eval(th.dut, &c, NULL, 0, &r0);
+        eval(th.dut, &c, NULL, 1000, &r1);
+        double dw;
+        double xw = excess(r1.w, r1.w_bound, r0.w, r0.w_bound, NULL, r0.n_w, &dw);
+        print_message("encoding %d: positions + 1000: max |weight diff| %.3g\n", e, dw);
+        const bool invariant = e == POSENC_ATTENTION_NONE || e == POSENC_ATTENTION_ROPE ||
+                               e == POSENC_ATTENTION_ALIBI || e == POSENC_ATTENTION_RELBIAS;
+        if (invariant && xw > 0.0)
+            fail_msg("encoding %d: shifting every position changed the weights by %.3g past "
+                     "the rounding bounds (relative encodings must not see it)",
+                     e, xw);
+        if (!invariant && !(xw > 1e-3))
+            fail_msg("encoding %d: shifting every position left the weights unchanged (%.3g): "
+                     "an absolute encoding must see it",
+                     e, xw);
+        pc_attn_result_free(&r0);
+        pc_attn_result_free(&r1);
+    }
+}
+
+/* ---- the decay curve --------------------------------------------------------------------- */
+
+/*
+ * Bound on |mean weight (device) - mean weight (reference)| at one distance, for
+ * posenc_attention_decay with one head of D dims, n keys, q and k in [0, 1):
+ *  - |q_i|, |k_i| < 1, so after RoPE (magnitude 1) every rotated element is below
+ *    |x_a| + |x_b| < 2: S = sum |q'_i k'_i| < 4D;
+ *  - a rotated element is within pc_bound_rope_f32(2 ulp32(n), 1, 2) of exact (angles
+ *    p*w_j <= n, w_j <= 1), so E = sum (e_q K^ + Q^ e_k + e_q e_k) <= D (4e + e^2);
+ *  - with c = 1/sqrt(D): eps = c ((D + 2) 1.01 u S + E) + 3 u c S (+ the ALiBi bias term
+ *    2.01 u |b| + 3 u |b|, |b| = slope * n);
+ *  - each weight is then within p (expm1(2 eps) + (6 (|ln p| + ln n) + n + 17) u) of the
+ *    exact one on both sides (check_attention.c, section 3); p |ln p| <= 1/e, so the mean
+ *    over the draws of two such errors is at most
+ *      2 (mean (expm1(2 eps) + (6 ln n + n + 17) u) + 6u/e) + 2^-124.
+ */
+static double decay_bound(int64_t D, int64_t n, double bias, double mean)
+{
+    const double c = 1.0 / sqrt((double)D);
+    const double e = pc_bound_rope_f32(2.0 * pc_ulp32((double)n), 1.0, 2.0);
+    const double S = 4.0 * (double)D, E = (double)D * (4.0 * e + e * e);
+    const double eps = c * ((double)(D + 2) * 1.01 * U32 * S + E) + 3.0 * U32 * c * S +
+                       5.01 * U32 * bias;
+    const double R = expm1(2.0 * eps) + (6.0 * log((double)n) + (double)n + 17.0) * U32;
+    return 2.0 * (mean * R + 6.0 * U32 / exp(1.0)) + 0x1p-124;
+}
+
+static void decay(posenc_context *ctx, int64_t D, int64_t n, int64_t samples,
+                  const struct posenc_attention_params *p, double *out)
+{
+    posenc_status st = posenc_attention_decay(ctx, D, n, samples, 42, p, out);
+    th_check_warnings();
+    if (st != POSENC_OK)
+        fail_msg("posenc_attention_decay on %s: %s: %s", ctx == th.dut ? "dut" : "reference",
+                 posenc_status_string(st), posenc_context_last_error(ctx));
+}
+
+static void test_decay(void **state)
+{
+    (void)state;
+    enum { D = 64, N = 256, S = 16 };
+    static double dut[N], ref[N];
+    struct posenc_attention_params p;
+
+    /* RoPE: the device against the reference, and the curve decays */
+    memset(&p, 0, sizeof(p));
+    p.encoding = POSENC_ATTENTION_ROPE;
+    decay(th.dut, D, N, S, &p, dut);
+    decay(th.ref, D, N, S, &p, ref);
+    double sum = 0.0, near = 0.0, far = 0.0;
+    for (int r = 0; r < N; r++) {
+        double b = decay_bound(D, N, 0.0, ref[r]);
+        if (!(fabs(dut[r] - ref[r]) <= b))
+            fail_msg("rope decay at distance %d: %.9g, reference %.9g, bound %.3g", r, dut[r],
+                     ref[r], b);
+        sum += dut[r];
+        if (r < 8)
+            near += dut[r] / 8.0;
+        if (r >= N / 2)
+            far += dut[r] / (N / 2);
+    }
+    if (!(fabs(sum - 1.0) <= 1e-4))
+        fail_msg("rope decay: the mean weights sum to %.9g, not 1", sum);
+    print_message("rope decay: mean weight at distance 0..7: %.4g, at %d..%d: %.4g\n", near,
+                  N / 2, N - 1, far);
+    if (!(near > 1.5 * far))
+        fail_msg("rope decay: the near keys (%.4g) do not outweigh the far ones (%.4g)", near,
+                 far);
+
+    /* NoPE: every key gets 1/N */
+    memset(&p, 0, sizeof(p));
+    decay(th.dut, D, N, S, &p, dut);
+    for (int r = 0; r < N; r++) {
+        double b = decay_bound(D, N, 0.0, 1.0 / N);
+        if (!(fabs(dut[r] - 1.0 / N) <= b))
+            fail_msg("NoPE decay at distance %d: %.9g, want 1/%d (bound %.3g)", r, dut[r], N, b);
+    }
+
+    /* ALiBi (one head, slope 1/16): exp(-r/16) / sum_j exp(-j/16), whatever q and k */
+    memset(&p, 0, sizeof(p));
+    p.encoding = POSENC_ATTENTION_ALIBI;
+    p.alibi.max_bias = 4.0f; /* one head: slope 2^-4 */
+    decay(th.dut, D, N, S, &p, dut);
+    double z = 0.0;
+    for (int r = 0; r < N; r++)
+        z += exp(-(double)r / 16.0);
+    for (int r = 0; r < N; r++) {
+        double want = exp(-(double)r / 16.0) / z;
+        double b = decay_bound(D, N, (double)N / 16.0, want);
+        if (!(fabs(dut[r] - want) <= b))
+            fail_msg("ALiBi decay at distance %d: %.9g, want %.9g (bound %.3g)", r, dut[r], want,
+                     b);
+    }
+}
+
+/* ---- all keys masked ------------------------------------------------------------------- */
+
+static void test_all_masked(void **state)
+{
+    (void)state;
+    enum { D = 8, T = 4 };
+    float qkv[D * T], mask[T * T];
+    for (int i = 0; i < D * T; i++)
+        qkv[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < T * T; i++)
+        mask[i] = -INFINITY;
+    mask[1 + T * 2] = 0.0f; /* query 2 sees key 1 only */
+    unsigned char poison[4 * D * T];
+    memset(poison, 0xA5, sizeof(poison));
+    posenc_buffer *xb = th_upload(th.dut, qkv, sizeof(qkv));
+    posenc_buffer *mb = th_upload(th.dut, mask, sizeof(mask));
+    posenc_buffer *ob = th_upload(th.dut, poison, sizeof(poison));
+    posenc_buffer *wb = th_upload(th.dut, poison, 4 * T * T);
+    posenc_tensor x = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, D, 1, T, 1);
+    posenc_tensor m = posenc_tensor_contiguous(mb, 0, POSENC_DTYPE_F32, T, T, 1, 1);
+    posenc_tensor o = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, D, 1, T, 1);
+    posenc_tensor w = posenc_tensor_contiguous(wb, 0, POSENC_DTYPE_F32, T, T, 1, 1);
+    struct posenc_attention_params p = {.mask = &m};
+    posenc_status st = posenc_attention(th.dut, &x, &x, &x, &o, &w, &p);
+    if (st != POSENC_OK)
+        fail_msg("posenc_attention: %s", posenc_context_last_error(th.dut));
+    float *oh = th_download(ob), *wh = th_download(wb);
+    for (int q = 0; q < T; q++) {
+        for (int k = 0; k < T; k++) {
+            float want = (q == 2 && k == 1) ? 1.0f : 0.0f;
+            if (wh[k + T * q] != want)
+                fail_msg("weight (k %d, q %d) = %g, want %g", k, q, (double)wh[k + T * q],
+                         (double)want);
+        }
+        for (int i = 0; i < D; i++) {
+            float want = q == 2 ? qkv[i + D * 1] : 0.0f;
+            if (oh[i + D * q] != want)
+                fail_msg("output (%d, q %d) = %g, want %g (all-masked rows are zeros)", i, q,
+                         (double)oh[i + D * q], (double)want);
+        }
+    }
+    free(oh);
+    free(wh);
+    posenc_buffer_destroy(&xb);
+    posenc_buffer_destroy(&mb);
+    posenc_buffer_destroy(&ob);
+    posenc_buffer_destroy(&wb);
+    th_check_warnings();
+}
+
+/* ---- bad input --------------------------------------------------------------------------- */
+
+static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
+{
+    if (got != want)
+        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
+                 posenc_status_string(want), posenc_context_last_error(th.dut));
+    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
+        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
+                 posenc_context_last_error(th.dut), needle);
+}
+
+static void check_poison(posenc_buffer *b, const char *what)
+{
+    unsigned char *img = th_download(b);
+    for (size_t i = 0; i < posenc_buffer_size(b); i++)
+        if (img[i] != 0xA5)
+            fail_msg("%s: byte %zu of the output was written by a failing call", what, i);
+    free(img);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    enum { D = 8, H = 2, T = 5 };
+    const posenc_status INV = POSENC_ERR_INVALID_ARGUMENT;
+    float in[3 * D * H * T + 64];
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++)
+        in[i] = (float)(i % 11) * 0.25f - 1.0f;
+    unsigned char poison[4 * D * H * T];
+    memset(poison, 0xA5, sizeof(poison));
+    posenc_buffer *ib = th_upload(th.dut, in, sizeof(in));
+    posenc_buffer *ob = th_upload(th.dut, poison, sizeof(poison));
+    posenc_buffer *wb = th_upload(th.dut, poison, 4 * T * T * H);
+    const size_t kv = 4 * D * H * T;
+    posenc_tensor q = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, D, H, T, 1);
+    posenc_tensor k = posenc_tensor_contiguous(ib, kv, POSENC_DTYPE_F32, D, H, T, 1);
+    posenc_tensor v = posenc_tensor_contiguous(ib, 2 * kv, POSENC_DTYPE_F32, D, H, T, 1);
+    posenc_tensor o = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, D, H, T, 1);
+    posenc_tensor t;
+    struct posenc_attention_params p, p0;
+    memset(&p0, 0, sizeof(p0));
+
+    assert_int_equal(posenc_attention(NULL, &q, &k, &v, &o, NULL, NULL), INV);
+    expect(posenc_attention(th.dut, NULL, &k, &v, &o, NULL, NULL), INV, "q is NULL", "q NULL");
+    expect(posenc_attention(th.dut, &q, &k, &v, NULL, NULL, NULL), INV, "dst is NULL", "dst NULL");
+    t = q;
+    t.dtype = POSENC_DTYPE_I32;
+    expect(posenc_attention(th.dut, &t, &k, &v, &o, NULL, NULL), INV, "q->dtype", "q i32");
+    t = posenc_tensor_contiguous(ib, kv, POSENC_DTYPE_F32, D - 2, H, T, 1);
+    expect(posenc_attention(th.dut, &q, &t, &v, &o, NULL, NULL), INV, "k->ne", "k head dim");
+    t = posenc_tensor_contiguous(ib, kv, POSENC_DTYPE_F32, D, 3, 2, 1);
+    expect(posenc_attention(th.dut, &q, &t, &v, &o, NULL, NULL), INV, "not a multiple",
+           "GQA heads");
+    t = posenc_tensor_contiguous(ib, 2 * kv, POSENC_DTYPE_F32, D, H, T - 1, 1);
+    expect(posenc_attention(th.dut, &q, &k, &t, &o, NULL, NULL), INV, "v->ne", "v keys");
+    t = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, D, H, T - 1, 1);
+    expect(posenc_attention(th.dut, &q, &k, &v, &t, NULL, NULL), INV, "dst->ne", "dst shape");
+    t = posenc_tensor_contiguous(wb, 0, POSENC_DTYPE_F32, T, T, 1, 1);
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, &t, NULL), INV, "weights->ne", "w shape");
+    t = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, D, H, T, 1);
+    expect(posenc_attention(th.dut, &q, &k, &v, &t, NULL, NULL), INV, "q overlaps dst",
+           "dst is q");
+    t = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, T, T, H, 1);
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, &t, NULL), INV, "overlaps", "w in dst");
+
+    p = p0;
+    p.encoding = (posenc_attention_encoding)9;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->encoding", "enc");
+    p = p0;
+    p.scale = NAN;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->scale", "scale");
+    p = p0;
+    p.causal = 2;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->causal", "causal");
+    p = p0;
+    p.q_offset = -1;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->q_offset", "q_off");
+    p = p0;
+    p.reserved[3] = 1;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->reserved[3]", "res");
+    p = p0;
+    p.flags = POSENC_ATTENTION_PE_ON_V;
+    p.encoding = POSENC_ATTENTION_ROPE;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "PE_ON_V", "pe on v rope");
+    p = p0;
+    p.flags = 1u << 5;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->flags", "flags");
+    p = p0;
+    p.encoding = POSENC_ATTENTION_SINUSOIDAL;
+    t = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, D - 1, H, T, 1);
+    posenc_tensor t2 = posenc_tensor_contiguous(ib, kv, POSENC_DTYPE_F32, D - 1, H, T, 1);
+    expect(posenc_attention(th.dut, &t, &t2, &v, &o, NULL, &p), INV, "even head_dim", "odd D");
+    p.sinusoidal.base = -1.0f;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->sinusoidal",
+           "sin base");
+    p = p0;
+    p.encoding = POSENC_ATTENTION_ALIBI;
+    p.alibi.causal = 1;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->alibi.causal",
+           "alibi causal");
+    p.alibi.causal = 0;
+    p.alibi.max_bias = -2.0f;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "max_bias", "alibi bias");
+    p = p0;
+    p.encoding = POSENC_ATTENTION_RELBIAS;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->relbias_table",
+           "no table");
+    p.relbias_table = &q;
+    p.relbias.q_offset = 3;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->relbias.q_offset",
+           "relbias offset");
+    p.relbias.q_offset = 0;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "table->ne[0]",
+           "relbias table shape");
+    p = p0;
+    p.encoding = POSENC_ATTENTION_LEARNED;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->learned_table",
+           "no learned table");
+    posenc_tensor lt = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, D, 7, 1, 1);
+    p.learned_table = &lt;
+    p.k_offset = 3; /* keys at 3..7, the table has 7 rows */
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), POSENC_ERR_OUT_OF_RANGE,
+           "reach past the 7 rows", "learned rows");
+    p.k_offset = 0;
+    int32_t pos[T] = {0, 1, 2, 9, 4};
+    posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
+    posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    p.q_pos = &pt;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), POSENC_ERR_OUT_OF_RANGE, "9",
+           "learned explicit position");
+    posenc_tensor pt2 = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T - 1, 1, 1, 1);
+    p.q_pos = &pt2;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->q_pos->ne",
+           "pos shape");
+    p = p0;
+    p.encoding = POSENC_ATTENTION_ROPE;
+    p.rope.n_dims = 3;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->rope", "rope n_dims");
+    p = p0;
+    t = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, T, T - 1, 1, 1);
+    p.mask = &t;
+    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->mask->ne",
+           "mask shape");
+    /* nothing was written by any failing call */
+    check_poison(ob, "attention dst");
+    check_poison(wb, "attention weights");
+
+    /* empty: a valid no-op */
+    t = q;
+    t.ne[2] = 0;
+    posenc_tensor o0 = o;
+    o0.ne[2] = 0;
+    expect(posenc_attention(th.dut, &t, &k, &v, &o0, NULL, NULL), POSENC_OK, NULL, "empty");
+    check_poison(ob, "attention dst (empty call)");
+
+    /* the decay helper */
+    double out[4];
+    expect(posenc_attention_decay(th.dut, 0, 4, 2, 1, NULL, out), INV, "head_dim", "decay dim");
+    expect(posenc_attention_decay(th.dut, 8, 0, 2, 1, NULL, out), INV, "n_keys", "decay keys");
+    expect(posenc_attention_decay(th.dut, 8, 4, 2, 1, NULL, NULL), INV, "out_weight",
+           "decay out");
+    p = p0;
+    p.q_pos = &pt;
+    expect(posenc_attention_decay(th.dut, 8, 4, 2, 1, &p, out), INV, "q_pos", "decay pos");
+
+    posenc_buffer_destroy(&ib);
+    posenc_buffer_destroy(&ob);
+    posenc_buffer_destroy(&wb);
+    posenc_buffer_destroy(&pb);
+    th_check_warnings();
+}
+
+int main(int argc, char **argv)
+{
+    int rc = th_init(argc, argv, "attention");
+    if (rc >= 0)
+        return rc;
+    size_t n = 0;
+    struct pc_case *cases = pc_cases(PC_OP_ATTENTION, &n);
+    const struct CMUnitTest fixed[] = {
+        cmocka_unit_test(test_exact_none),     cmocka_unit_test(test_exact_sinusoidal),
+        cmocka_unit_test(test_exact_learned),  cmocka_unit_test(test_exact_rope),
+        cmocka_unit_test(test_exact_alibi),    cmocka_unit_test(test_exact_relbias),
+        cmocka_unit_test(test_permutation),    cmocka_unit_test(test_shift),
+        cmocka_unit_test(test_decay),          cmocka_unit_test(test_all_masked),
+        cmocka_unit_test(test_bad_input),
+    };
+    size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
+    struct CMUnitTest *tests = calloc(nfixed + n, sizeof(*tests));
+    if (!tests || !cases) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    memcpy(tests, fixed, sizeof(fixed));
+    size_t m = nfixed;
+    for (size_t i = 0; i < n; i++) {
+        if (cases[i].attn.big) /* `posenc verify --op attention` runs these */
+            continue;
+        tests[m].name = cases[i].name;
+        tests[m].test_func = run_shared_case;
+        tests[m].initial_state = (void *)&cases[i];
+        m++;
+    }
+    rc = th_run("attention", tests, m);
+    free(tests);
+    free(cases);
+    th_fini();
+    return rc;
+}
