@@ -18,8 +18,11 @@
  *
  * Timing: host wall clock around the op and posenc_context_finish(), 3 untimed warm-up
  * calls, then `--reps` (default 20) timed ones; the median is reported (and the best in
- * --json). GB/s = (bytes read + bytes written) / 1e9 / s, as STREAM counts; "% ceil" is
- * that over the copy ceiling measured just before on the same backend.
+ * --json). GB/s = (bytes read + bytes written) / 1e9 / s, as STREAM counts. Each timed call
+ * of an op alternates with a call of the ceiling copy (latency rows: of the minimal call),
+ * and "% ceil" / "x min" compare the op's median with that reference's median over the same
+ * reps: on a shared machine the load drifts within seconds, and a ceiling measured once at
+ * the start would not be this row's. "ceil" shows the GB/s of the ceiling alongside.
  *
  * Targets (issue #7, for a 2-core machine): RoPE / sinusoidal / ALiBi >= 90% of the
  * ceiling in f32, f16 at least the f32 GB/s; decode <= 1.3x the minimal call; cold start
@@ -33,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +70,8 @@ struct row {
     double median_s, best_s;
     double gbs, pct;       /* pct < 0: no ceiling */
     double ratio;          /* decode: median / minimal call; cold: unused */
+    double ref_s;          /* the interleaved reference's median (ceiling copy / minimal call) */
+    double ceiling_gbs;    /* the ceiling measured alongside this row */
     int target;            /* -1 none, 0 missed, 1 met */
     enum row_state state;
     char note[160];
@@ -286,30 +292,51 @@ static double case_bytes(const struct bench_case *c, const int64_t ne[4])
     return 2.0 * es * n; /* read once, written once (in place too) */
 }
 
-/* Time one case: warm-up, then reps timed calls (op + finish). */
-static posenc_status time_case(struct bench_setup *s, int warmup, int reps, double *median,
-                               double *best)
+static posenc_status timed_call(struct bench_setup *s, double *out_s)
 {
-    double *t = malloc((size_t)reps * sizeof(double));
+    const double t0 = now_s();
+    posenc_status st = run_once(s);
+    if (st == POSENC_OK)
+        st = posenc_context_finish(s->ctx);
+    *out_s = now_s() - t0;
+    return st;
+}
+
+static double median_of(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/*
+ * Time one case: `warmup` untimed calls, then `reps` timed calls (op + finish). With a
+ * reference (the ceiling copy, or the minimal call for latency rows) the two alternate,
+ * op then reference, so that both see the same machine: on a shared machine the load
+ * changes from one second to the next, and a ceiling measured a minute earlier would not
+ * be the ceiling of this row. *ref_median gets the reference's median over the same reps.
+ */
+static posenc_status time_case(struct bench_setup *s, struct bench_setup *ref, int warmup,
+                               int reps, double *median, double *best, double *ref_median)
+{
+    double *t = malloc(2 * (size_t)reps * sizeof(double));
     if (!t)
         return POSENC_ERR_OUT_OF_MEMORY;
+    double *tr = t + reps, dummy;
     posenc_status st = POSENC_OK;
-    for (int i = 0; i < warmup && st == POSENC_OK; i++) {
-        st = run_once(s);
-        if (st == POSENC_OK)
-            st = posenc_context_finish(s->ctx);
-    }
+    for (int i = 0; i < warmup && st == POSENC_OK; i++)
+        st = timed_call(s, &dummy);
+    if (ref && st == POSENC_OK)
+        st = timed_call(ref, &dummy);
     for (int i = 0; i < reps && st == POSENC_OK; i++) {
-        double t0 = now_s();
-        st = run_once(s);
-        if (st == POSENC_OK)
-            st = posenc_context_finish(s->ctx);
-        t[i] = now_s() - t0;
+        st = timed_call(s, &t[i]);
+        if (ref && st == POSENC_OK)
+            st = timed_call(ref, &tr[i]);
     }
     if (st == POSENC_OK) {
-        qsort(t, (size_t)reps, sizeof(double), cmp_double);
-        *median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        *median = median_of(t, reps);
         *best = t[0];
+        if (ref)
+            *ref_median = median_of(tr, reps);
     }
     free(t);
     return st;
@@ -321,25 +348,29 @@ static posenc_status time_case(struct bench_setup *s, int warmup, int reps, doub
 
 static void print_header(void)
 {
-    printf("%-32s %-18s %9s %8s %11s  %s\n", "op", "shape", "GB/s", "% ceil", "us/call",
-           "target");
+    printf("%-32s %-18s %9s %8s %8s %11s  %s\n", "op", "shape", "GB/s", "% ceil", "ceil",
+           "us/call", "target");
 }
 
 static void print_row(const struct row *r)
 {
     const char *tgt = r->target < 0 ? "-" : r->target ? "met" : "MISSED";
     if (r->state != ROW_OK) {
-        printf("%-32s %-18s %9s %8s %11s  %s\n", r->op, r->shape, "-", "-", "-", r->note);
+        printf("%-32s %-18s %9s %8s %8s %11s  %s\n", r->op, r->shape, "-", "-", "-", "-",
+               r->note);
         return;
     }
-    char gbs[32] = "-", pct[32] = "-", extra[64] = "";
+    char gbs[32] = "-", pct[32] = "-", ceil[32] = "-", extra[96] = "";
     if (r->bytes > 0)
         snprintf(gbs, sizeof(gbs), "%.2f", r->gbs);
     if (r->pct >= 0)
         snprintf(pct, sizeof(pct), "%.1f", r->pct);
+    if (r->ceiling_gbs > 0)
+        snprintf(ceil, sizeof(ceil), "%.2f", r->ceiling_gbs);
     if (r->ratio > 0)
-        snprintf(extra, sizeof(extra), "  (%.2fx the minimal call)", r->ratio);
-    printf("%-32s %-18s %9s %8s %11.1f  %s%s%s%s\n", r->op, r->shape, gbs, pct,
+        snprintf(extra, sizeof(extra), "  (%.2fx the minimal call, %.1f us)", r->ratio,
+                 r->ref_s * 1e6);
+    printf("%-32s %-18s %9s %8s %8s %11.1f  %s%s%s%s\n", r->op, r->shape, gbs, pct, ceil,
            r->median_s * 1e6, tgt, extra, r->note[0] ? "  " : "", r->note);
     fflush(stdout);
 }
@@ -381,8 +412,15 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
         printf("== %s: %s (%s)\n", bname, info.device_name, info.api_version);
         print_header();
     }
-    double ceiling = 0.0, minimal = 0.0, f32_gbs[64] = {0};
+    double f32_pct[64];
+    for (size_t i = 0; i < 64; i++)
+        f32_pct[i] = -1.0;
     int failures = 0;
+    /* the references every row is timed against: the ceiling copy and the minimal call,
+     * set up once and kept for the whole backend */
+    struct bench_setup ceil_s, min_s;
+    bool have_ceil = false, have_min = false;
+    const double ceil_bytes = case_bytes(&cases[0], o->quick ? cases[0].ne_quick : cases[0].ne);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct bench_case *c = &cases[i];
         if (o->filter && c->kind != BK_COPY && c->kind != BK_MINIMAL && !strstr(c->name, o->filter))
@@ -397,9 +435,21 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
         struct bench_setup s;
         st = setup(&s, ctx, c, ne);
         int reps = c->latency ? 10 * o->reps : o->reps;
+        struct bench_setup *ref = c->kind == BK_COPY || c->kind == BK_MINIMAL ? NULL
+                                  : c->latency ? (have_min ? &min_s : NULL)
+                                               : (have_ceil ? &ceil_s : NULL);
+        double ref_median = 0.0;
         if (st == POSENC_OK)
-            st = time_case(&s, o->warmup, reps, &r->median_s, &r->best_s);
-        teardown(&s);
+            st = time_case(&s, ref, o->warmup, reps, &r->median_s, &r->best_s, &ref_median);
+        if (st == POSENC_OK && c->kind == BK_COPY) {
+            ceil_s = s; /* kept: the reference of every bandwidth row */
+            have_ceil = true;
+        } else if (st == POSENC_OK && c->kind == BK_MINIMAL) {
+            min_s = s; /* kept: the reference of every latency row */
+            have_min = true;
+        } else {
+            teardown(&s);
+        }
         if (st != POSENC_OK) {
             r->state = st == POSENC_ERR_UNSUPPORTED ? ROW_UNSUPPORTED : ROW_FAILED;
             snprintf(r->note, sizeof(r->note), "%s: %s: %.100s",
@@ -416,26 +466,29 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
             r->gbs = r->bytes / r->median_s / 1e9;
         }
         if (c->kind == BK_COPY) {
-            ceiling = r->gbs;
             r->pct = 100.0;
         } else if (c->kind == BK_MINIMAL) {
-            minimal = r->median_s;
+            /* nothing: the reference of the latency rows */
         } else if (c->latency) {
-            if (minimal > 0) {
-                r->ratio = r->median_s / minimal;
+            if (ref) {
+                r->ref_s = ref_median;
+                r->ratio = r->median_s / ref_median;
                 r->target = r->ratio <= 1.3;
             }
         } else {
-            if (ceiling > 0)
-                r->pct = 100.0 * r->gbs / ceiling;
+            if (ref) {
+                r->ref_s = ref_median;
+                r->ceiling_gbs = ceil_bytes / ref_median / 1e9;
+                r->pct = 100.0 * r->gbs / r->ceiling_gbs;
+            }
             if (c->dt == POSENC_DTYPE_F32) {
-                f32_gbs[i] = r->gbs;
+                f32_pct[i] = r->pct;
                 if (r->pct >= 0)
                     r->target = r->pct >= 90.0;
             } else {
-                /* f16: at least the GB/s of the same op in f32 (the row 4 up for rope,
-                 * found by name otherwise) */
-                double ref = 0.0;
+                /* f16: at least the GB/s of the same op in f32, compared as shares of the
+                 * ceiling measured alongside each (the same GB/s under the same ceiling) */
+                double f32_ref = -1.0;
                 char want[48];
                 snprintf(want, sizeof(want), "%s", c->name);
                 char *f16 = strstr(want, "f16");
@@ -443,15 +496,19 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
                     memcpy(f16, "f32", 3);
                     for (size_t j = 0; j < sizeof(cases) / sizeof(cases[0]); j++)
                         if (!strcmp(cases[j].name, want))
-                            ref = f32_gbs[j];
+                            f32_ref = f32_pct[j];
                 }
-                if (ref > 0)
-                    r->target = r->gbs >= ref;
+                if (f32_ref >= 0 && r->pct >= 0)
+                    r->target = r->pct >= f32_ref;
             }
         }
         if (!o->json)
             print_row(r);
     }
+    if (have_ceil)
+        teardown(&ceil_s);
+    if (have_min)
+        teardown(&min_s);
     if (!o->json)
         printf("\n");
     posenc_context_destroy(&ctx);
@@ -695,8 +752,11 @@ static void print_json(const struct bench_opts *o)
                 printf(", \"bytes\": %.0f, \"gbs\": %.3f", r->bytes, r->gbs);
             if (r->pct >= 0)
                 printf(", \"pct_ceiling\": %.2f", r->pct);
+            if (r->ceiling_gbs > 0)
+                printf(", \"ceiling_gbs\": %.3f", r->ceiling_gbs);
             if (r->ratio > 0)
-                printf(", \"x_minimal_call\": %.3f", r->ratio);
+                printf(", \"x_minimal_call\": %.3f, \"minimal_call_us\": %.3f", r->ratio,
+                       r->ref_s * 1e6);
         }
         if (r->target >= 0)
             printf(", \"target_met\": %s", r->target ? "true" : "false");

@@ -126,29 +126,42 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
 }
 
 /*
- * pe_alibi_vec: pe_alibi for logits and dst whose innermost (key) stride is 1 (the host
- * checks it): one work-item per ALIBI_KEYS (16) consecutive keys of a row, in 4-wide loads
- * and stores, the same arithmetic (the distances are exact int32: every position is
- * <= 2^24). Keys left over at the end of a row (K not a multiple of 4) go one by one.
- * Same arguments as pe_alibi; NDRange (ceil(K / 16), Q, H * B).
+ * pe_alibi_vec: pe_alibi for logits and dst whose innermost (key) stride is 1 and whose
+ * rows start on multiples of 16 elements (the host checks it): one work-item per 16
+ * consecutive keys of a row, in one 16-wide load and store. The distance is formed in f32
+ * as (float)(base - k0) - (0 .. 15): every position is <= 2^24 (checked by the front end),
+ * so each value is the exact integer distance, the same f32 the scalar kernel converts,
+ * and the arithmetic is the same. A row's last keys (K not a multiple of 16) go one by
+ * one. Same arguments as pe_alibi; NDRange (ceil(K / 16), Q, H * B).
  */
-#define ALIBI_KEYS 16
 #if HAS_X && X_F16
-#define PE_LOAD4_LG(p, i) vload_half4(0, (p) + (i))
+#define PE_LOAD16_LG(p, i) vload_half16(0, (p) + (i))
 #else
-#define PE_LOAD4_LG(p, i) vload4(0, (p) + (i))
+#define PE_LOAD16_LG(p, i) vload16(0, (p) + (i))
 #endif
 #if DST_F16
-#define PE_STORE4_DST(p, i, v) vstore_half4_rte((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
 #else
-#define PE_STORE4_DST(p, i, v) vstore4((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
+#endif
+
+/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
+ * written with streaming (non-temporal) stores where the compiler has them (clang's
+ * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
+ * it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
+#ifndef PE_NT_STORE
+#define PE_NT_STORE 0
+#endif
+#if PE_NT_STORE && defined(__clang__) && !DST_F16
+#undef PE_STORE16_DST
+#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
 #endif
 
 __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                            __global const X_T *lg, const long lg_off, const long4 lg_st,
                            __global const float *slopes, const long4 shape, const long4 offs)
 {
-    const long kb = ALIBI_KEYS * (long)get_global_id(0);
+    const long kb = 16 * (long)get_global_id(0);
     const long q = (long)get_global_id(1);
     const long hb = (long)get_global_id(2);
     const long K = shape.s0;
@@ -162,20 +175,21 @@ __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 
 #if HAS_X
     const long lr = lg_off + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3;
 #endif
-    const long kend = kb + ALIBI_KEYS < K ? kb + ALIBI_KEYS : K;
-    long k0 = kb;
-    for (; k0 + 4 <= kend; k0 += 4) {
-        const int4 dist = (int4)((int)(base - k0)) - (int4)(0, 1, 2, 3);
-        const int4 ad = offs.s3 != 0 ? select(dist, -dist, dist < 0) : dist;
-        float4 v = -(m * convert_float4(ad));
+    if (kb + 16 <= K) {
+        const float16 fd = (float)(base - kb) - (float16)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f,
+                                                           6.0f, 7.0f, 8.0f, 9.0f, 10.0f,
+                                                           11.0f, 12.0f, 13.0f, 14.0f, 15.0f);
+        const float16 ad = offs.s3 != 0 ? fabs(fd) : fd;
+        float16 v = -(m * ad);
 #if HAS_X
-        v = PE_LOAD4_LG(lg, lr + k0) + v;
+        v = PE_LOAD16_LG(lg, lr + kb) + v;
 #endif
         if (offs.s2 != 0)
-            v = select(v, (float4)(-INFINITY), dist < 0);
-        PE_STORE4_DST(dst, dr + k0, v);
+            v = select(v, (float16)(-INFINITY), fd < 0.0f);
+        PE_STORE16_DST(dst, dr + kb, v);
+        return;
     }
-    for (long k = k0; k < kend; k++) {
+    for (long k = kb; k < K; k++) {
         float v;
         long dist = base - k;
         if (offs.s2 != 0 && dist < 0) {

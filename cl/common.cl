@@ -67,6 +67,55 @@
 #define POS_T float
 #endif
 
+/*
+ * sin and cos of 8 f32 angles for the vector kernels. With PE_FP64 (-D, 1 when the device
+ * has cl_khr_fp64) the angle is widened exactly to double, reduced by pi/2 in three parts
+ * (fdlibm's pio2_1..3: exact products for |k| < 2^20) and evaluated with Taylor polynomials
+ * to r^11 / r^12 (truncation below 1e-11 for |r| <= pi/4), all branch-free, so that CPU
+ * implementations vectorise it; the results are the f32 roundings of values within ~1e-11
+ * of the exact sin/cos of the f32 angle (better than the 4 ulp the bounds allow). Angles
+ * beyond 4e5 (and inf / NaN) use the built-in sincos, as does every device without fp64.
+ */
+#ifdef PE_FP64 /* defined (0 or 1) for the programs that use it: rope.cl, sinusoidal.cl */
+#if PE_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+static inline float8 pe_sincos8(const float8 xf, float8 *cos_out)
+{
+    if (any(!(fabs(xf) <= 4.0e5f)))
+        return sincos(xf, cos_out);
+    const double8 x = convert_double8(xf);
+    const double8 k = rint(x * 6.36619772367581382433e-01);
+    double8 r = x - k * 1.57079632673412561417e+00;
+    r = r - k * 6.07710050630396597660e-11;
+    r = r - k * 2.02226624871116645580e-21;
+    const double8 r2 = r * r;
+    const double8 sp =
+        r + r * r2 *
+                (-1.0 / 6.0 +
+                 r2 * (1.0 / 120.0 +
+                       r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0 + r2 * (-1.0 / 39916800.0)))));
+    const double8 cp =
+        1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 +
+                                 r2 * (-1.0 / 720.0 +
+                                       r2 * (1.0 / 40320.0 +
+                                             r2 * (-1.0 / 3628800.0 + r2 * (1.0 / 479001600.0))))));
+    /* quadrant k mod 4: odd swaps sin and cos; sin < 0 in 2, 3; cos < 0 in 1, 2 */
+    const long8 q = convert_long8(k);
+    const long8 odd = (q & 1) != 0;
+    double8 s = select(sp, cp, odd), c = select(cp, sp, odd);
+    s = select(s, -s, (q & 2) != 0);
+    c = select(c, -c, ((q + 1) & 2) != 0);
+    *cos_out = convert_float8(c);
+    return convert_float8(s);
+}
+#else
+static inline float8 pe_sincos8(const float8 x, float8 *cos_out)
+{
+    return sincos(x, cos_out);
+}
+#endif
+#endif
+
 /* Layouts of the sinusoidal op; the same values as posenc_sin_layout. */
 #define PE_SIN_INTERLEAVED 0
 #define PE_SIN_HALF_SPLIT 1

@@ -158,8 +158,13 @@ __kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
 
 /*
  * pe_rope_vec: the same op for tensors whose innermost stride is 1 (the host checks it, and
- * that n_pairs is a multiple of 8; otherwise it uses pe_rope). Same arguments as pe_rope;
- * NDRange (n_pairs / 8, ne2, ne3).
+ * that n_pairs is a multiple of 8; otherwise it uses pe_rope). The arguments of pe_rope,
+ * then
+ *    24  int  rows_per   heads (of x, then x2) per chunk
+ * NDRange (n_pairs / 8 * n_chunks, ne2, ne3): dimension 0 is (u, chunk), and chunk c
+ * rotates heads [c * rows_per, (c + 1) * rows_per). Many tokens: one chunk; a decode step
+ * (one token) splits its heads over a few chunks so that more than one compute unit works.
+ * With PE_CPU_ORDER the local size divides n_pairs / 8, so a group has one chunk.
  *
  * Work-item (u, token, batch) owns pairs 8u .. 8u + 7 of the token: it forms their angles
  * in f32 and takes full-precision sincos once (an 8-wide vector), then rotates those pairs
@@ -209,6 +214,28 @@ __kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
 #define PE_STORE16_DST2(p, i, v) vstore16((v), 0, (p) + (i))
 #endif
 
+/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
+ * written with streaming (non-temporal) stores where the compiler has them (clang's
+ * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
+ * it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
+#ifndef PE_NT_STORE
+#define PE_NT_STORE 0
+#endif
+#if PE_NT_STORE && defined(__clang__)
+#if !DST_F16
+#undef PE_STORE8_DST
+#undef PE_STORE16_DST
+#define PE_STORE8_DST(p, i, v) __builtin_nontemporal_store((v), (__global float8 *)((p) + (i)))
+#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
+#endif
+#if HAS_X2 && !DST2_F16
+#undef PE_STORE8_DST2
+#undef PE_STORE16_DST2
+#define PE_STORE8_DST2(p, i, v) __builtin_nontemporal_store((v), (__global float8 *)((p) + (i)))
+#define PE_STORE16_DST2(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
+#endif
+#endif
+
 /* Rotate pairs 8u .. 8u+7 of the window starting at xr (x) / dr (dst). */
 #define PE_ROPE_VEC8(LOAD8, LOAD16, STORE8, STORE16, x, xr, dst, dr)                         \
     if (pairing == 0) {                                                                      \
@@ -233,17 +260,18 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
                           __global const POS_FROM_T *pos_from, const long pos_from_off,
                           const long4 pos_from_st, __global const float *tab,
                           const long4 shape, const long4 dims, const int flags,
-                          const float mscale, const int sign)
+                          const float mscale, const int sign, const int rows_per)
 {
-    const long u = (long)get_global_id(0);
+    const long nu = shape.s0 / 8;
+    const long u = (long)get_global_id(0) % nu;
+    const long chunk = (long)get_global_id(0) / nu;
     const long i2 = (long)get_global_id(1);
     const long i3 = (long)get_global_id(2);
     const long n_pairs = shape.s0;
-    const long nu = n_pairs / 8;
     const int pairing = (int)dims.s3;
 #if !PE_CPU_ORDER
-    /* GPU-style launches round the token dimension up to the local size */
-    if (i2 >= shape.s1 || i3 >= shape.s2)
+    /* GPU-style launches round the dimensions up to the local size */
+    if (i2 >= shape.s1 || i3 >= shape.s2 || chunk * rows_per >= dims.s0 + dims.s1)
         return;
 #endif
 
@@ -265,7 +293,7 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
         ang[k] = sign < 0 ? -a : a;
     }
     float8 cr;
-    const float8 sr = sincos(vload8(0, ang), &cr);
+    const float8 sr = pe_sincos8(vload8(0, ang), &cr);
     const float8 c = cr * mscale, s = sr * mscale;
 
     const long n_head = dims.s0;
@@ -276,7 +304,8 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
 #endif
     const long n_offs = dims.s2;
     const long n_copy = shape.s3;
-    for (long h = 0; h < rows; h++) {
+    const long h_end = (chunk + 1) * rows_per < rows ? (chunk + 1) * rows_per : rows;
+    for (long h = chunk * rows_per; h < h_end; h++) {
         if (h < n_head) {
             const long xr = x_off + h * x_st.s1 + i2 * x_st.s2 + i3 * x_st.s3;
             const long dr = dst_off + h * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3;

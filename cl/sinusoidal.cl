@@ -86,6 +86,20 @@ __kernel void pe_sinusoidal(__global DST_T *dst, const long dst_off, const long4
 #define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
 #endif
 
+/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
+ * written with streaming (non-temporal) stores where the compiler has them (clang's
+ * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
+ * it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
+#ifndef PE_NT_STORE
+#define PE_NT_STORE 0
+#endif
+#if PE_NT_STORE && defined(__clang__) && !DST_F16
+#undef PE_STORE8_DST
+#undef PE_STORE16_DST
+#define PE_STORE8_DST(p, i, v) __builtin_nontemporal_store((v), (__global float8 *)((p) + (i)))
+#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
+#endif
+
 __kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                                 __global const X_T *x, const long x_off, const long4 x_st,
                                 __global const POS_T *pos, const long pos_off,
@@ -107,7 +121,7 @@ __kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const l
 
     const float p = convert_float(pos[pos_off + i1 * pos_st.s0 + g2 * pos_st.s1 + i3 * pos_st.s2]);
     float8 c;
-    const float8 s = sincos(p * vload8(u, freq), &c);
+    const float8 s = pe_sincos8(p * vload8(u, freq), &c);
     float16 vi = (float16)(0.0f);
     float8 v1 = (float8)(0.0f), v2 = (float8)(0.0f);
     long j1, j2 = 0;

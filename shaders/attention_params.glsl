@@ -12,9 +12,13 @@
 #ifndef PE_ATTENTION_PARAMS_GLSL
 #define PE_ATTENTION_PARAMS_GLSL
 
-#define PE_ATTN_TX 64u // PE_VK_ATTN_TILE_X: GEMM tile width (x) = workgroup size
-#define PE_ATTN_TY 16u // PE_VK_ATTN_TILE_Y: GEMM tile height (y) = accumulators
-#define PE_ATTN_R 16u  // PE_VK_ATTN_CHUNK: GEMM reduction chunk staged in shared memory
+// The GEMMs: workgroups of 64 invocations (PE_VK_ATTN_WG), tiles of PE_ATTN_TX x
+// PE_ATTN_TY outputs, invocation id computing the 4 x 4 block at x = 4 (id % 16),
+// y = 4 (id / 16); the reduction is staged PE_ATTN_R at a time. The shaders' staging
+// loops assume exactly these numbers.
+#define PE_ATTN_TX 64u // PE_VK_ATTN_TILE_X
+#define PE_ATTN_TY 16u // PE_VK_ATTN_TILE_Y
+#define PE_ATTN_R 16u  // PE_VK_ATTN_CHUNK
 #define PE_ATTN_WG 64u // PE_VK_ATTN_SOFTMAX_WG: softmax workgroup (one row at a time)
 
 #define PE_ATTN_FLAG_PAIRS    0x1u // f16 output written as whole words (two elements)
@@ -38,6 +42,18 @@ layout(push_constant, std430) uniform PeAttnGemmPush {
     uint flags;                                         // 108
     float scale;                                        // 112
 } pc;                                                   // 116 bytes
+
+// Tile t: head h, batch b, K/V head hk = h / group, first x and y of the tile.
+void pe_attn_tile(uint t, out uint h, out uint b, out uint hk, out uint x0, out uint y0)
+{
+    uint r1 = pe_udiv(t, pc.tx_magic, pc.shifts & 0xffu);
+    uint hb = pe_udiv(r1, pc.ty_magic, (pc.shifts >> 8) & 0xffu);
+    b = pe_udiv(hb, pc.h_magic, (pc.shifts >> 16) & 0xffu);
+    h = hb - b * pc.n_h;
+    hk = pe_udiv(h, pc.g_magic, pc.shifts >> 24);
+    x0 = (t - r1 * pc.tiles_x) * PE_ATTN_TX;
+    y0 = (r1 - hb * pc.tiles_y) * PE_ATTN_TY;
+}
 #elif defined(PE_PUSH_ATTN_SOFTMAX)
 // row = q + n_q*(h + n_h*b); shifts: n_q | n_h << 8.
 layout(push_constant, std430) uniform PeAttnSoftmaxPush {

@@ -6,6 +6,7 @@
 // (f32) or 1 (f16 stored in 32-bit words). Everything else that shapes the code is in
 // specialization constant 0 (PE_ROPE_FLAG_*), so that a pipeline holds only the paths it
 // runs: CPU implementations (lavapipe) execute both sides of every branch under a mask.
+// Only the cheap per-unit choices (positions' dtype, sign) are push-constant flags.
 // The grid, the push constants, the table and the flags are described in
 // src/kernel_abi.h.
 //
@@ -222,15 +223,15 @@ vec4 pe_rot0(vec4 v, vec4 c, vec4 s)
 void pe_rope_cs(uvec4 r, uint i2, uint i3, out float c, out float s)
 {
     int raw = pos_i[r.z + i2 * pc.pos_st0 + i3 * pc.pos_st2];
-    float p = (FLAGS & PE_ROPE_FLAG_POS_F32) != 0u ? intBitsToFloat(raw) : float(raw);
+    float p = (pc.flags & PE_ROPE_FLAG_POS_F32) != 0u ? intBitsToFloat(raw) : float(raw);
     precise float angle = p * uintBitsToFloat(r.x); // one f32 rounding, like the others
     if ((FLAGS & PE_ROPE_FLAG_FROM) != 0u) {
         int rf = from_i[r.w + i2 * pc.from_st0 + i3 * pc.from_st2];
-        float pf = (FLAGS & PE_ROPE_FLAG_FROM_F32) != 0u ? intBitsToFloat(rf) : float(rf);
+        float pf = (pc.flags & PE_ROPE_FLAG_FROM_F32) != 0u ? intBitsToFloat(rf) : float(rf);
         precise float af = pf * uintBitsToFloat(r.y);
         angle = angle - af;
     }
-    if ((FLAGS & PE_ROPE_FLAG_NEG) != 0u)
+    if ((pc.flags & PE_ROPE_FLAG_NEG) != 0u)
         angle = -angle;
     float sn, cs;
     pe_sincos(angle, sn, cs);

@@ -1,6 +1,6 @@
 // rope_params.glsl - push constants of rope.comp and copy.comp, and rope.comp's flags
 // (its specialization constant 0). Mirrors struct pe_vk_rope_push / pe_vk_copy_push and
-// PE_ROPE_* in src/kernel_abi.h, where the sizes (124 and 72 bytes) and offsets are
+// PE_ROPE_* in src/kernel_abi.h, where the sizes (128 and 72 bytes) and offsets are
 // checked with _Static_assert and the fields and the rope table are explained. Change
 // both together.
 // Define PE_ROPE_PUSH or PE_COPY_PUSH before including: a shader has one block.
@@ -34,7 +34,8 @@ layout(push_constant, std430) uniform PeRopePush {
     uint ne1, ne1b, ne2;                                    // 104
     uint n_total;                                           // 116
     float mscale;                                           // 120
-} pc;                                                       // 124 bytes
+    uint flags;                                             // 124: POS_F32, FROM_F32, NEG
+} pc;                                                       // 128 bytes
 #endif
 
 #ifdef PE_COPY_PUSH

@@ -110,14 +110,16 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
  * pos_base = pos.offset + stream[j] * pos.st[1] (from_base likewise for pos_from), so a
  * position is pos[pos_base + i2 * pos_st0 + i3 * pos_st2].
  *
- * The flags are specialization constant 0 (a pipeline per combination, created when
- * first used), not push constants: branches on them vanish at pipeline creation.
+ * The flags that shape the code (structure: layout, geometry, access levels, which
+ * tensors) are specialization constant 0 (a pipeline per combination, created when first
+ * used): branches on them vanish at pipeline creation. The per-unit ones (positions'
+ * dtype, sign) are the push constant `flags`, to keep the number of pipelines down.
  * Offsets and strides are in elements of each view's own dtype.
  */
-#define PE_ROPE_FLAG_POS_F32   0x1u   /* positions are f32 bits; else int32 */
+#define PE_ROPE_FLAG_POS_F32   0x1u   /* push: positions are f32 bits; else int32 */
 #define PE_ROPE_FLAG_FROM      0x2u   /* rerotate: angle -= pos_from * freq_from */
-#define PE_ROPE_FLAG_FROM_F32  0x4u
-#define PE_ROPE_FLAG_NEG       0x8u   /* backward: the angle is negated */
+#define PE_ROPE_FLAG_FROM_F32  0x4u   /* push: pos_from is f32 */
+#define PE_ROPE_FLAG_NEG       0x8u   /* push: backward, the angle is negated */
 #define PE_ROPE_FLAG_PAIRING1  0x10u  /* half-split pairs (a, a + n_pairs) */
 #define PE_ROPE_FLAG_COPY_X    0x20u  /* copy dims outside the window x -> dst */
 #define PE_ROPE_FLAG_COPY_X2   0x40u  /* ... x2 -> dst2 */
@@ -139,8 +141,9 @@ struct pe_vk_rope_push {
     uint32_t ne1, ne1b, ne2;       /* heads of x, heads of x2 (0: none), tokens */
     uint32_t n_total;
     float mscale;
+    uint32_t flags;                /* PE_ROPE_FLAG_POS_F32 | _FROM_F32 | _NEG */
 };
-_Static_assert(sizeof(struct pe_vk_rope_push) == 124, "must match shaders/rope_params.glsl");
+_Static_assert(sizeof(struct pe_vk_rope_push) == 128, "must match shaders/rope_params.glsl");
 _Static_assert(sizeof(struct pe_vk_rope_push) <= 128, "Vulkan guarantees 128 bytes");
 _Static_assert(offsetof(struct pe_vk_rope_push, dst_off) == 20, "abi");
 _Static_assert(offsetof(struct pe_vk_rope_push, x2_off) == 40, "abi");
@@ -151,6 +154,7 @@ _Static_assert(offsetof(struct pe_vk_rope_push, n_rot) == 96, "abi");
 _Static_assert(offsetof(struct pe_vk_rope_push, ne1) == 104, "abi");
 _Static_assert(offsetof(struct pe_vk_rope_push, n_total) == 116, "abi");
 _Static_assert(offsetof(struct pe_vk_rope_push, mscale) == 120, "abi");
+_Static_assert(offsetof(struct pe_vk_rope_push, flags) == 124, "abi");
 
 /*
  * copy.comp: dst = src converted, over n_total = n_units * ne1 * ne2 * ne3 units, unit
@@ -300,9 +304,9 @@ _Static_assert(offsetof(struct pe_vk_relbias_bwd_push, rel_delta) == 60, "abi");
 /*
  * The two GEMMs (attn_scores.comp: logits = scale * Q.K^T, attn_output.comp: dst = P.V)
  * share one push block: C[x, y] = sum_{r < n_red} A[r, y] B[r, x] per (head h, batch b),
- * B read at K/V head h / group. A workgroup of PE_VK_ATTN_TILE_X invocations computes a
- * tile of PE_VK_ATTN_TILE_X (x, one per invocation) by PE_VK_ATTN_TILE_Y (y) outputs, in
- * a grid-stride loop over n_tiles, tiles_x = ceil(n_x / PE_VK_ATTN_TILE_X), tiles_y =
+ * B read at K/V head h / group. A workgroup of PE_VK_ATTN_WG invocations computes a tile
+ * of PE_VK_ATTN_TILE_X (x) by PE_VK_ATTN_TILE_Y (y) outputs (a 4 x 4 block each), in a
+ * grid-stride loop over n_tiles, tiles_x = ceil(n_x / PE_VK_ATTN_TILE_X), tiles_y =
  * ceil(n_y / PE_VK_ATTN_TILE_Y); tile t = tx + tiles_x*(ty + tiles_y*(h + n_h*b)); the
  * reduction is staged in shared memory PE_VK_ATTN_CHUNK at a time. shifts: tiles_x |
  * tiles_y << 8 | n_h << 16 | group << 24 (g_magic divides h by group). Offsets and
@@ -367,8 +371,9 @@ _Static_assert(offsetof(struct pe_vk_attn_softmax_push, n_rows) == 84, "abi");
 _Static_assert(offsetof(struct pe_vk_attn_softmax_push, q_offset) == 88, "abi");
 _Static_assert(offsetof(struct pe_vk_attn_softmax_push, flags) == 96, "abi");
 
-/* GEMM tile (workgroup size PE_VK_ATTN_TILE_X) and reduction chunk, and the softmax's
+/* The GEMMs' workgroup size (local_size_x), tile and reduction chunk, and the softmax's
  * workgroup size (local_size_x). */
+#define PE_VK_ATTN_WG 64u
 #define PE_VK_ATTN_TILE_X 64u
 #define PE_VK_ATTN_TILE_Y 16u
 #define PE_VK_ATTN_CHUNK 16u

@@ -317,6 +317,8 @@ static const struct alibi_cfg alibi_cfgs[] = {
     {{93, 93, 1, 1}, 1, 0, 0, 0, 0.0f, 0},   /* one head, a long causal square */
     {{9, 9, 7, 2}, 1, 0, 0, 0, 16.0f, 0},    /* 7 heads (not a power of 2), max_bias 16 */
     {{5, 5, 3, 1}, 1, 1, 0, 0, 0.0f, 1},     /* user slopes, causal and symmetric */
+    {{48, 20, 4, 1}, 1, 0, 7, 0, 0.0f, 0},   /* rows of 16-multiples: vector kernels */
+    {{32, 9, 2, 2}, 0, 1, 0, 3, 0.0f, 0},    /* the same, symmetric, batched */
 };
 
 static void alibi_cases(struct pc_case **cases, size_t *n, size_t *cap)

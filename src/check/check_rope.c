@@ -135,6 +135,17 @@ void pc_rope_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.pos_max = 64;
     name_rope(&c, "/pixtral_map");
     add_case(cases, n, cap, &c);
+    /* One decode step (a token at a large position): backends split the heads of a single
+     * token over several work-groups / threads. In place, as KV-cache code does it. */
+    c = base_case(128, 32, 1, 1, POSENC_ROPE_NEOX, seed++);
+    c.has_x = 2;
+    name_rope(&c, "/decode");
+    add_case(cases, n, cap, &c);
+    c = base_case(64, 12, 1, 2, POSENC_ROPE_NORMAL, seed++);
+    c.dtype = c.x_dtype = POSENC_DTYPE_F16;
+    c.has_x = 2;
+    name_rope(&c, "/decode");
+    add_case(cases, n, cap, &c);
     c = base_case(16, 16, 8192, 1, POSENC_ROPE_NORMAL, seed++); /* long sequence */
     c.pos_kind = PC_POS_SEQUENTIAL;
     name_rope(&c, "/long");

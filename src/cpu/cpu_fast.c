@@ -38,10 +38,14 @@
  * more than it saves). POSENC_CPU_MIN_SPLIT=<bytes>, read at context creation, replaces
  * it (the tests set 1 to split even tiny ops over every thread). */
 #define PE_FAST_MIN_BYTES_PER_THREAD (256 * 1024)
-/* RoPE and sinusoidal compute the next item's cos/sin in slices of at least this many
- * pairs (so that pe_sincos_block still runs vector-wide). */
+/* RoPE computes the next token's cos/sin in slices of at least this many pairs (so that
+ * pe_sincos_block still runs vector-wide). */
 #define PE_ROPE_SLICE 16
-#define PE_SIN_SLICE 32
+/* RoPE outputs of at least this many bytes are written out of place with streaming
+ * (non-temporal) stores: the destination's lines are not read for ownership first, which
+ * is a third of the memory traffic of an out-of-place op (the copy ceiling's memcpy
+ * avoids it too). Smaller outputs stay in the caches for whatever reads them next. */
+#define PE_FAST_NT_BYTES (16.0 * 1024 * 1024)
 /* Copy segments (elements): the unit of work of pe_cpu_fast_copy. */
 #define PE_FAST_COPY_SEG 32768
 
@@ -566,6 +570,7 @@ struct rope_job {
     int64_t n_streams;        /* streams read per token (max stream + 1) */
     int64_t n_streams_from;
     int64_t rows;             /* heads of x + heads of x2 */
+    bool nt;                  /* streaming stores for out-of-place outputs (large ops) */
     size_t off_ang, off_tab[2], off_pv, off_in, off_out;
 };
 
@@ -588,8 +593,14 @@ static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_
     for (int64_t k = 0; k < rj->n_streams; k++)
         pv[k] = (double)op->sign * load_pos(pos, pos->offset + i2 * pos->st[0] + k * pos->st[1] +
                                                      i3 * pos->st[2]);
-    for (int64_t j = j0; j < j1; j++)
-        ang[j] = pv[op->stream[j]] * op->freq[j];
+    if (rj->n_streams == 1) { /* one position per token (NORMAL, NEOX): vectorises */
+        const double p = pv[0];
+        for (int64_t j = j0; j < j1; j++)
+            ang[j] = p * op->freq[j];
+    } else {
+        for (int64_t j = j0; j < j1; j++)
+            ang[j] = pv[op->stream[j]] * op->freq[j];
+    }
     if (op->pos_from.mem) {
         const struct pe_view *pf = &op->pos_from;
         for (int64_t k = 0; k < rj->n_streams_from; k++)
@@ -616,48 +627,50 @@ static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_
  */
 #define PE_ROPE_ROW_AVX2(NAME, T, LOAD8, STORE8, TOF, FROMF)                                      \
     __attribute__((target("avx2,f16c"))) static void NAME(                                        \
-        const T *in, T *out, const float *tab, int64_t head_dim, int64_t lo, int64_t np,          \
-        int pairing, bool copy_rest)                                                              \
+        const T *in, T *out, int64_t in_stride, int64_t out_stride, int64_t n_rows,               \
+        const float *tab, int64_t head_dim, int64_t lo, int64_t np, int pairing, bool copy_rest)  \
     {                                                                                             \
         const float *c = tab, *s = tab + np, *cc = tab + 2 * np, *ss = tab + 4 * np;              \
-        if (copy_rest) {                                                                          \
-            const int64_t hi = lo + 2 * np;                                                       \
-            if (lo > 0)                                                                           \
-                memcpy(out, in, (size_t)lo * sizeof(T));                                          \
-            if (hi < head_dim)                                                                    \
-                memcpy(out + hi, in + hi, (size_t)(head_dim - hi) * sizeof(T));                   \
-        }                                                                                         \
-        const T *xa = in + lo;                                                                    \
-        T *ya = out + lo;                                                                         \
-        int64_t j = 0;                                                                            \
-        if (pairing == 0) {                                                                       \
-            for (; j + 8 <= 2 * np; j += 8) {                                                     \
-                const __m256 x = LOAD8(xa + j);                                                   \
-                const __m256 xs = _mm256_permute_ps(x, 0xb1);                                     \
-                const __m256 y = _mm256_add_ps(_mm256_mul_ps(x, _mm256_loadu_ps(cc + j)),         \
-                                               _mm256_mul_ps(xs, _mm256_loadu_ps(ss + j)));       \
-                STORE8(ya + j, y);                                                                \
+        for (int64_t row = 0; row < n_rows; row++, in += in_stride, out += out_stride) {          \
+            if (copy_rest) {                                                                      \
+                const int64_t hi = lo + 2 * np;                                                   \
+                if (lo > 0)                                                                       \
+                    memcpy(out, in, (size_t)lo * sizeof(T));                                      \
+                if (hi < head_dim)                                                                \
+                    memcpy(out + hi, in + hi, (size_t)(head_dim - hi) * sizeof(T));               \
             }                                                                                     \
-            for (j /= 2; j < np; j++) {                                                           \
-                const float a = TOF(xa[2 * j]), b = TOF(xa[2 * j + 1]);                           \
-                ya[2 * j] = FROMF(a * c[j] - b * s[j]);                                           \
-                ya[2 * j + 1] = FROMF(a * s[j] + b * c[j]);                                       \
-            }                                                                                     \
-        } else {                                                                                  \
-            const T *xb = xa + np;                                                                \
-            T *yb = ya + np;                                                                      \
-            for (; j + 8 <= np; j += 8) {                                                         \
-                const __m256 a = LOAD8(xa + j), b = LOAD8(xb + j);                                \
-                const __m256 cv = _mm256_loadu_ps(c + j), sv = _mm256_loadu_ps(s + j);            \
-                const __m256 y1 = _mm256_sub_ps(_mm256_mul_ps(a, cv), _mm256_mul_ps(b, sv));      \
-                const __m256 y2 = _mm256_add_ps(_mm256_mul_ps(a, sv), _mm256_mul_ps(b, cv));      \
-                STORE8(ya + j, y1);                                                               \
-                STORE8(yb + j, y2);                                                               \
-            }                                                                                     \
-            for (; j < np; j++) {                                                                 \
-                const float a = TOF(xa[j]), b = TOF(xb[j]);                                       \
-                ya[j] = FROMF(a * c[j] - b * s[j]);                                               \
-                yb[j] = FROMF(a * s[j] + b * c[j]);                                               \
+            const T *xa = in + lo;                                                                \
+            T *ya = out + lo;                                                                     \
+            int64_t j = 0;                                                                        \
+            if (pairing == 0) {                                                                   \
+                for (; j + 8 <= 2 * np; j += 8) {                                                 \
+                    const __m256 x = LOAD8(xa + j);                                               \
+                    const __m256 xs = _mm256_permute_ps(x, 0xb1);                                 \
+                    const __m256 y = _mm256_add_ps(_mm256_mul_ps(x, _mm256_loadu_ps(cc + j)),     \
+                                                   _mm256_mul_ps(xs, _mm256_loadu_ps(ss + j)));   \
+                    STORE8(ya + j, y);                                                            \
+                }                                                                                 \
+                for (j /= 2; j < np; j++) {                                                       \
+                    const float a = TOF(xa[2 * j]), b = TOF(xa[2 * j + 1]);                       \
+                    ya[2 * j] = FROMF(a * c[j] - b * s[j]);                                       \
+                    ya[2 * j + 1] = FROMF(a * s[j] + b * c[j]);                                   \
+                }                                                                                 \
+            } else {                                                                              \
+                const T *xb = xa + np;                                                            \
+                T *yb = ya + np;                                                                  \
+                for (; j + 8 <= np; j += 8) {                                                     \
+                    const __m256 a = LOAD8(xa + j), b = LOAD8(xb + j);                            \
+                    const __m256 cv = _mm256_loadu_ps(c + j), sv = _mm256_loadu_ps(s + j);        \
+                    const __m256 y1 = _mm256_sub_ps(_mm256_mul_ps(a, cv), _mm256_mul_ps(b, sv));  \
+                    const __m256 y2 = _mm256_add_ps(_mm256_mul_ps(a, sv), _mm256_mul_ps(b, cv));  \
+                    STORE8(ya + j, y1);                                                           \
+                    STORE8(yb + j, y2);                                                           \
+                }                                                                                 \
+                for (; j < np; j++) {                                                             \
+                    const float a = TOF(xa[j]), b = TOF(xb[j]);                                   \
+                    ya[j] = FROMF(a * c[j] - b * s[j]);                                           \
+                    yb[j] = FROMF(a * s[j] + b * c[j]);                                           \
+                }                                                                                 \
             }                                                                                     \
         }                                                                                         \
     }
@@ -670,6 +683,19 @@ static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_
 #define PE_ID(v) (v)
 PE_ROPE_ROW_AVX2(rope_row_avx2_f32, float, PE_LOAD8_F32, PE_STORE8_F32, PE_ID, PE_ID)
 PE_ROPE_ROW_AVX2(rope_row_avx2_f16, uint16_t, PE_LOAD8_F16, PE_STORE8_F16, h2f, f2h)
+/* Streaming (non-temporal) stores for outputs much larger than the caches: no read for
+ * ownership of the destination lines. The destination of every 8-wide store must be
+ * aligned (32 bytes f32, 16 bytes f16): rope_head checks it. */
+#define PE_STORE8_F32_NT(p, v) _mm256_stream_ps((p), (v))
+#define PE_STORE8_F16_NT(p, v)                                                                    \
+    _mm_stream_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
+PE_ROPE_ROW_AVX2(rope_row_avx2_f32_nt, float, PE_LOAD8_F32, PE_STORE8_F32_NT, PE_ID, PE_ID)
+PE_ROPE_ROW_AVX2(rope_row_avx2_f16_nt, uint16_t, PE_LOAD8_F16, PE_STORE8_F16_NT, h2f, f2h)
+
+__attribute__((target("sse2"))) static void store_fence(void)
+{
+    _mm_sfence();
+}
 #endif
 
 /* One head row: the window rotated, the other dims copied (unless in place, where they
@@ -705,31 +731,61 @@ static void rope_row(const float *restrict in, float *restrict out, const float 
     }
 }
 
-/* Head h of tensor x -> d for token (i2, i3). */
-static void rope_head(const struct pe_rope_op *op, const struct pe_view *x,
-                      const struct pe_view *d, bool in_place, int64_t h, int64_t i2,
-                      int64_t i3, const float *tab, float *tin, float *tout)
+/* Heads [h0, h1) of tensor x -> d for token (i2, i3); nt: streaming stores where the rows
+ * are aligned. */
+static void rope_heads(const struct pe_rope_op *op, const struct pe_view *x,
+                       const struct pe_view *d, bool in_place, bool nt, int64_t h0, int64_t h1,
+                       int64_t i2, int64_t i3, const float *tab, float *tin, float *tout)
 {
+    if (h1 <= h0)
+        return;
     const int64_t hd = x->ne[0], np = op->n_pairs;
-    const int64_t xi = at4(x, h, i2, i3), di = at4(d, h, i2, i3);
+    (void)nt;
 #ifdef PE_HAVE_F16C
     if (have_avx2_f16c && x->dtype == d->dtype && x->st[0] == 1 && d->st[0] == 1) {
+        /* every row in one call: no per-row dispatch */
+        const int64_t xi = at4(x, h0, i2, i3), di = at4(d, h0, i2, i3), n = h1 - h0;
+        const size_t es = x->dtype == POSENC_DTYPE_F32 ? 4 : 2;
+        const uintptr_t w = (uintptr_t)((unsigned char *)d->mem + (size_t)(di + op->n_offs) * es);
+        const bool nt_rows = nt && np % 8 == 0 && w % (8 * es) == 0 &&
+                             ((size_t)d->st[1] * es) % (8 * es) == 0;
         if (x->dtype == POSENC_DTYPE_F32)
-            rope_row_avx2_f32((const float *)x->mem + xi, (float *)d->mem + di, tab, hd,
-                              op->n_offs, np, op->pairing, !in_place);
+            (nt_rows ? rope_row_avx2_f32_nt : rope_row_avx2_f32)(
+                (const float *)x->mem + xi, (float *)d->mem + di, x->st[1], d->st[1], n, tab, hd,
+                op->n_offs, np, op->pairing, !in_place);
         else
-            rope_row_avx2_f16((const uint16_t *)x->mem + xi, (uint16_t *)d->mem + di, tab, hd,
-                              op->n_offs, np, op->pairing, !in_place);
+            (nt_rows ? rope_row_avx2_f16_nt : rope_row_avx2_f16)(
+                (const uint16_t *)x->mem + xi, (uint16_t *)d->mem + di, x->st[1], d->st[1], n,
+                tab, hd, op->n_offs, np, op->pairing, !in_place);
         return;
     }
 #endif
     const float *c = tab, *s = tab + np;
-    const float *in = input_row(x, xi, hd, in_place, tin);
-    float *out = output_row(d, di, tout);
     /* the dims outside the window are already in place only when out is x's memory */
     const bool copy_rest = !(in_place && direct_f32(d));
-    rope_row(in, out, c, s, hd, op->n_offs, op->n_pairs, op->pairing, copy_rest);
-    finish_row(d, di, hd, out);
+    for (int64_t h = h0; h < h1; h++) {
+        const int64_t xi = at4(x, h, i2, i3), di = at4(d, h, i2, i3);
+        const float *in = input_row(x, xi, hd, in_place, tin);
+        float *out = output_row(d, di, tout);
+        rope_row(in, out, c, s, hd, op->n_offs, np, op->pairing, copy_rest);
+        finish_row(d, di, hd, out);
+    }
+}
+
+/* Rows [r0, r1) of token (i2, i3): heads of x, then heads of x2. */
+static void rope_rows(const struct rope_job *rj, int64_t r0, int64_t r1, int64_t i2, int64_t i3,
+                      const float *tab, float *tin, float *tout)
+{
+    const struct pe_rope_op *op = rj->op;
+    const int64_t H1 = op->x.ne[1];
+    const bool in1 = same_view(&op->x, &op->dst);
+    rope_heads(op, &op->x, &op->dst, in1, rj->nt && !in1, r0, r1 < H1 ? r1 : H1, i2, i3, tab,
+               tin, tout);
+    if (op->x2.mem && r1 > H1) {
+        const bool in2 = same_view(&op->x2, &op->dst2);
+        rope_heads(op, &op->x2, &op->dst2, in2, rj->nt && !in2, r0 > H1 ? r0 - H1 : 0, r1 - H1,
+                   i2, i3, tab, tin, tout);
+    }
 }
 
 static void rope_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
@@ -737,9 +793,6 @@ static void rope_run(const struct pe_fast_job *job, int64_t begin, int64_t end, 
     const struct rope_job *rj = (const struct rope_job *)job;
     const struct pe_rope_op *op = rj->op;
     const int64_t T = op->x.ne[2], np = op->n_pairs;
-    const int64_t H1 = op->x.ne[1];
-    const bool in1 = same_view(&op->x, &op->dst);
-    const bool in2 = op->x2.mem && same_view(&op->x2, &op->dst2);
     double *ang = (double *)(void *)(scratch + rj->off_ang);
     double *pv = (double *)(void *)(scratch + rj->off_pv);
     float *tin = scratch + rj->off_in, *tout = scratch + rj->off_out;
@@ -763,19 +816,20 @@ static void rope_run(const struct pe_fast_job *job, int64_t begin, int64_t end, 
         float *next_tab = tabs[(it - begin + 1) & 1];
         const bool next = it + 1 < end;
         const int64_t n2 = (it + 1) % T, n3 = (it + 1) / T;
-        for (int64_t r = 0; r < rows; r++) {
-            if (r < H1)
-                rope_head(op, &op->x, &op->dst, in1, r, i2, i3, tab, tin, tout);
-            else
-                rope_head(op, &op->x2, &op->dst2, in2, r - H1, i2, i3, tab, tin, tout);
-            const int64_t k0 = r * n_slices / rows, k1 = (r + 1) * n_slices / rows;
-            if (next && k1 > k0)
-                rope_table(rj, n2, n3, np * k0 / n_slices, np * k1 / n_slices, ang, pv,
+        /* the rows in n_slices groups, slice k of the next table after group k */
+        for (int64_t k = 0; k < n_slices; k++) {
+            rope_rows(rj, rows * k / n_slices, rows * (k + 1) / n_slices, i2, i3, tab, tin, tout);
+            if (next)
+                rope_table(rj, n2, n3, np * k / n_slices, np * (k + 1) / n_slices, ang, pv,
                            next_tab);
         }
         if (next && rows == 0)
             rope_table(rj, n2, n3, 0, np, ang, pv, next_tab);
     }
+#ifdef PE_HAVE_F16C
+    if (rj->nt)
+        store_fence(); /* streaming stores are weakly ordered: drain them before the join */
+#endif
 }
 
 posenc_status pe_cpu_fast_rope(struct pe_cpu_fast *f, const struct pe_rope_op *op)
@@ -803,6 +857,11 @@ posenc_status pe_cpu_fast_rope(struct pe_cpu_fast *f, const struct pe_rope_op *o
     rj.base.fn = rope_run;
     rj.base.op = op;
     rj.base.n_items = T * B;
+    /* outputs much larger than the caches: streaming stores (out-of-place rows only) */
+    rj.nt = (double)T * (double)B * (double)hd *
+                ((double)op->x.ne[1] * (double)posenc_dtype_size(op->dst.dtype) +
+                 (double)H2 * (op->x2.mem ? (double)posenc_dtype_size(op->dst2.dtype) : 0.0)) >=
+            PE_FAST_NT_BYTES;
     const double bytes = (double)T * (double)B * (double)hd *
                          ((double)op->x.ne[1] * (double)(posenc_dtype_size(op->x.dtype) +
                                                          posenc_dtype_size(op->dst.dtype)) +
@@ -821,7 +880,8 @@ struct sin_job {
     struct pe_fast_job base;
     const struct pe_sinusoidal_op *op;
     int64_t groups2;          /* 1 when the positions are shared by dim 2, else ne[2] */
-    size_t off_ang, off_tab[2], off_in, off_out;
+    int64_t block;            /* tokens per item */
+    size_t off_ang, off_tab, off_in, off_out;
 };
 
 /* One output row from the pair values sv/cv (and x * scale when x is given). */
@@ -860,61 +920,59 @@ static void sin_row(const float *restrict x, float *restrict out, const float *r
     }
 }
 
-/* sin/cos of pairs [j0, j1) of item `it` ((token, batch group) of the op) into tab =
- * [sin (half) | cos (half)]. */
-static void sin_table(const struct sin_job *sj, int64_t it, int64_t j0, int64_t j1, double *ang,
+/* sin/cos of every pair of token i1 (batch group g2, i3) into tab = [sin (half) | cos
+ * (half)]. */
+static void sin_table(const struct sin_job *sj, int64_t i1, int64_t g2, int64_t i3, double *ang,
                       float *tab)
 {
     const struct pe_sinusoidal_op *op = sj->op;
     const struct pe_view *pos = &op->pos;
-    const int64_t T = op->dst.ne[1], G2 = sj->groups2, half = op->half;
-    if (j1 <= j0)
-        return;
-    const int64_t i1 = it % T, g2 = (it / T) % G2, i3 = it / (T * G2);
+    const int64_t half = op->half;
     const double p =
         load_pos(pos, pos->offset + i1 * pos->st[0] + g2 * pos->st[1] + i3 * pos->st[2]);
-    for (int64_t i = j0; i < j1; i++)
+    for (int64_t i = 0; i < half; i++)
         ang[i] = p * op->freq[i];
-    pe_sincos_block(ang + j0, tab + j0, tab + half + j0, j1 - j0, 1.0);
+    pe_sincos_block(ang, tab, tab + half, half, 1.0);
 }
 
+/*
+ * An item is a block of sj->block consecutive tokens of one batch group: the sin/cos of
+ * the block's tokens are computed first (they stay in L1/L2), then each row i2 that shares
+ * the positions is written for the whole block, token after token. With the positions
+ * broadcast over dim 2, the rows of one token are a whole dim-2 stride apart in memory;
+ * walking one row's block at a time keeps the accesses in a few long sequential runs
+ * instead of one stream per row.
+ */
 static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
 {
     const struct sin_job *sj = (const struct sin_job *)job;
     const struct pe_sinusoidal_op *op = sj->op;
     const struct pe_view *d = &op->dst, *x = &op->x;
     const int64_t T = d->ne[1], G2 = sj->groups2, half = op->half, n = d->ne[0];
+    const int64_t TB = sj->block, nb = (T + TB - 1) / TB;
     const bool has_x = x->mem != NULL;
     const bool in_place = has_x && same_view(x, d);
     double *ang = (double *)(void *)(scratch + sj->off_ang);
     float *tin = scratch + sj->off_in, *tout = scratch + sj->off_out;
-    float *tabs[2] = {scratch + sj->off_tab[0], scratch + sj->off_tab[1]};
+    float *tabs = scratch + sj->off_tab;
     /* the rows that share one position: all of dim 2 when the positions are broadcast */
     const int64_t rows = G2 == 1 ? d->ne[2] : 1;
-    /* As in rope_run: the next item's sin/cos are computed a slice at a time between the
-     * rows of this one, overlapping the memory traffic. */
-    int64_t n_slices = half / PE_SIN_SLICE;
-    if (n_slices > rows)
-        n_slices = rows;
-    if (n_slices < 1)
-        n_slices = 1;
-    if (begin < end)
-        sin_table(sj, begin, 0, half, ang, tabs[0]);
     for (int64_t it = begin; it < end; it++) {
-        const int64_t i1 = it % T, g2 = (it / T) % G2, i3 = it / (T * G2);
-        const float *sv = tabs[(it - begin) & 1], *cv = sv + half;
-        float *next_tab = tabs[(it - begin + 1) & 1];
-        const bool next = it + 1 < end;
+        const int64_t blk = it % nb, g2 = (it / nb) % G2, i3 = it / (nb * G2);
+        const int64_t t0 = blk * TB, t1 = t0 + TB < T ? t0 + TB : T;
+        for (int64_t t = t0; t < t1; t++)
+            sin_table(sj, t, g2, i3, ang, tabs + (t - t0) * 2 * half);
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i2 = G2 == 1 ? r : g2;
-            const int64_t di = at4(d, i1, i2, i3);
-            const float *xr = has_x ? input_row(x, at4(x, i1, i2, i3), n, in_place, tin) : NULL;
-            float *out = output_row(d, di, tout);
-            sin_row(xr, out, sv, cv, half, op->layout, op->x_scale);
-            finish_row(d, di, n, out);
-            const int64_t k0 = r * n_slices / rows, k1 = (r + 1) * n_slices / rows;
-            if (next && k1 > k0)
-                sin_table(sj, it + 1, half * k0 / n_slices, half * k1 / n_slices, ang, next_tab);
+            for (int64_t t = t0; t < t1; t++) {
+                const float *sv = tabs + (t - t0) * 2 * half, *cv = sv + half;
+                const int64_t di = at4(d, t, i2, i3);
+                const float *xr =
+                    has_x ? input_row(x, at4(x, t, i2, i3), n, in_place, tin) : NULL;
+                float *out = output_row(d, di, tout);
+                sin_row(xr, out, sv, cv, half, op->layout, op->x_scale);
+                finish_row(d, di, n, out);
+            }
         }
     }
 }
@@ -927,15 +985,17 @@ posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinu
     sj.op = op;
     sj.groups2 = op->pos.st[1] == 0 ? 1 : d->ne[2];
     size_t used = 0;
+    /* blocks of tokens whose sin/cos tables fill about 64 KiB (at most 64 tokens) */
+    sj.block = 65536 / (8 * (op->half > 0 ? op->half : 1));
+    sj.block = sj.block < 1 ? 1 : sj.block > 64 ? 64 : sj.block;
     sj.off_ang = carve(&used, 2 * (size_t)op->half);
-    sj.off_tab[0] = carve(&used, 2 * (size_t)op->half);
-    sj.off_tab[1] = carve(&used, 2 * (size_t)op->half);
+    sj.off_tab = carve(&used, 2 * (size_t)op->half * (size_t)sj.block);
     sj.off_in = carve(&used, (size_t)d->ne[0]);
     sj.off_out = carve(&used, (size_t)d->ne[0]);
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
     sj.base.fn = sin_run;
     sj.base.op = op;
-    sj.base.n_items = d->ne[1] * sj.groups2 * d->ne[3];
+    sj.base.n_items = (d->ne[1] + sj.block - 1) / sj.block * sj.groups2 * d->ne[3];
     const double n = (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3];
     const double bytes =
         n * (double)(posenc_dtype_size(d->dtype) +

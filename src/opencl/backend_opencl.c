@@ -2,7 +2,7 @@
  * backend_opencl.c - the OpenCL backend: one device, one in-order queue, programs built
  * from the embedded cl/ sources on first use and cached per context and on disk.
  *
- * Programs are common.cl + <op>.cl, built with "-cl-std=CL1.2" plus -D options that pick
+ * Programs are common.cl + <op>.cl, built with "-cl-std=CL1.2 -w" plus -D options that pick
  * the storage types (see cl/common.cl); no fast-math options. Each distinct option string
  * is built once per context (struct pe_cl_program cache), and its binary is kept in an
  * on-disk cache (see "The on-disk program-binary cache" below) so that the next process
@@ -430,6 +430,7 @@ static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
         info->type = POSENC_DEVICE_OTHER;
     info->f16_storage = 1;
     info->f16_native = device_has_extension(dev, "cl_khr_fp16") ? 1 : 0;
+    be->fp64 = device_has_extension(dev, "cl_khr_fp64") ? 1 : 0;
     info->max_buffer_size = max_alloc;
     info->max_workgroup_size = max_wg > UINT32_MAX ? UINT32_MAX : (uint32_t)max_wg;
     info->compute_units = cus;
@@ -1013,7 +1014,9 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
     PE_RETURN_IF_ERROR(get_source(be, file, &op));
 
     char options[PE_CL_OPTS_MAX + 32];
-    snprintf(options, sizeof(options), "-cl-std=CL1.2 %s", defines);
+    /* -w: some compilers (PoCL's clang) print warnings straight to the application's
+     * stderr, e.g. about the ABI of 512-bit vector types on AVX2 hosts */
+    snprintf(options, sizeof(options), "-cl-std=CL1.2 -w %s", defines);
     cl_int err;
     cl_program prog = NULL;
     bool from_binary = false;
@@ -1291,20 +1294,34 @@ static int cpu_order(const struct pe_cl_backend *be)
     return be->info.type == POSENC_DEVICE_CPU;
 }
 
+/* Streaming stores (PE_NT_STORE) for an out-of-place output of `bytes`: on CPU devices,
+ * for outputs much larger than the caches (see PE_FAST_NT_BYTES in src/cpu/cpu_fast.c). */
+bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes)
+{
+    return cpu_order(be) && bytes >= 16.0 * 1024 * 1024;
+}
+
+static bool use_nt(const struct pe_cl_backend *be, double bytes)
+{
+    return pe_cl_use_nt(be, bytes);
+}
+
 /* Launch a vector kernel over g[0] x g[1] x g[2] work-items. With PE_CPU_ORDER (barriers)
- * every work-item must be in range: the local size is (l0, 1, 1) with l0 the largest
- * divisor of g[0] within the limits. Otherwise pe_cl_launch rounds up and the kernel
- * checks its bounds. */
+ * every work-item of a group must run the same loop: the local size is (l0, 1, 1) with l0
+ * the largest divisor of `unit` (itself a divisor of g[0]) within the limits, so that no
+ * work-item is out of range and no group straddles two units. Otherwise pe_cl_launch
+ * rounds up and the kernel checks its bounds. */
 static posenc_status launch_vec(struct pe_cl_backend *be, struct pe_cl_program *p,
-                                const struct pe_cl_arg *args, size_t n_args, const uint64_t g[3])
+                                const struct pe_cl_arg *args, size_t n_args, const uint64_t g[3],
+                                uint64_t unit)
 {
     if (!cpu_order(be))
         return pe_cl_launch(be, p, args, n_args, g);
     size_t limit = wg_limit(be, p);
     if (be->max_item_size[0] && limit > be->max_item_size[0])
         limit = be->max_item_size[0];
-    size_t l0 = g[0] < (uint64_t)limit ? (size_t)g[0] : limit;
-    while (l0 > 1 && g[0] % l0 != 0)
+    size_t l0 = unit < (uint64_t)limit ? (size_t)unit : limit;
+    while (l0 > 1 && unit % l0 != 0)
         l0--;
     const size_t l[3] = {l0 ? l0 : 1, 1, 1};
     return launch_exact(be, p, args, n_args, g, l);
@@ -1424,9 +1441,13 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
                      half % 8 == 0;
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
-             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d",
+             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
+             "-DPE_NT_STORE=%d",
              dst->dtype == POSENC_DTYPE_F16, has_x, has_x && x->dtype == POSENC_DTYPE_F16,
-             pos->dtype == POSENC_DTYPE_I32, cpu_order(be));
+             pos->dtype == POSENC_DTYPE_I32, cpu_order(be), be->fp64,
+             vec && !(has_x && same_view(x, dst)) &&
+                 use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)dst->ne[0] *
+                                (double)dst->ne[1] * (double)dst->ne[2] * (double)dst->ne[3]));
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl", vec ? "pe_sinusoidal_vec" : "pe_sinusoidal",
                                    defines, &p));
@@ -1454,7 +1475,7 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
         const uint64_t g[3] = {(uint64_t)half / 8, (uint64_t)dst->ne[1],
                                (pos->st[1] == 0 ? 1 : (uint64_t)dst->ne[2]) *
                                    (uint64_t)dst->ne[3]};
-        return launch_vec(be, p, args, PE_ARRAY_SIZE(args), g);
+        return launch_vec(be, p, args, PE_ARRAY_SIZE(args), g, g[0]);
     }
     const uint64_t n[3] = {(uint64_t)half, (uint64_t)dst->ne[1],
                            (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
@@ -1495,11 +1516,15 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
-             "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d",
+             "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
+             "-DPE_NT_STORE=%d",
              x->dtype == POSENC_DTYPE_F16, dst->dtype == POSENC_DTYPE_F16, has_x2,
              has_x2 && x2->dtype == POSENC_DTYPE_F16, has_x2 && dst2->dtype == POSENC_DTYPE_F16,
              pos->dtype == POSENC_DTYPE_I32, has_from,
-             !has_from || pos_from->dtype == POSENC_DTYPE_I32, cpu_order(be));
+             !has_from || pos_from->dtype == POSENC_DTYPE_I32, cpu_order(be), be->fp64,
+             vec && (flags & 1) && (!has_x2 || (flags & 2)) &&
+                 use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)n_head *
+                                (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]));
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(get_program(be, "rope.cl", vec ? "pe_rope_vec" : "pe_rope", defines, &p));
 
@@ -1545,8 +1570,22 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
         ARG(dims),         ARG(flags),       ARG(mscale),  ARG(sign),
     };
     if (vec) {
-        const uint64_t g[3] = {(uint64_t)n_pairs / 8, (uint64_t)x->ne[2], (uint64_t)x->ne[3]};
-        return launch_vec(be, p, args, PE_ARRAY_SIZE(args), g);
+        /* Few tokens (decode): split the heads into chunks so that about two work-groups
+         * per compute unit run; many tokens: one chunk. */
+        const uint64_t rows = (uint64_t)(n_head + n_head2);
+        const uint64_t groups = (uint64_t)x->ne[2] * (uint64_t)x->ne[3];
+        const uint64_t want = 2 * (uint64_t)(be->info.compute_units ? be->info.compute_units : 1);
+        uint64_t chunks = groups >= want ? 1 : (want + groups - 1) / groups;
+        if (chunks > rows)
+            chunks = rows;
+        const cl_int rows_per = (cl_int)((rows + chunks - 1) / chunks);
+        chunks = (rows + (uint64_t)rows_per - 1) / (uint64_t)rows_per;
+        struct pe_cl_arg vargs[PE_ARRAY_SIZE(args) + 1];
+        memcpy(vargs, args, sizeof(args));
+        vargs[PE_ARRAY_SIZE(args)] = (struct pe_cl_arg)ARG(rows_per);
+        const uint64_t g[3] = {(uint64_t)n_pairs / 8 * chunks, (uint64_t)x->ne[2],
+                               (uint64_t)x->ne[3]};
+        return launch_vec(be, p, vargs, PE_ARRAY_SIZE(vargs), g, (uint64_t)n_pairs / 8);
     }
     const uint64_t n[3] = {(uint64_t)(n_pairs + n_copy), (uint64_t)x->ne[2],
                            (uint64_t)x->ne[3]};

@@ -12,7 +12,7 @@
 #include "backend.h"
 
 #define PE_CL_MAX_PROGRAMS 64
-#define PE_CL_OPTS_MAX 160
+#define PE_CL_OPTS_MAX 256
 #define PE_CL_BUILD_LOG_SHOWN 300
 #define PE_CL_PATH_MAX 1024 /* the program-binary cache folder and files */
 #define PE_CL_ID_MAX 1024   /* a cache entry's identity text */
@@ -50,6 +50,7 @@ struct pe_cl_backend {
     int evict_next; /* the slot a full program cache reuses next */
     char cache_dir[PE_CL_PATH_MAX]; /* program-binary cache folder; "" = off */
     unsigned cache_seq;             /* cache files written (temporary names) */
+    int fp64;                       /* cl_khr_fp64: the vector kernels' sincos (common.cl) */
     char platform_id[256];          /* platform name and version (cache identity) */
     /* Persistent small tables (rope frequencies, sinusoidal frequencies, alibi slopes):
      * re-uploaded only when their contents change (pe_cl_table). */
@@ -79,6 +80,10 @@ posenc_status pe_cl_get_program(struct pe_cl_backend *be, const char *file,
  * messages. */
 posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const void *data,
                            size_t size, cl_mem *out);
+
+/* Whether the vector kernels should use streaming stores (-DPE_NT_STORE=1) for an
+ * out-of-place output of `bytes` (CPU devices, outputs much larger than the caches). */
+bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes);
 
 /* Whether v's rows start on multiples of n elements with unit innermost stride (the
  * vector kernels' condition). */

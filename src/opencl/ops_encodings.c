@@ -260,16 +260,20 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     const struct pe_view *dst = &op->dst;
     const bool has_x = op->logits.mem != NULL;
     const struct pe_view *lg = has_x ? &op->logits : dst;
-    /* keys innermost and contiguous: 16 keys per work-item (pe_alibi_vec) */
-    const bool vec = pe_cl_rows_aligned(dst, 4) && pe_cl_rows_aligned(lg, 4);
+    /* keys innermost, rows aligned: 16 keys per work-item (pe_alibi_vec) */
+    const bool vec = pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16);
     const uint64_t n[3] = {vec ? ((uint64_t)dst->ne[0] + 15) / 16 : (uint64_t)dst->ne[0],
                            (uint64_t)dst->ne[1], (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
 
     char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d", is_f16(dst),
-             has_x, has_x && is_f16(lg));
+    const bool in_place = has_x && lg->mem == dst->mem && lg->offset == dst->offset;
+    const bool nt = vec && !in_place &&
+                    pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)n[1] * (double)n[2] *
+                                         (double)dst->ne[0]);
+    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d%s", is_f16(dst),
+             has_x, has_x && is_f16(lg), nt ? " -DPE_NT_STORE=1" : "");
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(
         pe_cl_get_program(be, "bias.cl", vec ? "pe_alibi_vec" : "pe_alibi", defines, &p));

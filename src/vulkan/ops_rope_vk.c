@@ -199,16 +199,15 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
             geom = g;
     }
     const int64_t pu = pairing1 ? (int64_t)1 << geom : (geom == 2 ? 2 : 1);
-    uint32_t flags = geom << PE_ROPE_GEOM_SHIFT;
     if (pos->dtype == POSENC_DTYPE_F32)
-        flags |= PE_ROPE_FLAG_POS_F32;
-    if (has_from) {
-        flags |= PE_ROPE_FLAG_FROM;
-        if (from->dtype == POSENC_DTYPE_F32)
-            flags |= PE_ROPE_FLAG_FROM_F32;
-    }
+        pc.flags |= PE_ROPE_FLAG_POS_F32;
+    if (has_from && from->dtype == POSENC_DTYPE_F32)
+        pc.flags |= PE_ROPE_FLAG_FROM_F32;
     if (op->sign < 0)
-        flags |= PE_ROPE_FLAG_NEG;
+        pc.flags |= PE_ROPE_FLAG_NEG;
+    uint32_t flags = geom << PE_ROPE_GEOM_SHIFT; /* specialization constant 0 */
+    if (has_from)
+        flags |= PE_ROPE_FLAG_FROM;
     if (pairing1)
         flags |= PE_ROPE_FLAG_PAIRING1;
     flags |= access_level(&pc.x_off, geom) << PE_ROPE_X_ACC_SHIFT;
@@ -252,24 +251,23 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
     tab[0][2] = l_units | l_ne2 << 8;
     tab[1][0] = (uint32_t)(2 + 2 * n_pairs);
     for (int64_t j = 0; j < n_pairs && st == POSENC_OK; j++) {
-        uint32_t *r = tab[2 + 2 * j];
-        r[0] = f32_bits(op->freq_f32[j]);
-        st = pos_base(be, pos, op->stream[j], &r[2]);
+        uint32_t *r0 = tab[2 + 2 * j], *r1 = tab[3 + 2 * j];
+        r0[0] = f32_bits(op->freq_f32[j]);
+        st = pos_base(be, pos, op->stream[j], &r0[2]);
         if (has_from && st == POSENC_OK) {
-            r[1] = f32_bits(op->freq_from_f32[j]);
-            st = pos_base(be, from, op->stream_from[j], &r[3]);
+            r0[1] = f32_bits(op->freq_from_f32[j]);
+            st = pos_base(be, from, op->stream_from[j], &r0[3]);
         }
         const int64_t a = pairing1 ? n_offs + j : n_offs + 2 * j;
-        r[4] = (uint32_t)a; /* dims < d, which put_view checked fit in uint32 */
-        r[5] = (uint32_t)(pairing1 ? a + n_pairs : a + 1);
+        r1[0] = (uint32_t)a; /* dims < d, which put_view checked fit in uint32 */
+        r1[1] = (uint32_t)(pairing1 ? a + n_pairs : a + 1);
     }
     if (n_copy > 0) {
-        uint32_t *c = &tab[2 + 2 * n_pairs][0];
         const int64_t step = (int64_t)1 << geom;
-        int64_t k = 0;
+        int64_t k = 2 + 2 * n_pairs;
         for (int64_t i = 0; i < d; i += step)
             if (i < n_offs || i >= n_offs + 2 * n_pairs)
-                c[4 * k++] = (uint32_t)i;
+                tab[k++][0] = (uint32_t)i;
     }
     VkBuffer tbuf = VK_NULL_HANDLE;
     if (st == POSENC_OK)
@@ -277,9 +275,9 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
     free(tab);
     PE_RETURN_IF_ERROR(st);
 
-    const int variant = (x->dtype == POSENC_DTYPE_F16) << 3 | (dst->dtype == POSENC_DTYPE_F16) << 2 |
-                        (has_x2 && x2->dtype == POSENC_DTYPE_F16) << 1 |
-                        (has_x2 && dst2->dtype == POSENC_DTYPE_F16);
+    const int variant =
+        (x->dtype == POSENC_DTYPE_F16) << 3 | (dst->dtype == POSENC_DTYPE_F16) << 2 |
+        (has_x2 && x2->dtype == POSENC_DTYPE_F16) << 1 | (has_x2 && dst2->dtype == POSENC_DTYPE_F16);
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, rope_shaders[variant].name,
                                            rope_shaders[variant].code, rope_shaders[variant].size,

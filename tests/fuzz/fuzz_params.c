@@ -641,6 +641,23 @@ static void run_host_op(struct rd *r, int op)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+void fuzz_params_cleanup(void);
+
+/* Free everything (replay.c calls it at exit; libFuzzer has no such hook). */
+void fuzz_params_cleanup(void)
+{
+    for (int b = 0; b < NBUF; b++) {
+        posenc_buffer_destroy(&bufs[b]);
+        free(pattern[b]);
+        pattern[b] = NULL;
+    }
+    posenc_buffer_destroy(&foreign);
+    free(readback);
+    readback = NULL;
+    posenc_context_destroy(&ctx_ref);
+    posenc_context_destroy(&ctx_fast);
+    posenc_context_destroy(&ctx_other);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

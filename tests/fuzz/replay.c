@@ -14,6 +14,7 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+void fuzz_params_cleanup(void);
 
 static int run_file(const char *path)
 {
@@ -93,6 +94,7 @@ int main(int argc, char **argv)
         }
         free(names);
     }
+    fuzz_params_cleanup();
     printf("fuzz_replay: %d inputs\n", files);
     return bad ? 1 : (files ? 0 : 1);
 }
