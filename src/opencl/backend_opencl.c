@@ -149,6 +149,10 @@
 #include "cl_kernels.h"
 #include "posenc_config.h"
 
+#if POSENC_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -575,6 +579,13 @@ static void cl_destroy(struct pe_backend *base)
         return;
     if (be->queue)
         clFinish(be->queue);
+#if POSENC_HAVE_CLBLAST
+    /* CLBlast's program cache retains every cl_context it has compiled for until the
+     * process exits; clear it so this context really goes (other live contexts just
+     * rebuild theirs from CLBlast's binary cache on their next GEMM). */
+    if (be->used_clblast)
+        CLBlastClearCache();
+#endif
     for (int k = 0; k < be->n_programs; k++) {
         if (be->programs[k].kernel)
             clReleaseKernel(be->programs[k].kernel);

@@ -61,6 +61,7 @@ struct pe_cl_backend {
     } tab_rope, tab_sin, tab_alibi;
     float *rope_scratch; /* host staging of the rope table */
     size_t rope_scratch_size;
+    int used_clblast;    /* a CLBlast routine ran on this context (cleared at destroy) */
 };
 
 /* One kernel argument (clSetKernelArg's size and value). */

@@ -242,6 +242,7 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
         arithmetic(c_off, batches, &sc) && (sc > 0 || batches == 1)) {
         if (batches == 1)
             sc = 1;
+        be->used_clblast = 1;
         code = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k,
                                           alpha, a, a_off[0], lda, sa, b, b_off[0], ldb, sb, 0.0f,
                                           c, c_off[0], ldc, sc, batches, &be->queue, NULL);
@@ -261,6 +262,7 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
         alphas[i] = alpha;
         betas[i] = 0.0f;
     }
+    be->used_clblast = 1;
     code = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alphas, a,
                                a_off, lda, b, b_off, ldb, betas, c, c_off, ldc, batches,
                                &be->queue, NULL);
