@@ -189,7 +189,7 @@ static int cmd_verify(int argc, char **argv)
                    "suites) on each backend\nfound and compares with the CPU reference. Prints "
                    "each case with its max abs\nerror and the bound; exits 1 on any failure.\n"
                    "Ops: sinusoidal, rope, learned, learned_backward, sincos_2d, resize_2d,\n"
-                   "     relbias, relbias_backward, alibi\n");
+                   "     relbias, relbias_backward, alibi, copy, attention\n");
             return 0;
         } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
             posenc_backend_kind k;

@@ -4,14 +4,21 @@
  *
  * What is fast here: rope (every variant: NORMAL / NeoX pairing, partial rotation, fused
  * Q+K with GQA, backward, rerotate), sinusoidal, alibi, learned and copy. The other ops
- * (learned_backward, resize_2d, relbias, relbias_backward, sincos_2d through sinusoidal
- * is not routed here) call the reference loops of backend_cpu.c: they are small or
- * gather-bound and not on anyone's hot path.
+ * (learned_backward, resize_2d, relbias, relbias_backward; sincos_2d has its own front end
+ * and is not routed here either) call the reference loops of backend_cpu.c: they are small
+ * or gather-bound and not on anyone's hot path.
  *
- * Work is split over independent output rows (tokens for rope, (token, batch group) for
- * sinusoidal, (q, h, b) for alibi, (t, b) for learned, segments for copy): each thread
- * takes one contiguous range of items, so every output element is written by exactly one
- * thread and results do not depend on the thread count.
+ * Work is split over independent output rows (tokens for rope, blocks of tokens of one
+ * batch group for sinusoidal, (q, h, b) for alibi, (t, b) for learned, segments for copy):
+ * each thread takes one contiguous range of items, so every output element is written by
+ * exactly one thread and results do not depend on the thread count. Small jobs run on the
+ * calling thread alone (PE_FAST_MIN_BYTES_PER_THREAD).
+ *
+ * x86-64: the hot loops also have AVX2 clones (target_clones), RoPE rows with f32 or f16
+ * storage use AVX2 + F16C intrinsics (8 elements per step, f16 converted in registers),
+ * f16 rows elsewhere convert with F16C, RoPE rows prefetch the row PE_ROPE_PREFETCH rows
+ * ahead, and large out-of-place RoPE outputs are written with streaming stores
+ * (PE_FAST_NT_BYTES). Elsewhere the portable loops run.
  *
  * Accuracy (against the double reference, within the bounds of src/check/check.c):
  *  - angles are formed in double from the double frequency tables (better than the f32
@@ -625,6 +632,9 @@ static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_
  * stores the same elements, so in == out (in place) is fine. The same arithmetic as
  * rope_row (a*c + b*(-s) == a*c - b*s exactly).
  */
+#ifndef PE_ROPE_PREFETCH
+#define PE_ROPE_PREFETCH 4
+#endif
 #define PE_ROPE_ROW_AVX2(NAME, T, LOAD8, STORE8, TOF, FROMF)                                      \
     __attribute__((target("avx2,f16c"))) static void NAME(                                        \
         const T *in, T *out, int64_t in_stride, int64_t out_stride, int64_t n_rows,               \
@@ -632,6 +642,11 @@ static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_
     {                                                                                             \
         const float *c = tab, *s = tab + np, *cc = tab + 2 * np, *ss = tab + 4 * np;              \
         for (int64_t row = 0; row < n_rows; row++, in += in_stride, out += out_stride) {          \
+            /* the row PE_ROPE_PREFETCH rows ahead: its loads are in flight while this one   \
+             * computes (prefetches past the end of the buffer are harmless) */               \
+            for (int64_t b = 0; b < head_dim * (int64_t)sizeof(T); b += 64)                    \
+                _mm_prefetch((const char *)(in + PE_ROPE_PREFETCH * in_stride) + b,            \
+                             _MM_HINT_T0);                                                    \
             if (copy_rest) {                                                                      \
                 const int64_t hi = lo + 2 * np;                                                   \
                 if (lo > 0)                                                                       \
@@ -980,6 +995,10 @@ static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, f
 posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinusoidal_op *op)
 {
     const struct pe_view *d = &op->dst;
+    const double n = (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3];
+    const double bytes =
+        n * (double)(posenc_dtype_size(d->dtype) +
+                     (op->x.mem ? posenc_dtype_size(op->x.dtype) : 0));
     struct sin_job sj;
     memset(&sj, 0, sizeof(sj));
     sj.op = op;
@@ -996,10 +1015,6 @@ posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinu
     sj.base.fn = sin_run;
     sj.base.op = op;
     sj.base.n_items = (d->ne[1] + sj.block - 1) / sj.block * sj.groups2 * d->ne[3];
-    const double n = (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3];
-    const double bytes =
-        n * (double)(posenc_dtype_size(d->dtype) +
-                     (op->x.mem ? posenc_dtype_size(op->x.dtype) : 0));
     fast_run(f, &sj.base, bytes);
     return POSENC_OK;
 }
