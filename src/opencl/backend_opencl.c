@@ -238,7 +238,7 @@ static const char *cl_err_name(cl_int err)
     }
 }
 
-static bool cl_err_is_oom(cl_int err)
+bool pe_cl_err_is_oom(cl_int err)
 {
     return err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
            err == CL_OUT_OF_HOST_MEMORY;
@@ -258,7 +258,7 @@ static posenc_status cl_fail(posenc_context *ctx, const char *call, cl_int err)
 /* The same, but allocation failures become POSENC_ERR_OUT_OF_MEMORY (buffers). */
 static posenc_status cl_fail_mem(posenc_context *ctx, const char *call, cl_int err)
 {
-    if (cl_err_is_oom(err))
+    if (pe_cl_err_is_oom(err))
         return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "%s failed: %d (%s)", call, (int)err,
                         cl_err_name(err));
     return cl_fail(ctx, call, err);
@@ -1225,16 +1225,6 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
 /* Ops                                                                                  */
 /* ------------------------------------------------------------------------------------ */
 
-static cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    cl_long4 v;
-    v.s[0] = a;
-    v.s[1] = b;
-    v.s[2] = c;
-    v.s[3] = d;
-    return v;
-}
-
 /* Whether two views are the same elements (in place). The front end guarantees that a
  * destination is either exactly its input or disjoint from it. */
 static bool same_view(const struct pe_view *a, const struct pe_view *b)
@@ -1242,11 +1232,6 @@ static bool same_view(const struct pe_view *a, const struct pe_view *b)
     return a->mem == b->mem && a->dtype == b->dtype && a->offset == b->offset &&
            a->st[0] == b->st[0] && a->st[1] == b->st[1] && a->st[2] == b->st[2] &&
            a->st[3] == b->st[3];
-}
-
-static cl_long4 view_st(const struct pe_view *v)
-{
-    return long4_of(v->st[0], v->st[1], v->st[2], v->st[3]);
 }
 
 /* Whether every row of v starts on a multiple of `n` elements (offset and the outer
@@ -1258,7 +1243,6 @@ bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n)
            v->st[3] % n == 0;
 }
 
-#define ARG(v) {sizeof(v), &(v)}
 
 /* The largest work-group p's kernel may run here (at most 1024). */
 static size_t wg_limit(const struct pe_cl_backend *be, const struct pe_cl_program *p)

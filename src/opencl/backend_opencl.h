@@ -114,4 +114,31 @@ posenc_status pe_cl_attn_scores(struct pe_backend *be, const struct pe_attn_scor
 posenc_status pe_cl_attn_softmax(struct pe_backend *be, const struct pe_attn_softmax_op *op);
 posenc_status pe_cl_attn_output(struct pe_backend *be, const struct pe_attn_output_op *op);
 
+/* Small helpers shared by the op files: a view's element strides as a kernel argument,
+ * whether a view is f16, and one kernel argument from a variable. */
+static inline cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    cl_long4 v;
+    v.s[0] = a;
+    v.s[1] = b;
+    v.s[2] = c;
+    v.s[3] = d;
+    return v;
+}
+
+static inline cl_long4 view_st(const struct pe_view *v)
+{
+    return long4_of(v->st[0], v->st[1], v->st[2], v->st[3]);
+}
+
+static inline int is_f16(const struct pe_view *v)
+{
+    return v->dtype == POSENC_DTYPE_F16;
+}
+
+#define ARG(v) {sizeof(v), &(v)}
+
+/* CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY. */
+bool pe_cl_err_is_oom(cl_int err);
+
 #endif

@@ -61,38 +61,11 @@
 #include <clblast_c.h>
 #endif
 
-#define ARG(v) {sizeof(v), &(v)}
 #define PE_ATTN_WG 64 /* must match cl/attention.cl */
-
-static cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    cl_long4 v;
-    v.s[0] = a;
-    v.s[1] = b;
-    v.s[2] = c;
-    v.s[3] = d;
-    return v;
-}
-
-static cl_long4 view_st(const struct pe_view *v)
-{
-    return long4_of(v->st[0], v->st[1], v->st[2], v->st[3]);
-}
-
-static int is_f16(const struct pe_view *v)
-{
-    return v->dtype == POSENC_DTYPE_F16;
-}
-
-static bool cl_oom(cl_int err)
-{
-    return err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
-           err == CL_OUT_OF_HOST_MEMORY;
-}
 
 static posenc_status fail(struct pe_cl_backend *be, const char *call, cl_int err)
 {
-    return pe_error(be->base.ctx, cl_oom(err) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND,
+    return pe_error(be->base.ctx, pe_cl_err_is_oom(err) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND,
                     "%s failed: OpenCL error %d", call, (int)err);
 }
 
@@ -202,7 +175,7 @@ static posenc_status clblast_fail(struct pe_cl_backend *be, const char *routine,
                                   const char *what, size_t m, size_t n, size_t k, size_t batches,
                                   CLBlastStatusCode code)
 {
-    posenc_status st = cl_oom((cl_int)code) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND;
+    posenc_status st = pe_cl_err_is_oom((cl_int)code) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND;
     return pe_error(be->base.ctx, st,
                     "%s (attention %s: m = %zu, n = %zu, k = %zu, %zu batches) failed: CLBlast "
                     "status %d",

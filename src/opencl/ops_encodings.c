@@ -14,27 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    cl_long4 v;
-    v.s[0] = a;
-    v.s[1] = b;
-    v.s[2] = c;
-    v.s[3] = d;
-    return v;
-}
-
-static cl_long4 view_st(const struct pe_view *v)
-{
-    return long4_of(v->st[0], v->st[1], v->st[2], v->st[3]);
-}
-
-static int is_f16(const struct pe_view *v)
-{
-    return v->dtype == POSENC_DTYPE_F16;
-}
-
-#define ARG(v) {sizeof(v), &(v)}
 
 /* Launch, then release the per-call table (if any) whatever happened. */
 static posenc_status launch_and_release(struct pe_cl_backend *be, struct pe_cl_program *p,
