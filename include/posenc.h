@@ -292,6 +292,12 @@ struct posenc_device_info {
                                  * (cl_khr_fp16, storageBuffer16BitAccess); posenc
                                  * converts in its kernels when 0 */
     uint64_t max_buffer_size;   /* largest single buffer, bytes */
+    /* The most bytes one tensor view may span in one launch, 0 = no limit below
+     * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; lowered
+     * by POSENC_MAX_BINDING). posenc cuts copy, sinusoidal, RoPE, learned, ALiBi and
+     * relative-bias ops over larger views into several launches along their outer
+     * dimensions; the other ops return POSENC_ERR_UNSUPPORTED naming the limit. */
+    uint64_t max_binding_size;
     uint32_t max_workgroup_size;
     uint32_t compute_units;     /* compute units / host threads */
 };

@@ -22,6 +22,11 @@
 struct pe_backend {
     const struct pe_backend_vtable *vt;
     posenc_context *ctx;
+    /* The most bytes one view may span in one launch (0 = no limit) and the name of the
+     * device limit behind it, for messages. The front end slices larger ops into several
+     * launches (src/split.c); a slot never sees a view that spans more. */
+    uint64_t max_binding;
+    const char *max_binding_name;
 };
 
 struct pe_backend_vtable {

@@ -1,6 +1,7 @@
 /* context.c - public entry points for contexts and buffers: argument checks, backend
  * selection, dispatch through the vtable. */
 #include "backend.h"
+#include "split.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,18 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
         }
         p.device = (int32_t)v;
     }
+    env = getenv("POSENC_MAX_BINDING");
+    if (env && *env) {
+        /* Bytes; at least 1 KiB so that one row of every op still fits somewhere. */
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end != '\0' || env[0] == '-' || v < 1024) {
+            st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                          "POSENC_MAX_BINDING = \"%s\" is not a byte count >= 1024", env);
+            goto fail;
+        }
+        ctx->max_binding_env = (uint64_t)v;
+    }
     env = getenv("POSENC_DEBUG");
     if (env && *env && strcmp(env, "0") != 0)
         ctx->flags |= POSENC_CONTEXT_DEBUG;
@@ -149,9 +162,12 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
         st = POSENC_ERR_UNAVAILABLE;
         for (size_t i = 0; i < PE_ARRAY_SIZE(gpu_order) && st != POSENC_OK; i++) {
             st = open_backend(ctx, gpu_order[i], p.device, true);
+            /* No driver or no GPU is the normal case on many machines; a driver that
+             * is there and fails is worth a warning. */
             if (st != POSENC_OK)
-                pe_log(ctx, POSENC_LOG_INFO, "auto: %s skipped: %s",
-                       posenc_backend_name(gpu_order[i]), ctx->last_error);
+                pe_log(ctx, st == POSENC_ERR_UNAVAILABLE ? POSENC_LOG_INFO : POSENC_LOG_WARN,
+                       "auto: %s skipped: %s", posenc_backend_name(gpu_order[i]),
+                       ctx->last_error);
         }
         if (st != POSENC_OK)
             st = open_backend(ctx, POSENC_BACKEND_CPU, 0, false);
@@ -215,6 +231,7 @@ posenc_status posenc_context_get_info(const posenc_context *ctx,
         return pe_error((posenc_context *)ctx, POSENC_ERR_INVALID_ARGUMENT, "out_info is NULL");
     memset(out_info, 0, sizeof(*out_info));
     ctx->backend->vt->get_info(ctx->backend, out_info);
+    out_info->max_binding_size = pe_binding_limit(ctx, NULL);
     out_info->backend = ctx->kind;
     out_info->device_index = ctx->device;
     return POSENC_OK;

@@ -5,6 +5,7 @@
  * and handed to the backends as small tables.
  */
 #include "backend.h"
+#include "split.h"
 #include "enc_checks.h"
 
 #include <math.h>
@@ -219,7 +220,7 @@ posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
     op.rel_min = rel_min;
     op.n_rel = n_rel;
     op.bucket = bucket;
-    posenc_status st = ctx->backend->vt->relbias(ctx->backend, &op);
+    posenc_status st = pe_run_relbias(ctx, &op);
     free(bucket);
     return st;
 }
@@ -280,7 +281,11 @@ posenc_status posenc_relbias_backward(posenc_context *ctx, const posenc_tensor *
         op.n_buckets = n_buckets;
         op.rels = rels;
         op.seg_start = seg_start;
-        st = ctx->backend->vt->relbias_backward(ctx->backend, &op);
+        const struct pe_view *views[2] = {&op.dlogits, &op.dtable};
+        const char *names[2] = {"dlogits", "dtable"};
+        st = pe_check_binding(ctx, "relbias_backward", 2, views, names);
+        if (st == POSENC_OK)
+            st = ctx->backend->vt->relbias_backward(ctx->backend, &op);
     }
     free(bucket);
     free(rels);
@@ -404,7 +409,7 @@ posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
             op.symmetric = p.symmetric;
             op.slopes = slopes;
             op.slopes_f32 = slopes32;
-            st = ctx->backend->vt->alibi(ctx->backend, &op);
+            st = pe_run_alibi(ctx, &op);
         }
     }
     free(slopes);

@@ -1,5 +1,6 @@
 /* ops_copy.c - posenc_copy: checks and dispatch (strided copy and f32 <-> f16 convert). */
 #include "backend.h"
+#include "split.h"
 #include "tensor.h"
 
 #include <string.h>
@@ -38,5 +39,5 @@ posenc_status posenc_copy(posenc_context *ctx, const posenc_tensor *src, const p
     if (!ctx->backend->vt->copy)
         return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no copy op",
                         ctx->backend->vt->name);
-    return ctx->backend->vt->copy(ctx->backend, &op);
+    return pe_run_copy(ctx, &op);
 }

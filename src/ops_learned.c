@@ -2,6 +2,7 @@
  * position range check (positions are read back to the host), the deterministic
  * segment lists of the backward pass, dispatch. */
 #include "backend.h"
+#include "split.h"
 #include "enc_checks.h"
 
 #include <stdlib.h>
@@ -134,7 +135,7 @@ posenc_status posenc_learned(posenc_context *ctx, const posenc_tensor *x,
     if (!ctx->backend->vt->learned)
         return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no learned op",
                         ctx->backend->vt->name);
-    return ctx->backend->vt->learned(ctx->backend, &op);
+    return pe_run_learned(ctx, &op);
 }
 
 /* One token of the backward pass: its table row and flat index e = t + T*b. */
@@ -216,7 +217,13 @@ posenc_status posenc_learned_backward(posenc_context *ctx, const posenc_tensor *
     op.entries = entries;
     op.seg_start = seg_start;
     op.seg_row = seg_row;
-    st = ctx->backend->vt->learned_backward(ctx->backend, &op);
+    {
+        const struct pe_view *views[2] = {&op.dy, &op.dtable};
+        const char *names[2] = {"dy", "dtable"};
+        st = pe_check_binding(ctx, "learned_backward", 2, views, names);
+    }
+    if (st == POSENC_OK)
+        st = ctx->backend->vt->learned_backward(ctx->backend, &op);
 done:
     free(rows);
     free(toks);

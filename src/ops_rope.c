@@ -1,6 +1,7 @@
 /* ops_rope.c - posenc_rope, posenc_rope_qk, posenc_rope_rerotate: argument checks, the
  * host-side frequency table (rope_freq.c), dispatch. */
 #include "backend.h"
+#include "split.h"
 #include "tensor.h"
 
 #include <math.h>
@@ -154,7 +155,7 @@ static posenc_status dispatch(posenc_context *ctx, const struct pe_rope_op *op)
     if (!ctx->backend->vt->rope)
         return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no rope op",
                         ctx->backend->vt->name);
-    return ctx->backend->vt->rope(ctx->backend, op);
+    return pe_run_rope(ctx, op);
 }
 
 posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x, const posenc_tensor *pos,

@@ -1,5 +1,6 @@
 /* ops_sinusoidal.c - posenc_sinusoidal: checks, the frequency table, dispatch. */
 #include "backend.h"
+#include "split.h"
 #include "tensor.h"
 
 #include <math.h>
@@ -146,7 +147,7 @@ posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_tensor *x,
         freq_f32[i] = (float)freq[i];
     op.freq = freq;
     op.freq_f32 = freq_f32;
-    posenc_status st = ctx->backend->vt->sinusoidal(ctx->backend, &op);
+    posenc_status st = pe_run_sinusoidal(ctx, &op);
     free(freq);
     free(freq_f32);
     return st;

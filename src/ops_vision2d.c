@@ -3,6 +3,7 @@
  * of dst) and posenc_resize_2d (torch's interpolation taps, computed on the host).
  */
 #include "backend.h"
+#include "split.h"
 #include "enc_checks.h"
 
 #include <math.h>
@@ -293,7 +294,11 @@ posenc_status posenc_resize_2d(posenc_context *ctx, const posenc_tensor *src, in
         op.wy = wy;
         op.wx_f32 = wx32;
         op.wy_f32 = wy32;
-        st = ctx->backend->vt->resize_2d(ctx->backend, &op);
+        const struct pe_view *views[2] = {&op.src, &op.dst};
+        const char *names[2] = {"src", "dst"};
+        st = pe_check_binding(ctx, "resize_2d", 2, views, names);
+        if (st == POSENC_OK)
+            st = ctx->backend->vt->resize_2d(ctx->backend, &op);
     }
     free(ix);
     free(iy);

@@ -53,6 +53,9 @@ static void print_info(const struct posenc_device_info *in)
     printf("      driver          %s\n", in->driver_version);
     printf("      f16 storage     %s\n", in->f16_native ? "native" : "converted in kernels");
     printf("      max buffer      %llu MiB\n", (unsigned long long)(in->max_buffer_size >> 20));
+    if (in->max_binding_size)
+        printf("      max binding     %llu bytes (larger ops are cut into several launches)\n",
+               (unsigned long long)in->max_binding_size);
     printf("      max work-group  %u\n", in->max_workgroup_size);
     printf("      compute units   %u\n", in->compute_units);
 }

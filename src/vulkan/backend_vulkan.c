@@ -435,6 +435,15 @@ static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtension
 #endif
     vkGetPhysicalDeviceProperties2(be->phys, &p2);
     be->max_alloc = m3.maxMemoryAllocationSize;
+    /* What one view may span so that its window (pe_vk_put_view: start rounded down to
+     * the offset alignment, end rounded up to 16 bytes) stays within one binding. */
+    {
+        VkDeviceSize align = be->props.limits.minStorageBufferOffsetAlignment;
+        if (align < 16)
+            align = 16;
+        be->base.max_binding = be->props.limits.maxStorageBufferRange - align - 16;
+        be->base.max_binding_name = "Vulkan maxStorageBufferRange";
+    }
 #ifdef VK_KHR_driver_properties
     if (be->has_driver_props) {
         pe_strlcpy(be->driver_name, drv.driverName, sizeof be->driver_name);
@@ -698,10 +707,7 @@ static void vk_get_info(const struct pe_backend *b, struct posenc_device_info *o
     format_version(out->api_version, sizeof out->api_version, "Vulkan ", p->apiVersion);
     out->f16_storage = 1;
     out->f16_native = be->f16_native ? 1 : 0;
-    uint64_t max = p->limits.maxStorageBufferRange;
-    if (be->max_alloc && be->max_alloc < max)
-        max = be->max_alloc;
-    out->max_buffer_size = max;
+    out->max_buffer_size = be->max_alloc ? (uint64_t)be->max_alloc : UINT64_MAX;
     out->max_workgroup_size = p->limits.maxComputeWorkGroupInvocations;
     out->compute_units = 0; /* Vulkan does not say */
 }
@@ -915,11 +921,8 @@ static posenc_status vk_buffer_create(struct pe_backend *b, size_t size, void **
     *out_mem = NULL;
     /* f16 tensors are accessed as 32-bit words: round up so the last word exists. */
     VkDeviceSize alloc = ((VkDeviceSize)size + 3u) & ~(VkDeviceSize)3u;
-    if (alloc > be->props.limits.maxStorageBufferRange)
-        return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
-                        "buffer size %zu bytes exceeds this Vulkan device's "
-                        "maxStorageBufferRange (%" PRIu32 " bytes)",
-                        size, be->props.limits.maxStorageBufferRange);
+    /* A buffer may be larger than one binding (maxStorageBufferRange): ops bind windows
+     * of it (pe_vk_put_view). */
     if (be->max_alloc && alloc > be->max_alloc)
         return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
                         "buffer size %zu bytes exceeds this Vulkan device's "

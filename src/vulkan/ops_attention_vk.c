@@ -95,11 +95,6 @@ static int f16(const struct pe_view *v)
     return v->dtype == POSENC_DTYPE_F16;
 }
 
-static VkBuffer buf_of(const struct pe_view *v)
-{
-    return ((const struct pe_vk_buffer *)v->mem)->buf;
-}
-
 /* Magic numbers of a divisor d >= 1; its shift goes to bits `at` of *shifts. */
 static void magic(uint32_t d, uint32_t *out_magic, uint32_t *shifts, int at)
 {
@@ -110,11 +105,11 @@ static void magic(uint32_t d, uint32_t *out_magic, uint32_t *shifts, int at)
 
 /* A view's offset and four strides into push constants pc.<f>_off, pc.<f>_st0..3 (dims
  * of one element: stride 0), checking that every index fits in uint32. */
-#define PUT_VIEW4(be, name, v, pc, f, label)                                                 \
+#define PUT_VIEW4(be, name, v, pc, f, label, bind)                                           \
     pe_vk_put_view(be, name, v, 4, (v)->ne, &(pc).f##_off,                                   \
                    (uint32_t *const[]){&(pc).f##_st0, &(pc).f##_st1, &(pc).f##_st2,          \
                                        &(pc).f##_st3},                                       \
-                   label)
+                   label, bind)
 
 /* Whether an f16 output whose rows are dim 0 (pushed offset `off` and strides st[0..3])
  * can be written two elements to a word: rows contiguous, even in length and starting on
@@ -127,7 +122,8 @@ static bool pairs_ok(const struct pe_view *v, uint32_t off, const uint32_t st[4]
 }
 
 static posenc_status launch(struct pe_vk_backend *be, const struct shader *s,
-                            const VkBuffer bufs[3], const void *push, uint32_t push_size,
+                            const struct pe_vk_bind bufs[3], const void *push,
+                            uint32_t push_size,
                             uint32_t n_groups)
 {
     VkPipeline pipe;
@@ -184,13 +180,13 @@ posenc_status pe_vk_attn_scores(struct pe_backend *b, const struct pe_attn_score
 
     struct pe_vk_attn_gemm_push pc;
     memset(&pc, 0, sizeof pc);
-    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, q, pc, a, "q"));
-    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, k, pc, b, "k"));
-    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, l, pc, c, "logits"));
+    struct pe_vk_bind bufs[3];
+    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, q, pc, a, "q", &bufs[0]));
+    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, k, pc, b, "k", &bufs[1]));
+    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, l, pc, c, "logits", &bufs[2]));
     PE_RETURN_IF_ERROR(gemm_grid(be, name, D, Tk, Tq, Hq, B, op->group, &pc));
     pc.scale = op->scale_f32;
 
-    const VkBuffer bufs[3] = {buf_of(q), buf_of(k), buf_of(l)};
     return launch(be, &scores_shaders[f16(q) * 2 + f16(k)], bufs, &pc, sizeof pc, pc.n_tiles);
 }
 
@@ -209,11 +205,13 @@ posenc_status pe_vk_attn_softmax(struct pe_backend *b, const struct pe_attn_soft
 
     struct pe_vk_attn_softmax_push pc;
     memset(&pc, 0, sizeof pc);
-    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, l, pc, lg, "logits"));
+    struct pe_vk_bind bufs[3]; /* logits, mask, weights (the logits when absent) */
+    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, l, pc, lg, "logits", &bufs[0]));
+    bufs[1] = bufs[2] = bufs[0];
     if (has_mask)
-        PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, mk, pc, mk, "mask"));
+        PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, mk, pc, mk, "mask", &bufs[1]));
     if (has_w)
-        PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, w, pc, w, "weights"));
+        PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, w, pc, w, "weights", &bufs[2]));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, name, &pc.n_k, Tk, "keys"));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, name, &pc.n_q, Tq, "queries"));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, name, &pc.n_h, Hq, "query heads"));
@@ -237,7 +235,6 @@ posenc_status pe_vk_attn_softmax(struct pe_backend *b, const struct pe_attn_soft
     if (has_w && pairs_ok(w, pc.w_off, w_st))
         pc.flags |= PE_ATTN_FLAG_PAIRS;
 
-    const VkBuffer bufs[3] = {buf_of(l), buf_of(mk), buf_of(w)};
     const int v = (has_mask && f16(mk)) * 2 + (has_w && f16(w));
     return launch(be, &softmax_shaders[v], bufs, &pc, sizeof pc, pc.n_rows);
 }
@@ -255,15 +252,15 @@ posenc_status pe_vk_attn_output(struct pe_backend *b, const struct pe_attn_outpu
 
     struct pe_vk_attn_gemm_push pc;
     memset(&pc, 0, sizeof pc);
-    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, p, pc, a, "probabilities"));
-    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, v, pc, b, "v"));
-    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, d, pc, c, "dst"));
+    struct pe_vk_bind bufs[3];
+    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, p, pc, a, "probabilities", &bufs[0]));
+    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, v, pc, b, "v", &bufs[1]));
+    PE_RETURN_IF_ERROR(PUT_VIEW4(be, name, d, pc, c, "dst", &bufs[2]));
     PE_RETURN_IF_ERROR(gemm_grid(be, name, Tk, Dv, Tq, Hq, B, op->group, &pc));
     const uint32_t d_st[4] = {pc.c_st0, pc.c_st1, pc.c_st2, pc.c_st3};
     if (pairs_ok(d, pc.c_off, d_st))
         pc.flags |= PE_ATTN_FLAG_PAIRS;
     pc.scale = 1.0f;
 
-    const VkBuffer bufs[3] = {buf_of(p), buf_of(v), buf_of(d)};
     return launch(be, &output_shaders[f16(v) * 2 + f16(d)], bufs, &pc, sizeof pc, pc.n_tiles);
 }

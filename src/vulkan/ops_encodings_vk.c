@@ -195,18 +195,13 @@ static bool pairs_ok(const struct pe_view *dst, int64_t n0, uint32_t off, const 
 }
 
 static posenc_status launch(struct pe_vk_backend *be, const struct shader *s, uint32_t n_bufs,
-                            const VkBuffer *bufs, const void *push, uint32_t push_size,
+                            const struct pe_vk_bind *bufs, const void *push, uint32_t push_size,
                             uint32_t n_total)
 {
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline(be, s->name, s->code, s->size, &pipe));
     uint32_t gx = pe_vk_groups(be, n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
     return pe_vk_dispatch(be, pipe, n_bufs, bufs, push, push_size, gx, 1, 1);
-}
-
-static VkBuffer buf_of(const struct pe_view *v)
-{
-    return ((const struct pe_vk_buffer *)v->mem)->buf;
 }
 
 /* ---- learned ------------------------------------------------------------------------- */
@@ -225,17 +220,21 @@ posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op
     struct pe_vk_learned_push pc;
     memset(&pc, 0, sizeof pc);
     const int64_t ne[3] = {d, T, B}, pos_ne[2] = {T, B}, tab_ne[2] = {d, tab->ne[1]};
+    struct pe_vk_bind bufs[4]; /* dst, x, table, pos */
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, dst, 3, ne, &pc.dst_off,
                                       (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1, &pc.dst_st2},
-                                      "dst"));
+                                      "dst", &bufs[0]));
+    bufs[1] = bufs[0]; /* not read without x */
     if (has_x)
         PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, x, 3, ne, &pc.x_off,
                                           (uint32_t *const[]){&pc.x_st0, &pc.x_st1, &pc.x_st2},
-                                          "x"));
+                                          "x", &bufs[1]));
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, tab, 2, tab_ne, &pc.tab_off,
-                                      (uint32_t *const[]){&pc.tab_st0, &pc.tab_st1}, "table"));
+                                      (uint32_t *const[]){&pc.tab_st0, &pc.tab_st1}, "table",
+                                      &bufs[2]));
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, pos, 2, pos_ne, &pc.pos_off,
-                                      (uint32_t *const[]){&pc.pos_st0, &pc.pos_st1}, "pos"));
+                                      (uint32_t *const[]){&pc.pos_st0, &pc.pos_st1}, "pos",
+                                      &bufs[3]));
     const uint32_t dst_st[3] = {pc.dst_st0, pc.dst_st1, pc.dst_st2};
     const bool pairs = pairs_ok(dst, d, pc.dst_off, dst_st, 3);
     pc.flags = (has_x ? PE_ENC_FLAG_HAS_X : 0u) | (pairs ? PE_ENC_FLAG_PAIRS : 0u);
@@ -247,7 +246,6 @@ posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op
     magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
 
     const int v = f16(dst) * 4 + (has_x && f16(x)) * 2 + f16(tab);
-    const VkBuffer bufs[4] = {buf_of(dst), buf_of(x), buf_of(tab), buf_of(pos)};
     return launch(be, &learned_shaders[v], 4, bufs, &pc, sizeof pc, pc.n_total);
 }
 
@@ -263,11 +261,13 @@ posenc_status pe_vk_learned_backward(struct pe_backend *b, const struct pe_learn
     struct pe_vk_learned_bwd_push pc;
     memset(&pc, 0, sizeof pc);
     const int64_t tab_ne[2] = {d, dtab->ne[1]}, dy_ne[3] = {d, T, dy->ne[2]};
+    struct pe_vk_bind bufs[5]; /* dtable, dy, seg_start, seg_row, entries */
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, dtab, 2, tab_ne, &pc.dtab_off,
-                                      (uint32_t *const[]){&pc.dtab_st0, &pc.dtab_st1}, "dtable"));
+                                      (uint32_t *const[]){&pc.dtab_st0, &pc.dtab_st1}, "dtable",
+                                      &bufs[0]));
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, dy, 3, dy_ne, &pc.dy_off,
                                       (uint32_t *const[]){&pc.dy_st0, &pc.dy_st1, &pc.dy_st2},
-                                      "dy"));
+                                      "dy", &bufs[1]));
     PE_RETURN_IF_ERROR(grid_total(be, name, d, n_seg, &pc.n_total));
     pc.n_i0 = (uint32_t)d;
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, name, &pc.n_tok, T, "T"));
@@ -276,7 +276,6 @@ posenc_status pe_vk_learned_backward(struct pe_backend *b, const struct pe_learn
 
     /* The segment lists: seg_start[n_seg + 1], seg_row[n_seg], entries[seg_start[n_seg]]. */
     const size_t ns = (size_t)n_seg, n_ent = (size_t)op->seg_start[n_seg];
-    VkBuffer bufs[5] = {buf_of(dtab), buf_of(dy)};
     PE_RETURN_IF_ERROR(pe_vk_table(be, 0, op->seg_start, (ns + 1) * sizeof(int32_t), &bufs[2]));
     PE_RETURN_IF_ERROR(pe_vk_table(be, 1, op->seg_row, ns * sizeof(int32_t), &bufs[3]));
     PE_RETURN_IF_ERROR(pe_vk_table(be, 2, op->entries, n_ent * sizeof(int32_t), &bufs[4]));
@@ -300,10 +299,13 @@ posenc_status pe_vk_resize_2d(struct pe_backend *b, const struct pe_resize_op *o
     struct pe_vk_resize_push pc;
     memset(&pc, 0, sizeof pc);
     const int64_t dst_ne[2] = {d, rows}, src_ne[2] = {d, src->ne[1]};
+    struct pe_vk_bind bufs[6]; /* dst, src, wx, wy, ix, iy */
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, dst, 2, dst_ne, &pc.dst_off,
-                                      (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1}, "dst"));
+                                      (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1}, "dst",
+                                      &bufs[0]));
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, src, 2, src_ne, &pc.src_off,
-                                      (uint32_t *const[]){&pc.src_st0, &pc.src_st1}, "src"));
+                                      (uint32_t *const[]){&pc.src_st0, &pc.src_st1}, "src",
+                                      &bufs[1]));
     const uint32_t dst_st[2] = {pc.dst_st0, pc.dst_st1};
     const bool pairs = pairs_ok(dst, d, pc.dst_off, dst_st, 2);
     pc.flags = pairs ? PE_ENC_FLAG_PAIRS : 0u;
@@ -318,7 +320,6 @@ posenc_status pe_vk_resize_2d(struct pe_backend *b, const struct pe_resize_op *o
 
     /* Taps: wx[4*dst_w], wy[4*dst_h] (f32), ix[4*dst_w], iy[4*dst_h] (int32). */
     const size_t nw = 4 * (size_t)op->dst_w, nh = 4 * (size_t)op->dst_h;
-    VkBuffer bufs[6] = {buf_of(dst), buf_of(src)};
     PE_RETURN_IF_ERROR(pe_vk_table(be, 0, op->wx_f32, nw * sizeof(float), &bufs[2]));
     PE_RETURN_IF_ERROR(pe_vk_table(be, 1, op->wy_f32, nh * sizeof(float), &bufs[3]));
     PE_RETURN_IF_ERROR(pe_vk_table(be, 2, op->ix, nw * sizeof(int32_t), &bufs[4]));
@@ -334,16 +335,19 @@ posenc_status pe_vk_resize_2d(struct pe_backend *b, const struct pe_resize_op *o
  * dst allows). */
 static posenc_status bias_grid(struct pe_vk_backend *be, const char *name,
                                const struct pe_view *dst, const struct pe_view *lg,
-                               struct pe_vk_bias_push *pc)
+                               struct pe_vk_bias_push *pc, struct pe_vk_bind bind[2])
 {
     const int64_t *ne = dst->ne;
     PE_RETURN_IF_ERROR(pe_vk_put_view(
         be, name, dst, 4, ne, &pc->dst_off,
-        (uint32_t *const[]){&pc->dst_st0, &pc->dst_st1, &pc->dst_st2, &pc->dst_st3}, "dst"));
+        (uint32_t *const[]){&pc->dst_st0, &pc->dst_st1, &pc->dst_st2, &pc->dst_st3}, "dst",
+        &bind[0]));
+    bind[1] = bind[0]; /* not read without logits */
     if (lg) {
         PE_RETURN_IF_ERROR(pe_vk_put_view(
             be, name, lg, 4, ne, &pc->lg_off,
-            (uint32_t *const[]){&pc->lg_st0, &pc->lg_st1, &pc->lg_st2, &pc->lg_st3}, "logits"));
+            (uint32_t *const[]){&pc->lg_st0, &pc->lg_st1, &pc->lg_st2, &pc->lg_st3}, "logits",
+            &bind[1]));
         pc->flags |= PE_ENC_FLAG_HAS_X;
     }
     const uint32_t dst_st[4] = {pc->dst_st0, pc->dst_st1, pc->dst_st2, pc->dst_st3};
@@ -378,9 +382,11 @@ posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op
 
     struct pe_vk_bias_push pc;
     memset(&pc, 0, sizeof pc);
-    PE_RETURN_IF_ERROR(bias_grid(be, name, dst, has_x ? lg : NULL, &pc));
+    struct pe_vk_bind bufs[4]; /* dst, logits, table, buckets */
+    PE_RETURN_IF_ERROR(bias_grid(be, name, dst, has_x ? lg : NULL, &pc, bufs));
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, tab, 2, tab->ne, &pc.tab_off,
-                                      (uint32_t *const[]){&pc.tab_st0, &pc.tab_st1}, "table"));
+                                      (uint32_t *const[]){&pc.tab_st0, &pc.tab_st1}, "table",
+                                      &bufs[2]));
     /* rel - rel_min = k - q + base, in [0, n_rel) for every (k, q): uint32 arithmetic in
      * the shader wraps to it exactly. */
     const int64_t base = op->k_offset - op->q_offset - op->rel_min;
@@ -388,7 +394,6 @@ posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, name, &ubase, base, "k_offset - q_offset - rel_min"));
     memcpy(&pc.base, &ubase, sizeof ubase);
 
-    VkBuffer bufs[4] = {buf_of(dst), buf_of(lg), buf_of(tab)};
     PE_RETURN_IF_ERROR(
         pe_vk_table(be, 0, op->bucket, (size_t)op->n_rel * sizeof(int32_t), &bufs[3]));
     const int v = f16(dst) * 4 + (has_x && f16(lg)) * 2 + f16(tab);
@@ -408,11 +413,14 @@ posenc_status pe_vk_relbias_backward(struct pe_backend *b, const struct pe_relbi
     struct pe_vk_relbias_bwd_push pc;
     memset(&pc, 0, sizeof pc);
     const int64_t tab_ne[2] = {nb, H};
+    struct pe_vk_bind bufs[4]; /* dtable, dlogits, seg_start, rels */
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, dtab, 2, tab_ne, &pc.dtab_off,
-                                      (uint32_t *const[]){&pc.dtab_st0, &pc.dtab_st1}, "dtable"));
+                                      (uint32_t *const[]){&pc.dtab_st0, &pc.dtab_st1}, "dtable",
+                                      &bufs[0]));
     PE_RETURN_IF_ERROR(pe_vk_put_view(
         be, name, dl, 4, dl->ne, &pc.dl_off,
-        (uint32_t *const[]){&pc.dl_st0, &pc.dl_st1, &pc.dl_st2, &pc.dl_st3}, "dlogits"));
+        (uint32_t *const[]){&pc.dl_st0, &pc.dl_st1, &pc.dl_st2, &pc.dl_st3}, "dlogits",
+        &bufs[1]));
     /* The shader forms k = q + rels[i] + rel_delta and the bounds K - delta in int32. */
     const int64_t delta = op->rel_min + op->q_offset - op->k_offset;
     const int64_t n_rel = op->seg_start[nb];
@@ -430,7 +438,6 @@ posenc_status pe_vk_relbias_backward(struct pe_backend *b, const struct pe_relbi
     pc.n_buckets = (uint32_t)nb;
     magic(pc.n_buckets, &pc.nb_magic, &pc.shifts, 0);
 
-    VkBuffer bufs[4] = {buf_of(dtab), buf_of(dl)};
     PE_RETURN_IF_ERROR(
         pe_vk_table(be, 0, op->seg_start, ((size_t)nb + 1) * sizeof(int32_t), &bufs[2]));
     PE_RETURN_IF_ERROR(pe_vk_table(be, 1, op->rels, (size_t)n_rel * sizeof(int32_t), &bufs[3]));
@@ -450,7 +457,8 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
 
     struct pe_vk_bias_push pc;
     memset(&pc, 0, sizeof pc);
-    PE_RETURN_IF_ERROR(bias_grid(be, name, dst, has_x ? lg : NULL, &pc));
+    struct pe_vk_bind bufs[3]; /* dst, logits, slopes */
+    PE_RETURN_IF_ERROR(bias_grid(be, name, dst, has_x ? lg : NULL, &pc, bufs));
     /* dist = q - k + base in int32: the front end keeps positions <= 2^24. */
     const int64_t base = op->q_offset - op->k_offset;
     if (base < INT32_MIN / 2 || base > INT32_MAX / 2 || dst->ne[0] > INT32_MAX / 4 ||
@@ -463,7 +471,6 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
     if (op->symmetric)
         pc.flags |= PE_ENC_FLAG_SYMMETRIC;
 
-    VkBuffer bufs[3] = {buf_of(dst), buf_of(lg)};
     PE_RETURN_IF_ERROR(
         pe_vk_table(be, 0, op->slopes_f32, (size_t)dst->ne[2] * sizeof(float), &bufs[2]));
     const int v = f16(dst) * 2 + (has_x && f16(lg));

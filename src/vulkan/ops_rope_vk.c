@@ -122,10 +122,10 @@ static const struct pe_vk_shader copy_shaders[4] = {
 
 /* Offset and strides of a [head_dim, heads, T, B] view into the push constants. */
 static posenc_status put_x_view(struct pe_vk_backend *be, const struct pe_view *v, uint32_t *p,
-                                const char *name)
+                                const char *name, struct pe_vk_bind *bind)
 {
     return pe_vk_put_view(be, "rope", v, 4, v->ne, &p[0],
-                          (uint32_t *const[]){&p[1], &p[2], &p[3], &p[4]}, name);
+                          (uint32_t *const[]){&p[1], &p[2], &p[3], &p[4]}, name, bind);
 }
 
 /* Access level of a view for runs of 2^geom dims (p: off, st0..st3 as sent; unused
@@ -140,11 +140,12 @@ static uint32_t access_level(const uint32_t *p, uint32_t geom)
     return lvl < geom ? lvl : geom;
 }
 
-/* pos.offset + stream * pos.st[1] as a uint32 table entry. */
-static posenc_status pos_base(struct pe_vk_backend *be, const struct pe_view *pos, uint8_t stream,
-                              uint32_t *out)
+/* off (the pushed offset of pos: relative to its binding) + stream * pos.st[1] as a
+ * uint32 table entry. */
+static posenc_status pos_base(struct pe_vk_backend *be, const struct pe_view *pos, uint32_t off,
+                              uint8_t stream, uint32_t *out)
 {
-    return pe_vk_put_u32(be, "rope", out, pos->offset + (int64_t)stream * pos->st[1],
+    return pe_vk_put_u32(be, "rope", out, (int64_t)off + (int64_t)stream * pos->st[1],
                          "position index");
 }
 
@@ -170,20 +171,27 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
 
     struct pe_vk_rope_push pc;
     memset(&pc, 0, sizeof pc);
-    PE_RETURN_IF_ERROR(put_x_view(be, x, &pc.x_off, "x"));
-    PE_RETURN_IF_ERROR(put_x_view(be, dst, &pc.dst_off, "dst"));
+    /* x, dst, x2, dst2, pos, pos_from, table (kernel_abi.h). */
+    struct pe_vk_bind binds[7];
+    PE_RETURN_IF_ERROR(put_x_view(be, x, &pc.x_off, "x", &binds[0]));
+    PE_RETURN_IF_ERROR(put_x_view(be, dst, &pc.dst_off, "dst", &binds[1]));
+    binds[2] = binds[0];
+    binds[3] = binds[1];
     if (has_x2) {
-        PE_RETURN_IF_ERROR(put_x_view(be, x2, &pc.x2_off, "x2"));
-        PE_RETURN_IF_ERROR(put_x_view(be, dst2, &pc.dst2_off, "dst2"));
+        PE_RETURN_IF_ERROR(put_x_view(be, x2, &pc.x2_off, "x2", &binds[2]));
+        PE_RETURN_IF_ERROR(put_x_view(be, dst2, &pc.dst2_off, "dst2", &binds[3]));
     }
-    uint32_t unused_off, unused_st1;
-    PE_RETURN_IF_ERROR(pe_vk_put_view(be, "rope", pos, 3, pos->ne, &unused_off,
+    /* The positions' offsets travel in the table (pos_base), one per stream. */
+    uint32_t pos_off, from_off = 0, unused_st1;
+    PE_RETURN_IF_ERROR(pe_vk_put_view(be, "rope", pos, 3, pos->ne, &pos_off,
                                       (uint32_t *const[]){&pc.pos_st0, &unused_st1, &pc.pos_st2},
-                                      "pos"));
+                                      "pos", &binds[4]));
+    binds[5] = binds[4];
     if (has_from)
         PE_RETURN_IF_ERROR(pe_vk_put_view(
-            be, "rope", from, 3, from->ne, &unused_off,
-            (uint32_t *const[]){&pc.from_st0, &unused_st1, &pc.from_st2}, "pos_from"));
+            be, "rope", from, 3, from->ne, &from_off,
+            (uint32_t *const[]){&pc.from_st0, &unused_st1, &pc.from_st2}, "pos_from",
+            &binds[5]));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.ne1, ne1, "heads of x"));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.ne1b, ne1b, "heads of x2"));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.ne2, ne2, "tokens"));
@@ -253,10 +261,10 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
     for (int64_t j = 0; j < n_pairs && st == POSENC_OK; j++) {
         uint32_t *r0 = tab[2 + 2 * j], *r1 = tab[3 + 2 * j];
         r0[0] = f32_bits(op->freq_f32[j]);
-        st = pos_base(be, pos, op->stream[j], &r0[2]);
+        st = pos_base(be, pos, pos_off, op->stream[j], &r0[2]);
         if (has_from && st == POSENC_OK) {
             r0[1] = f32_bits(op->freq_from_f32[j]);
-            st = pos_base(be, from, op->stream_from[j], &r0[3]);
+            st = pos_base(be, from, from_off, op->stream_from[j], &r0[3]);
         }
         const int64_t a = pairing1 ? n_offs + j : n_offs + 2 * j;
         r1[0] = (uint32_t)a; /* dims < d, which put_view checked fit in uint32 */
@@ -269,9 +277,8 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
             if (i < n_offs || i >= n_offs + 2 * n_pairs)
                 tab[k++][0] = (uint32_t)i;
     }
-    VkBuffer tbuf = VK_NULL_HANDLE;
     if (st == POSENC_OK)
-        st = pe_vk_table(be, 0, tab, n_rec * sizeof *tab, &tbuf);
+        st = pe_vk_table(be, 0, tab, n_rec * sizeof *tab, &binds[6]);
     free(tab);
     PE_RETURN_IF_ERROR(st);
 
@@ -282,11 +289,8 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, rope_shaders[variant].name,
                                            rope_shaders[variant].code, rope_shaders[variant].size,
                                            &flags, 1, &pipe));
-    const struct pe_vk_buffer *xb = x->mem, *db = dst->mem, *x2b = x2->mem, *d2b = dst2->mem;
-    const struct pe_vk_buffer *pb = pos->mem, *fb = from->mem;
-    const VkBuffer bufs[7] = {xb->buf, db->buf, x2b->buf, d2b->buf, pb->buf, fb->buf, tbuf};
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ROPE_WG, PE_VK_ROPE_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 7, bufs, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch(be, pipe, 7, binds, &pc, sizeof pc, gx, 1, 1);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -334,12 +338,15 @@ posenc_status pe_vk_copy(struct pe_backend *b, const struct pe_copy_op *op)
 
     struct pe_vk_copy_push pc;
     memset(&pc, 0, sizeof pc);
+    struct pe_vk_bind binds[2];
     PE_RETURN_IF_ERROR(pe_vk_put_view(
         be, "copy", &sv, 4, ne, &pc.src_off,
-        (uint32_t *const[]){&pc.src_st0, &pc.src_st1, &pc.src_st2, &pc.src_st3}, "src"));
+        (uint32_t *const[]){&pc.src_st0, &pc.src_st1, &pc.src_st2, &pc.src_st3}, "src",
+        &binds[0]));
     PE_RETURN_IF_ERROR(pe_vk_put_view(
         be, "copy", &dv, 4, ne, &pc.dst_off,
-        (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1, &pc.dst_st2, &pc.dst_st3}, "dst"));
+        (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1, &pc.dst_st2, &pc.dst_st3}, "dst",
+        &binds[1]));
     if (ne[0] == 1) { /* a row of one element: any unit stride will do */
         pc.src_st0 = pc.dst_st0 = 1;
     }
@@ -375,8 +382,6 @@ posenc_status pe_vk_copy(struct pe_backend *b, const struct pe_copy_op *op)
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, copy_shaders[variant].name,
                                            copy_shaders[variant].code, copy_shaders[variant].size,
                                            spec, 2, &pipe));
-    const struct pe_vk_buffer *sb = src->mem, *db = dst->mem;
-    const VkBuffer bufs[2] = {sb->buf, db->buf};
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ROPE_WG, PE_VK_ROPE_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 2, bufs, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch(be, pipe, 2, binds, &pc, sizeof pc, gx, 1, 1);
 }

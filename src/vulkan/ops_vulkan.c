@@ -11,10 +11,14 @@
  *
  * Buffers are bound whole (descriptor offset 0, VK_WHOLE_SIZE); element offsets and
  * strides travel in push constants (src/kernel_abi.h), so a view may start anywhere.
+ * A buffer larger than one binding may address (maxStorageBufferRange: 128 MiB on
+ * lavapipe and many mobile GPUs) is bound as a window around each view instead
+ * (pe_vk_put_view); src/split.c has already cut the op so that every window fits.
  */
 #include "vk_internal.h"
 
 #include "kernel_abi.h"
+#include "split.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -262,9 +266,9 @@ posenc_status pe_vk_pipeline(struct pe_vk_backend *be, const char *name, const u
 }
 
 posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, size_t size,
-                          VkBuffer *out)
+                          struct pe_vk_bind *out)
 {
-    *out = VK_NULL_HANDLE;
+    *out = (struct pe_vk_bind){VK_NULL_HANDLE, 0, VK_WHOLE_SIZE};
     if (slot < 0 || slot >= PE_VK_TABLES)
         return pe_error(be->base.ctx, POSENC_ERR_BACKEND, "vulkan: no table slot %d", slot);
     /* The previous submission may still read this buffer. */
@@ -274,13 +278,13 @@ posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, 
                                                  VK_BUFFER_USAGE_STORAGE_BUFFER_BIT));
     if (size)
         memcpy(t->map, data, size);
-    *out = t->buf;
+    out->buf = t->buf;
     return POSENC_OK;
 }
 
 posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
-                             const VkBuffer *bufs, const void *push, uint32_t push_size,
-                             uint32_t gx, uint32_t gy, uint32_t gz)
+                             const struct pe_vk_bind *binds, const void *push,
+                             uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     if (n_bufs == 0 || n_bufs > PE_VK_MAX_BINDINGS || push_size > PE_VK_PUSH_MAX ||
         (push_size & 3u) != 0)
@@ -295,7 +299,8 @@ posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t
     VkDescriptorBufferInfo info[PE_VK_MAX_BINDINGS];
     VkWriteDescriptorSet w[PE_VK_MAX_BINDINGS];
     for (uint32_t i = 0; i < PE_VK_MAX_BINDINGS; i++) {
-        info[i] = (VkDescriptorBufferInfo){i < n_bufs ? bufs[i] : bufs[0], 0, VK_WHOLE_SIZE};
+        const struct pe_vk_bind *bd = &binds[i < n_bufs ? i : 0];
+        info[i] = (VkDescriptorBufferInfo){bd->buf, bd->off, bd->range};
         w[i] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstSet = be->set,
@@ -366,13 +371,17 @@ posenc_status pe_vk_put_u32(struct pe_vk_backend *be, const char *op, uint32_t *
     return POSENC_OK;
 }
 
+struct pe_vk_bind pe_vk_whole(const struct pe_view *v)
+{
+    return (struct pe_vk_bind){((const struct pe_vk_buffer *)v->mem)->buf, 0, VK_WHOLE_SIZE};
+}
+
 posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const struct pe_view *v,
                              int n, const int64_t *ne, uint32_t *off, uint32_t *const st[],
-                             const char *name)
+                             const char *name, struct pe_vk_bind *bind)
 {
+    const struct pe_vk_buffer *vb = v->mem;
     char what[48];
-    snprintf(what, sizeof what, "%s offset (elements)", name);
-    PE_RETURN_IF_ERROR(pe_vk_put_u32(be, op, off, v->offset, what));
     int64_t max = v->offset;
     for (int k = 0; k < n; k++) {
         int64_t s = ne[k] > 1 ? v->st[k] : 0;
@@ -385,9 +394,33 @@ posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const str
                 max += (ne[k] - 1) * s;
         }
     }
+    int64_t base = 0; /* elements before the window */
+    *bind = (struct pe_vk_bind){vb->buf, 0, VK_WHOLE_SIZE};
+    const uint64_t limit = pe_binding_limit(be->base.ctx, NULL);
+    if (limit && vb->size > limit && max < INT64_MAX / 8) {
+        const VkDeviceSize es = posenc_dtype_size(v->dtype);
+        VkDeviceSize align = be->props.limits.minStorageBufferOffsetAlignment;
+        if (align < 16)
+            align = 16;
+        const VkDeviceSize lo = (VkDeviceSize)v->offset * es;
+        VkDeviceSize hi = ((VkDeviceSize)(max + 1) * es + 15u) & ~(VkDeviceSize)15u;
+        if (hi > vb->size)
+            hi = vb->size;
+        const VkDeviceSize start = lo / align * align; /* align need not be a power of 2 */
+        if (hi - start > be->props.limits.maxStorageBufferRange)
+            return pe_error(be->base.ctx, POSENC_ERR_UNSUPPORTED,
+                            "vulkan %s: %s spans %" PRIu64 " bytes from byte %" PRIu64
+                            ", more than maxStorageBufferRange (%" PRIu32 " bytes)",
+                            op, name, (uint64_t)(hi - start), (uint64_t)start,
+                            be->props.limits.maxStorageBufferRange);
+        *bind = (struct pe_vk_bind){vb->buf, start, hi - start};
+        base = (int64_t)(start / es);
+    }
+    snprintf(what, sizeof what, "%s offset (elements)", name);
+    PE_RETURN_IF_ERROR(pe_vk_put_u32(be, op, off, v->offset - base, what));
     snprintf(what, sizeof what, "%s largest element index", name);
     uint32_t dummy;
-    return pe_vk_put_u32(be, op, &dummy, max, what);
+    return pe_vk_put_u32(be, op, &dummy, max == INT64_MAX ? max : max - base, what);
 }
 
 bool pe_vk_same_view(const struct pe_view *a, const struct pe_view *b)
@@ -423,16 +456,19 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "sinusoidal", &pc.ne2, dst->ne[2], "dst->ne[2]"));
 
     const int64_t dst_ne[4] = {2 * op->half, dst->ne[1], dst->ne[2], dst->ne[3]};
+    struct pe_vk_bind binds[4];
     PE_RETURN_IF_ERROR(pe_vk_put_view(
         be, "sinusoidal", dst, 4, dst_ne, &pc.dst_off,
-        (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1, &pc.dst_st2, &pc.dst_st3}, "dst"));
+        (uint32_t *const[]){&pc.dst_st0, &pc.dst_st1, &pc.dst_st2, &pc.dst_st3}, "dst",
+        &binds[0]));
+    binds[1] = binds[0]; /* not read without x */
     if (has_x)
         PE_RETURN_IF_ERROR(pe_vk_put_view(
             be, "sinusoidal", x, 4, dst_ne, &pc.x_off,
-            (uint32_t *const[]){&pc.x_st0, &pc.x_st1, &pc.x_st2, &pc.x_st3}, "x"));
+            (uint32_t *const[]){&pc.x_st0, &pc.x_st1, &pc.x_st2, &pc.x_st3}, "x", &binds[1]));
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, "sinusoidal", pos, 3, pos->ne, &pc.pos_off,
                                       (uint32_t *const[]){&pc.pos_st0, &pc.pos_st1, &pc.pos_st2},
-                                      "pos"));
+                                      "pos", &binds[2]));
 
     pc.flags = (uint32_t)op->layout & PE_SIN_FLAG_LAYOUT_MASK;
     if (has_x)
@@ -473,16 +509,10 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline(be, sin_shaders[variant].name, sin_shaders[variant].code,
                                       sin_shaders[variant].size, &pipe));
-    VkBuffer freq;
     PE_RETURN_IF_ERROR(
-        pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &freq));
-
-    const struct pe_vk_buffer *dbuf = dst->mem;
-    const struct pe_vk_buffer *xbuf = has_x ? x->mem : dst->mem; /* unused without x */
-    const struct pe_vk_buffer *pbuf = pos->mem;
-    const VkBuffer bufs[4] = {dbuf->buf, xbuf->buf, pbuf->buf, freq};
+        pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &binds[3]));
     /* CPU implementations (lavapipe) pay a lot per workgroup (~180 instructions per
      * invocation measured): give each invocation more loop iterations there. */
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
-    return pe_vk_dispatch(be, pipe, 4, bufs, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch(be, pipe, 4, binds, &pc, sizeof pc, gx, 1, 1);
 }

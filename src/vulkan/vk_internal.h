@@ -29,6 +29,14 @@ enum { PE_VK_PUSH_MAX = 128 };
 enum { PE_VK_MAX_SPEC = 8 };    /* specialization constants per pipeline (ids 0..7) */
 enum { PE_VK_TABLES = 4 };      /* host-visible table buffers (be->tables) */
 
+/* What one binding sees: a whole buffer (off 0, range VK_WHOLE_SIZE) or, for a buffer
+ * larger than the binding limit, the window of one view (pe_vk_put_view). */
+struct pe_vk_bind {
+    VkBuffer buf;
+    VkDeviceSize off;
+    VkDeviceSize range;
+};
+
 /* A VkBuffer with its own memory. */
 struct pe_vk_buffer {
     VkBuffer buf;
@@ -131,17 +139,17 @@ posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
                                   uint32_t n_spec, VkPipeline *out);
 
 /* Wait for the submission in flight, then copy `size` bytes into host table `slot`
- * (< PE_VK_TABLES; grown as needed, at least 4 bytes) and return its VkBuffer to bind.
- * Valid until the next call with the same slot; every op may use every slot. */
+ * (< PE_VK_TABLES; grown as needed, at least 4 bytes) and return its binding (the whole
+ * table). Valid until the next call with the same slot; every op may use every slot. */
 posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, size_t size,
-                          VkBuffer *out);
+                          struct pe_vk_bind *out);
 
-/* Wait, bind bufs[0..n_bufs) whole to bindings 0..n_bufs-1 (the remaining bindings get
- * bufs[0]; a buffer may appear several times, e.g. dst == x), push `push_size` bytes
+/* Wait, bind binds[0..n_bufs) to bindings 0..n_bufs-1 (the remaining bindings get
+ * binds[0]; a buffer may appear several times, e.g. dst == x), push `push_size` bytes
  * (<= PE_VK_PUSH_MAX), dispatch gx*gy*gz workgroups and submit without waiting. */
 posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
-                             const VkBuffer *bufs, const void *push, uint32_t push_size,
-                             uint32_t gx, uint32_t gy, uint32_t gz);
+                             const struct pe_vk_bind *binds, const void *push,
+                             uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
 
 /* Workgroups along x for a grid-stride loop over n_items with workgroups of `wg`
  * invocations: ceil(n_items / wg), capped by the device limit and 65535, and by `cpu_cap`
@@ -161,11 +169,20 @@ posenc_status pe_vk_put_u32(struct pe_vk_backend *be, const char *op, uint32_t *
                             const char *what);
 
 /* A view's offset and the strides of dims 0..n-1 (extents ne[0..n-1]) as uint32 push
- * constants; a stride of a dimension with one element is sent as 0. Also checks that the
- * largest element index fits in uint32 (shaders index whole buffers with uint). */
+ * constants, and its binding in *bind; a stride of a dimension with one element is sent
+ * as 0. A buffer within the binding limit is bound whole and the offset is the view's;
+ * a larger one is bound from the view's first element (rounded down to the device's
+ * offset alignment, at least 16 bytes, so vec4 / word alignment is kept) to its last
+ * (rounded up to 16 bytes within the buffer), and the offset is relative to that window.
+ * Also checks that the largest element index fits in uint32 (shaders index with uint)
+ * and that the window fits maxStorageBufferRange (src/split.c cuts ops so that it
+ * does). */
 posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const struct pe_view *v,
                              int n, const int64_t *ne, uint32_t *off, uint32_t *const st[],
-                             const char *name);
+                             const char *name, struct pe_vk_bind *bind);
+
+/* A whole-buffer binding of a view's buffer (for a binding the shader does not read). */
+struct pe_vk_bind pe_vk_whole(const struct pe_view *v);
 
 /* Whether two views are the same elements in the same order (an in-place op). */
 bool pe_vk_same_view(const struct pe_view *a, const struct pe_view *b);

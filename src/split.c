@@ -1,0 +1,403 @@
+/*
+ * split.c - ops larger than one launch may address.
+ *
+ * A GPU kernel reaches a tensor through a binding, and bindings have a size limit of
+ * their own that can be far below the largest buffer: Vulkan's maxStorageBufferRange is
+ * 128 MiB on lavapipe and many mobile GPUs, while a buffer may hold gigabytes. A backend
+ * states its limit in pe_backend.max_binding (0 = none); POSENC_MAX_BINDING=<bytes> lowers
+ * it for a context (to try a small device's limit on a big one, and for the tests).
+ *
+ * Every op whose output elements depend only on inputs at the same outer coordinates
+ * (copy, sinusoidal, RoPE, learned, ALiBi, relative bias) is cut here along its outermost
+ * dimensions into slices whose views each span at most the limit, and the backend runs one
+ * launch per slice; the backend binds each view from its own first byte (Vulkan: a
+ * descriptor window). The other ops (learned and relative-bias backward, 2-D resize, the
+ * attention GEMMs) are refused with POSENC_ERR_UNSUPPORTED naming the limit when a view
+ * exceeds it -- their outputs do not decompose that way.
+ *
+ * Slicing dimension d at [a, a + n) of the op's main shape moves each view's offset by
+ * a * stride and sets its extent to n; positions, slopes and q/k offsets follow the same
+ * coordinate. Views are non-negative-strided (the front end checked), so a view's span is
+ * (sum (ne[k] - 1) * st[k] + 1) elements, and the span of a slice depends on n only: the
+ * largest slice that fits is found once per dimension by bisection.
+ */
+#include "split.h"
+
+#include "backend.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+uint64_t pe_binding_limit(const posenc_context *ctx, const char **out_what)
+{
+    const struct pe_backend *be = ctx->backend;
+    uint64_t lim = be ? be->max_binding : 0;
+    const char *what = be && be->max_binding_name ? be->max_binding_name : "";
+    if (ctx->max_binding_env && (lim == 0 || ctx->max_binding_env < lim)) {
+        lim = ctx->max_binding_env;
+        what = "POSENC_MAX_BINDING";
+    }
+    if (out_what)
+        *out_what = what;
+    return lim;
+}
+
+uint64_t pe_view_span_bytes(const struct pe_view *v)
+{
+    if (!v->mem)
+        return 0;
+    int64_t last = 0;
+    for (int k = 0; k < 4; k++) {
+        if (v->ne[k] <= 0)
+            return 0;
+        if (v->ne[k] > 1)
+            last += (v->ne[k] - 1) * v->st[k];
+    }
+    return (uint64_t)(last + 1) * posenc_dtype_size(v->dtype);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Per-op descriptions                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+union pe_any_op {
+    struct pe_copy_op copy;
+    struct pe_sinusoidal_op sin;
+    struct pe_rope_op rope;
+    struct pe_learned_op learned;
+    struct pe_alibi_op alibi;
+    struct pe_relbias_op relbias;
+};
+
+struct split_desc {
+    const char *name;
+    int min_dim;                                 /* the innermost dimension that may be cut */
+    const int64_t *(*shape)(const union pe_any_op *op);
+    /* The views whose span must fit (views without memory are skipped). */
+    int (*views)(const union pe_any_op *op, const struct pe_view *out[8], const char *names[8]);
+    void (*slice)(union pe_any_op *op, int d, int64_t a, int64_t n);
+    posenc_status (*run)(struct pe_backend *be, const union pe_any_op *op);
+};
+
+static void cut(struct pe_view *v, int d, int64_t a, int64_t n)
+{
+    if (!v->mem)
+        return;
+    v->offset += a * v->st[d];
+    v->ne[d] = n;
+}
+
+/* A broadcast-aware cut of a positions view: a dimension of extent 1 (stride 0) is
+ * shared by every index and stays as it is. */
+static void cut_shared(struct pe_view *v, int d, int64_t a, int64_t n)
+{
+    if (v->mem && v->ne[d] > 1)
+        cut(v, d, a, n);
+}
+
+/* copy: src, dst [4], any dimension. */
+static const int64_t *copy_shape(const union pe_any_op *op) { return op->copy.dst.ne; }
+static int copy_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
+{
+    v[0] = &op->copy.src, n[0] = "src";
+    v[1] = &op->copy.dst, n[1] = "dst";
+    return 2;
+}
+static void copy_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    cut(&op->copy.src, d, a, n);
+    cut(&op->copy.dst, d, a, n);
+}
+static posenc_status copy_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->copy(be, &op->copy);
+}
+
+/* sinusoidal: dst, x [d, T, B2, B3]; pos dims 0..2 follow dims 1..3. Dimension 0 holds
+ * the (sin, cos) pairs of one position and is not cut. */
+static const int64_t *sin_shape(const union pe_any_op *op) { return op->sin.dst.ne; }
+static int sin_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
+{
+    v[0] = &op->sin.dst, n[0] = "dst";
+    v[1] = &op->sin.x, n[1] = "x";
+    v[2] = &op->sin.pos, n[2] = "pos";
+    return 3;
+}
+static void sin_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    cut(&op->sin.dst, d, a, n);
+    cut(&op->sin.x, d, a, n);
+    cut_shared(&op->sin.pos, d - 1, a, n);
+}
+static posenc_status sin_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->sinusoidal(be, &op->sin);
+}
+
+/* rope: x, dst, x2, dst2 [head_dim, H, T, B]; pos / pos_from [T, streams, B]. Heads
+ * (dimension 1) are cut only without x2: q and k have different head counts. */
+static const int64_t *rope_shape(const union pe_any_op *op) { return op->rope.x.ne; }
+static int rope_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
+{
+    v[0] = &op->rope.x, n[0] = "x";
+    v[1] = &op->rope.dst, n[1] = "dst";
+    v[2] = &op->rope.x2, n[2] = "k";
+    v[3] = &op->rope.dst2, n[3] = "k_out";
+    v[4] = &op->rope.pos, n[4] = "pos";
+    v[5] = &op->rope.pos_from, n[5] = "pos_from";
+    return 6;
+}
+static void rope_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    struct pe_rope_op *r = &op->rope;
+    cut(&r->x, d, a, n);
+    cut(&r->dst, d, a, n);
+    cut(&r->x2, d, a, n);
+    cut(&r->dst2, d, a, n);
+    if (d == 2) {
+        cut(&r->pos, 0, a, n);
+        cut(&r->pos_from, 0, a, n);
+    } else if (d == 3) {
+        cut_shared(&r->pos, 2, a, n);
+        cut_shared(&r->pos_from, 2, a, n);
+    }
+}
+static posenc_status rope_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->rope(be, &op->rope);
+}
+
+/* learned: x, dst [d, T, B]; pos [T, B]; the table is read at any row and not cut. */
+static const int64_t *learned_shape(const union pe_any_op *op) { return op->learned.dst.ne; }
+static int learned_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
+{
+    v[0] = &op->learned.dst, n[0] = "dst";
+    v[1] = &op->learned.x, n[1] = "x";
+    v[2] = &op->learned.pos, n[2] = "pos";
+    v[3] = &op->learned.table, n[3] = "table";
+    return 4;
+}
+static void learned_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    cut(&op->learned.dst, d, a, n);
+    cut(&op->learned.x, d, a, n);
+    cut_shared(&op->learned.pos, d - 1, a, n);
+}
+static posenc_status learned_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->learned(be, &op->learned);
+}
+
+/* alibi: logits, dst [K, Q, H, B]; key and query cuts move the offsets, head cuts the
+ * slopes. */
+static const int64_t *alibi_shape(const union pe_any_op *op) { return op->alibi.dst.ne; }
+static int alibi_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
+{
+    v[0] = &op->alibi.dst, n[0] = "dst";
+    v[1] = &op->alibi.logits, n[1] = "logits";
+    return 2;
+}
+static void alibi_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    struct pe_alibi_op *o = &op->alibi;
+    cut(&o->dst, d, a, n);
+    cut(&o->logits, d, a, n);
+    if (d == 0)
+        o->k_offset += a;
+    else if (d == 1)
+        o->q_offset += a;
+    else if (d == 2) {
+        o->slopes += a;
+        o->slopes_f32 += a;
+    }
+}
+static posenc_status alibi_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->alibi(be, &op->alibi);
+}
+
+/* relbias: logits, dst [K, Q, H, B]; table [n_buckets, H] follows the head cuts. */
+static const int64_t *relbias_shape(const union pe_any_op *op) { return op->relbias.dst.ne; }
+static int relbias_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
+{
+    v[0] = &op->relbias.dst, n[0] = "dst";
+    v[1] = &op->relbias.logits, n[1] = "logits";
+    v[2] = &op->relbias.table, n[2] = "table";
+    return 3;
+}
+static void relbias_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    struct pe_relbias_op *o = &op->relbias;
+    cut(&o->dst, d, a, n);
+    cut(&o->logits, d, a, n);
+    if (d == 0)
+        o->k_offset += a;
+    else if (d == 1)
+        o->q_offset += a;
+    else if (d == 2)
+        cut(&o->table, 1, a, n);
+}
+static posenc_status relbias_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->relbias(be, &op->relbias);
+}
+
+static const struct split_desc copy_desc = {"copy", 0, copy_shape, copy_views, copy_slice,
+                                            copy_run};
+static const struct split_desc sin_desc = {"sinusoidal", 1, sin_shape, sin_views, sin_slice,
+                                           sin_run};
+static const struct split_desc rope_desc = {"rope", 1, rope_shape, rope_views, rope_slice,
+                                            rope_run};
+static const struct split_desc learned_desc = {"learned", 1, learned_shape, learned_views,
+                                               learned_slice, learned_run};
+static const struct split_desc alibi_desc = {"alibi", 0, alibi_shape, alibi_views, alibi_slice,
+                                             alibi_run};
+static const struct split_desc relbias_desc = {"relbias", 0, relbias_shape, relbias_views,
+                                               relbias_slice, relbias_run};
+
+/* ------------------------------------------------------------------------------------ */
+/* The driver                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+/* The first view of `op` over `limit`, or -1. */
+static int over_limit(const struct split_desc *sd, const union pe_any_op *op, uint64_t limit,
+                      const char **out_name, uint64_t *out_span)
+{
+    const struct pe_view *v[8];
+    const char *names[8];
+    int nv = sd->views(op, v, names);
+    for (int i = 0; i < nv; i++) {
+        uint64_t s = pe_view_span_bytes(v[i]);
+        if (s > limit) {
+            *out_name = names[i];
+            *out_span = s;
+            return i;
+        }
+    }
+    return -1;
+}
+
+struct split_run {
+    posenc_context *ctx;
+    const struct split_desc *sd;
+    uint64_t limit;
+    const char *what;
+    int64_t launches;
+};
+
+static posenc_status split_rec(struct split_run *r, const union pe_any_op *op, int d)
+{
+    const char *name;
+    uint64_t span;
+    if (over_limit(r->sd, op, r->limit, &name, &span) < 0) {
+        r->launches++;
+        return r->sd->run(r->ctx->backend, op);
+    }
+    const int64_t *ne = r->sd->shape(op);
+    while (d >= r->sd->min_dim && ne[d] <= 1)
+        d--;
+    if (d < r->sd->min_dim || (r->sd == &rope_desc && d == 1 && op->rope.x2.mem))
+        return pe_error(r->ctx, POSENC_ERR_UNSUPPORTED,
+                        "%s: %s spans %" PRIu64 " bytes even when the op is cut into single "
+                        "rows; the device allows at most %" PRIu64 " bytes in one binding (%s)",
+                        r->sd->name, name, span, r->limit, r->what);
+    /* The largest n whose slice fits (0 when even one index is too much). */
+    const int64_t total = ne[d];
+    int64_t lo = 0, hi = total - 1; /* the whole extent is known not to fit */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        union pe_any_op s = *op;
+        r->sd->slice(&s, d, 0, mid);
+        if (over_limit(r->sd, &s, r->limit, &name, &span) < 0)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const int64_t step = lo > 0 ? lo : 1;
+    for (int64_t a = 0; a < total; a += step) {
+        union pe_any_op s = *op;
+        r->sd->slice(&s, d, a, total - a < step ? total - a : step);
+        PE_RETURN_IF_ERROR(split_rec(r, &s, d - 1));
+    }
+    return POSENC_OK;
+}
+
+static posenc_status run_split(posenc_context *ctx, const struct split_desc *sd,
+                               const union pe_any_op *op)
+{
+    struct split_run r = {.ctx = ctx, .sd = sd};
+    r.limit = pe_binding_limit(ctx, &r.what);
+    if (r.limit == 0)
+        return sd->run(ctx->backend, op);
+    posenc_status st = split_rec(&r, op, 3);
+    if (st == POSENC_OK && r.launches > 1)
+        pe_log(ctx, POSENC_LOG_DEBUG, "%s: %" PRId64 " launches (binding limit %" PRIu64
+               " bytes, %s)", sd->name, r.launches, r.limit, r.what);
+    return st;
+}
+
+posenc_status pe_run_copy(posenc_context *ctx, const struct pe_copy_op *op)
+{
+    union pe_any_op u;
+    memset(&u, 0, sizeof u);
+    u.copy = *op;
+    return run_split(ctx, &copy_desc, &u);
+}
+
+posenc_status pe_run_sinusoidal(posenc_context *ctx, const struct pe_sinusoidal_op *op)
+{
+    union pe_any_op u;
+    memset(&u, 0, sizeof u);
+    u.sin = *op;
+    return run_split(ctx, &sin_desc, &u);
+}
+
+posenc_status pe_run_rope(posenc_context *ctx, const struct pe_rope_op *op)
+{
+    union pe_any_op u;
+    memset(&u, 0, sizeof u);
+    u.rope = *op;
+    return run_split(ctx, &rope_desc, &u);
+}
+
+posenc_status pe_run_learned(posenc_context *ctx, const struct pe_learned_op *op)
+{
+    union pe_any_op u;
+    memset(&u, 0, sizeof u);
+    u.learned = *op;
+    return run_split(ctx, &learned_desc, &u);
+}
+
+posenc_status pe_run_alibi(posenc_context *ctx, const struct pe_alibi_op *op)
+{
+    union pe_any_op u;
+    memset(&u, 0, sizeof u);
+    u.alibi = *op;
+    return run_split(ctx, &alibi_desc, &u);
+}
+
+posenc_status pe_run_relbias(posenc_context *ctx, const struct pe_relbias_op *op)
+{
+    union pe_any_op u;
+    memset(&u, 0, sizeof u);
+    u.relbias = *op;
+    return run_split(ctx, &relbias_desc, &u);
+}
+
+posenc_status pe_check_binding(posenc_context *ctx, const char *op_name, int n_views,
+                               const struct pe_view *const *views, const char *const *names)
+{
+    const char *what;
+    const uint64_t limit = pe_binding_limit(ctx, &what);
+    if (limit == 0)
+        return POSENC_OK;
+    for (int i = 0; i < n_views; i++) {
+        const uint64_t s = pe_view_span_bytes(views[i]);
+        if (s > limit)
+            return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                            "%s: %s spans %" PRIu64 " bytes; the device allows at most %" PRIu64
+                            " bytes in one binding (%s) and this op is not split",
+                            op_name, names[i], s, limit, what);
+    }
+    return POSENC_OK;
+}
