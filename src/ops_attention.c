@@ -18,6 +18,7 @@
  * kernels, Vulkan waits, the CPU backend runs synchronously).
  */
 #include "backend.h"
+#include "split.h"
 #include "enc_checks.h"
 
 #include <math.h>
@@ -504,6 +505,11 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         so.group = Hq / Hk;
         so.scale = scale;
         so.scale_f32 = (float)scale;
+        const struct pe_view *views[3] = {&so.q, &so.k, &so.logits};
+        const char *names[3] = {"q", "k", "logits (the [Tk, Tq, Hq, B] f32 scores)"};
+        st = pe_check_binding(ctx, "attention", 3, views, names);
+    }
+    if (st == POSENC_OK) {
         st = vt->attn_scores(ctx->backend, &so);
     }
 
@@ -540,6 +546,11 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         sm.causal = p.causal;
         sm.q_offset = p.q_offset;
         sm.k_offset = p.k_offset;
+        const struct pe_view *views[2] = {&sm.mask, &sm.weights};
+        const char *names[2] = {"params->mask", "weights"};
+        st = pe_check_binding(ctx, "attention", 2, views, names);
+    }
+    if (st == POSENC_OK) {
         st = vt->attn_softmax(ctx->backend, &sm);
     }
 
@@ -554,6 +565,11 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         st = pe_check_tensor(ctx, "dst", dst, true, &oo.dst);
     if (st == POSENC_OK) {
         oo.group = Hq / Hk;
+        const struct pe_view *views[2] = {&oo.v, &oo.dst};
+        const char *names[2] = {"v", "dst"};
+        st = pe_check_binding(ctx, "attention", 2, views, names);
+    }
+    if (st == POSENC_OK) {
         st = vt->attn_output(ctx->backend, &oo);
     }
 

@@ -282,6 +282,7 @@ struct split_run {
     const struct split_desc *sd;
     uint64_t limit;
     const char *what;
+    bool dry;          /* count the launches, run nothing */
     int64_t launches;
 };
 
@@ -291,12 +292,24 @@ static posenc_status split_rec(struct split_run *r, const union pe_any_op *op, i
     uint64_t span;
     if (over_limit(r->sd, op, r->limit, &name, &span) < 0) {
         r->launches++;
-        return r->sd->run(r->ctx->backend, op);
+        return r->dry ? POSENC_OK : r->sd->run(r->ctx->backend, op);
     }
     const int64_t *ne = r->sd->shape(op);
     while (d >= r->sd->min_dim && ne[d] <= 1)
         d--;
-    if (d < r->sd->min_dim || (r->sd == &rope_desc && d == 1 && op->rope.x2.mem))
+    if (r->sd == &rope_desc && d == 1 && op->rope.x2.mem) {
+        /* posenc_rope_qk: q and k have different head counts; rotate them apart. */
+        union pe_any_op qo = *op, ko = *op;
+        memset(&qo.rope.x2, 0, sizeof qo.rope.x2);
+        memset(&qo.rope.dst2, 0, sizeof qo.rope.dst2);
+        ko.rope.x = op->rope.x2;
+        ko.rope.dst = op->rope.dst2;
+        memset(&ko.rope.x2, 0, sizeof ko.rope.x2);
+        memset(&ko.rope.dst2, 0, sizeof ko.rope.dst2);
+        PE_RETURN_IF_ERROR(split_rec(r, &qo, d));
+        return split_rec(r, &ko, d);
+    }
+    if (d < r->sd->min_dim)
         return pe_error(r->ctx, POSENC_ERR_UNSUPPORTED,
                         "%s: %s spans %" PRIu64 " bytes even when the op is cut into single "
                         "rows; the device allows at most %" PRIu64 " bytes in one binding (%s)",
@@ -325,12 +338,23 @@ static posenc_status split_rec(struct split_run *r, const union pe_any_op *op, i
 static posenc_status run_split(posenc_context *ctx, const struct split_desc *sd,
                                const union pe_any_op *op)
 {
-    struct split_run r = {.ctx = ctx, .sd = sd};
+    struct split_run r = {.ctx = ctx, .sd = sd, .dry = true};
     r.limit = pe_binding_limit(ctx, &r.what);
     if (r.limit == 0)
         return sd->run(ctx->backend, op);
+    /* Plan first: a refusal must leave the outputs untouched, so nothing may run before
+     * every slice is known to fit. */
+    PE_RETURN_IF_ERROR(split_rec(&r, op, 3));
+    if (r.launches == 1)
+        return sd->run(ctx->backend, op);
+    const int64_t planned = r.launches;
+    r.dry = false;
+    r.launches = 0;
     posenc_status st = split_rec(&r, op, 3);
-    if (st == POSENC_OK && r.launches > 1)
+    if (st == POSENC_OK && r.launches != planned)
+        return pe_error(ctx, POSENC_ERR_INTERNAL, "%s: %" PRId64 " launches planned, %" PRId64
+                        " run", sd->name, planned, r.launches);
+    if (st == POSENC_OK)
         pe_log(ctx, POSENC_LOG_DEBUG, "%s: %" PRId64 " launches (binding limit %" PRIu64
                " bytes, %s)", sd->name, r.launches, r.limit, r.what);
     return st;
