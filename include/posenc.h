@@ -319,7 +319,10 @@ POSENC_API posenc_status posenc_backend_device_count(posenc_backend_kind backend
 /* Buffers                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
-/* Allocate `size` bytes (> 0) of device memory. Contents are undefined until written. */
+/* Allocate `size` bytes (> 0) of device memory. Contents are undefined until written.
+ * A buffer may be larger than one launch can address (max_binding_size in
+ * posenc_device_info); ops cut their work to fit. Returns POSENC_ERR_UNSUPPORTED when
+ * `size` is over the device's largest allocation (max_buffer_size). */
 POSENC_API posenc_status posenc_buffer_create(posenc_context *ctx, size_t size,
                                               posenc_buffer **out_buffer);
 
