@@ -490,87 +490,131 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
             st = encode(ctx, &tmp, &p, &rope, "v", v, &kp, &ve);
     }
 
-    /* ---- 3. scores --------------------------------------------------------------------- */
-    struct pe_attn_scores_op so;
-    memset(&so, 0, sizeof(so));
-    if (st == POSENC_OK)
-        st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, Tq, Hq, B, &logits);
-    if (st == POSENC_OK)
-        st = pe_check_tensor(ctx, "q", &qe, false, &so.q);
-    if (st == POSENC_OK)
-        st = pe_check_tensor(ctx, "k", &ke, false, &so.k);
-    if (st == POSENC_OK)
-        st = pe_check_tensor(ctx, "logits", &logits, true, &so.logits);
-    if (st == POSENC_OK) {
-        so.group = Hq / Hk;
-        so.scale = scale;
-        so.scale_f32 = (float)scale;
-        const struct pe_view *views[3] = {&so.q, &so.k, &so.logits};
-        const char *names[3] = {"q", "k", "logits (the [Tk, Tq, Hq, B] f32 scores)"};
-        st = pe_check_binding(ctx, "attention", 3, views, names);
+    /* Steps 3-6 run over blocks of queries whose logits fit one binding of the device
+     * (all of them at once when there is no limit): the logits temporary holds one block,
+     * [Tk, tq, Hq, B], and each block's queries see their own q_offset. */
+    int64_t tq = Tq;
+    const char *limit_what;
+    const uint64_t limit = pe_binding_limit(ctx, &limit_what);
+    if (st == POSENC_OK && limit) {
+        const uint64_t row = (uint64_t)Tk * (uint64_t)Hq * (uint64_t)B * 4u;
+        /* One query row of the block-packed logits spans (Tk*tq*(Hq*B - 1) + Tk) floats;
+         * bound it by Tk*Hq*B*tq floats, which is what the buffer holds. */
+        if (row > limit)
+            st = pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                          "attention: the logits of one query, %lld keys x %lld heads x %lld "
+                          "batches in f32 (%llu bytes), are over the %llu bytes one binding "
+                          "may span (%s)",
+                          (long long)Tk, (long long)Hq, (long long)B, (unsigned long long)row,
+                          (unsigned long long)limit, limit_what);
+        else if ((uint64_t)Tq * row > limit)
+            tq = (int64_t)(limit / row);
     }
-    if (st == POSENC_OK) {
-        st = vt->attn_scores(ctx->backend, &so);
-    }
-
-    /* ---- 4. logit biases --------------------------------------------------------------- */
-    if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
-        struct posenc_alibi_params ap = p.alibi;
-        ap.q_offset = p.q_offset;
-        ap.k_offset = p.k_offset;
-        st = inner(ctx, posenc_alibi(ctx, &logits, &logits, &ap), "params->alibi (posenc_alibi)");
-    } else if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_RELBIAS) {
-        struct posenc_relbias_params rp = p.relbias;
-        rp.q_offset = p.q_offset;
-        rp.k_offset = p.k_offset;
-        st = inner(ctx, posenc_relbias(ctx, &logits, p.relbias_table, &logits, &rp),
-                   "params->relbias (posenc_relbias)");
-    }
-
-    /* ---- 5. softmax -------------------------------------------------------------------- */
-    struct pe_attn_softmax_op sm;
-    memset(&sm, 0, sizeof(sm));
     if (st == POSENC_OK)
-        st = pe_check_tensor(ctx, "logits", &logits, true, &sm.logits);
-    if (st == POSENC_OK && p.mask) {
-        st = pe_check_tensor(ctx, "params->mask", p.mask, false, &sm.mask);
-        for (int i = 0; i < 4; i++) {
-            if (p.mask->ne[i] == 1)
-                sm.mask.st[i] = 0; /* broadcast */
-            sm.mask.ne[i] = sm.logits.ne[i];
+        st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, tq, Hq, B, &logits);
+    if (st == POSENC_OK && tq < Tq)
+        pe_log(ctx, POSENC_LOG_DEBUG, "attention: %lld queries in blocks of %lld (binding "
+               "limit %llu bytes, %s)", (long long)Tq, (long long)tq,
+               (unsigned long long)limit, limit_what);
+    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq) {
+        const int64_t nq = Tq - q0 < tq ? Tq - q0 : tq;
+        const int64_t q_offset = p.q_offset + q0;
+        /* The block's views: queries are dim 2 of q and dst, dim 1 of mask and weights. */
+        posenc_tensor qb = qe, db = *dst, wb, mb, lb = logits;
+        qb.offset += (size_t)q0 * qe.nb[2];
+        qb.ne[2] = nq;
+        db.offset += (size_t)q0 * dst->nb[2];
+        db.ne[2] = nq;
+        if (weights) {
+            wb = *weights;
+            wb.offset += (size_t)q0 * weights->nb[1];
+            wb.ne[1] = nq;
         }
-    }
-    if (st == POSENC_OK && weights)
-        st = pe_check_tensor(ctx, "weights", weights, true, &sm.weights);
-    if (st == POSENC_OK) {
-        sm.causal = p.causal;
-        sm.q_offset = p.q_offset;
-        sm.k_offset = p.k_offset;
-        const struct pe_view *views[2] = {&sm.mask, &sm.weights};
-        const char *names[2] = {"params->mask", "weights"};
-        st = pe_check_binding(ctx, "attention", 2, views, names);
-    }
-    if (st == POSENC_OK) {
-        st = vt->attn_softmax(ctx->backend, &sm);
-    }
+        if (p.mask) {
+            mb = *p.mask;
+            if (mb.ne[1] > 1) {
+                mb.offset += (size_t)q0 * p.mask->nb[1];
+                mb.ne[1] = nq;
+            }
+        }
+        lb = posenc_tensor_contiguous(logits.buffer, 0, POSENC_DTYPE_F32, Tk, nq, Hq, B);
 
-    /* ---- 6. output ----------------------------------------------------------------------- */
-    struct pe_attn_output_op oo;
-    memset(&oo, 0, sizeof(oo));
-    if (st == POSENC_OK)
-        st = pe_check_tensor(ctx, "logits", &logits, false, &oo.p);
-    if (st == POSENC_OK)
-        st = pe_check_tensor(ctx, "v", &ve, false, &oo.v);
-    if (st == POSENC_OK)
-        st = pe_check_tensor(ctx, "dst", dst, true, &oo.dst);
-    if (st == POSENC_OK) {
-        oo.group = Hq / Hk;
-        const struct pe_view *views[2] = {&oo.v, &oo.dst};
-        const char *names[2] = {"v", "dst"};
-        st = pe_check_binding(ctx, "attention", 2, views, names);
-    }
-    if (st == POSENC_OK) {
-        st = vt->attn_output(ctx->backend, &oo);
+        /* ---- 3. scores ------------------------------------------------------------------ */
+        struct pe_attn_scores_op so;
+        memset(&so, 0, sizeof(so));
+        st = pe_check_tensor(ctx, "q", &qb, false, &so.q);
+        if (st == POSENC_OK)
+            st = pe_check_tensor(ctx, "k", &ke, false, &so.k);
+        if (st == POSENC_OK)
+            st = pe_check_tensor(ctx, "logits", &lb, true, &so.logits);
+        if (st == POSENC_OK) {
+            so.group = Hq / Hk;
+            so.scale = scale;
+            so.scale_f32 = (float)scale;
+            const struct pe_view *views[3] = {&so.q, &so.k, &so.logits};
+            const char *names[3] = {"q", "k", "logits"};
+            st = pe_check_binding(ctx, "attention", 3, views, names);
+        }
+        if (st == POSENC_OK)
+            st = vt->attn_scores(ctx->backend, &so);
+
+        /* ---- 4. logit biases ------------------------------------------------------------ */
+        if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
+            struct posenc_alibi_params ap = p.alibi;
+            ap.q_offset = (int32_t)q_offset;
+            ap.k_offset = p.k_offset;
+            st = inner(ctx, posenc_alibi(ctx, &lb, &lb, &ap), "params->alibi (posenc_alibi)");
+        } else if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_RELBIAS) {
+            struct posenc_relbias_params rp = p.relbias;
+            rp.q_offset = (int32_t)q_offset;
+            rp.k_offset = p.k_offset;
+            st = inner(ctx, posenc_relbias(ctx, &lb, p.relbias_table, &lb, &rp),
+                       "params->relbias (posenc_relbias)");
+        }
+
+        /* ---- 5. softmax ----------------------------------------------------------------- */
+        struct pe_attn_softmax_op sm;
+        memset(&sm, 0, sizeof(sm));
+        if (st == POSENC_OK)
+            st = pe_check_tensor(ctx, "logits", &lb, true, &sm.logits);
+        if (st == POSENC_OK && p.mask) {
+            st = pe_check_tensor(ctx, "params->mask", &mb, false, &sm.mask);
+            for (int i = 0; i < 4; i++) {
+                if (mb.ne[i] == 1)
+                    sm.mask.st[i] = 0; /* broadcast */
+                sm.mask.ne[i] = sm.logits.ne[i];
+            }
+        }
+        if (st == POSENC_OK && weights)
+            st = pe_check_tensor(ctx, "weights", &wb, true, &sm.weights);
+        if (st == POSENC_OK) {
+            sm.causal = p.causal;
+            sm.q_offset = q_offset;
+            sm.k_offset = p.k_offset;
+            const struct pe_view *views[2] = {&sm.mask, &sm.weights};
+            const char *names[2] = {"params->mask", "weights"};
+            st = pe_check_binding(ctx, "attention", 2, views, names);
+        }
+        if (st == POSENC_OK)
+            st = vt->attn_softmax(ctx->backend, &sm);
+
+        /* ---- 6. output ------------------------------------------------------------------ */
+        struct pe_attn_output_op oo;
+        memset(&oo, 0, sizeof(oo));
+        if (st == POSENC_OK)
+            st = pe_check_tensor(ctx, "logits", &lb, false, &oo.p);
+        if (st == POSENC_OK)
+            st = pe_check_tensor(ctx, "v", &ve, false, &oo.v);
+        if (st == POSENC_OK)
+            st = pe_check_tensor(ctx, "dst", &db, true, &oo.dst);
+        if (st == POSENC_OK) {
+            oo.group = Hq / Hk;
+            const struct pe_view *views[2] = {&oo.v, &oo.dst};
+            const char *names[2] = {"v", "dst"};
+            st = pe_check_binding(ctx, "attention", 2, views, names);
+        }
+        if (st == POSENC_OK)
+            st = vt->attn_output(ctx->backend, &oo);
     }
 
     tmp_free(&tmp);

@@ -144,6 +144,79 @@ static void test_forced_limit(void **state)
     assert_true(n_pass > 4 * n_refused);
 }
 
+/* posenc_attention runs blocks of queries whose logits fit the limit. The shared cases
+ * plus, for those without a learned or relative-bias table, weights or a mask, a variant
+ * with 96 queries and 96 keys; each case gets a limit just large enough for its q, k, v,
+ * dst, weights and mask in f32 (+50 % for padded views) and two query rows of logits,
+ * so that wherever the logits are larger than that, the queries run in blocks. */
+static void test_attention_blocks(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    struct pc_case *cases = pc_cases(PC_OP_ATTENTION, &n);
+    assert_non_null(cases);
+    struct pc_case *more = realloc(cases, 2 * n * sizeof *more);
+    assert_non_null(more);
+    cases = more;
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) {
+        const struct pc_case *c = &cases[i];
+        if (c->attn.encoding == POSENC_ATTENTION_LEARNED ||
+            c->attn.encoding == POSENC_ATTENTION_RELBIAS || c->attn.weights || c->attn.mask ||
+            c->attn.big || c->ne[2] > 96 || c->attn.tk > 96)
+            continue;
+        struct pc_case *v = &cases[m++];
+        *v = *c;
+        v->ne[2] = 96;
+        v->attn.tk = 96;
+        snprintf(v->name, sizeof v->name, "%.160s [Tq=Tk=96]", c->name);
+    }
+    int n_pass = 0, n_blocked = 0, n_fail = 0;
+    for (size_t i = 0; i < m; i++) {
+        const struct pc_case *c = &cases[i];
+        /* The 2048 x 2048 cases take seconds on the CPU reference and add nothing here
+         * (test_attention runs them). */
+        if (c->ne[2] * c->attn.tk > 96 * 96)
+            continue;
+        const int64_t D = c->ne[0], Hq = c->ne[1], Tq = c->ne[2], B = c->ne[3];
+        const int64_t Hk = c->attn.hk, Tk = c->attn.tk, Dv = c->attn.dv;
+        const int64_t sizes[6] = {D * Hq * Tq * B,
+                                  D * Hk * Tk * B,
+                                  Dv * Hk * Tk * B,
+                                  Dv * Hq * Tq * B,
+                                  (c->attn.weights || c->attn.mask) ? Tk * Tq * Hq * B : 0,
+                                  Tk * Hq * B * 2 * 2 / 3};
+        int64_t lim = 1024;
+        for (int k = 0; k < 6; k++)
+            if (6 * sizes[k] > lim) /* 4 bytes + 50 % */
+                lim = 6 * sizes[k];
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)lim);
+        char err[256];
+        posenc_status st;
+        posenc_context *ctx = create_with_env(v, th_log, &st, err, sizeof err);
+        if (st != POSENC_OK)
+            fail_msg("context with POSENC_MAX_BINDING=%s: %s", v, err);
+        struct pc_result r;
+        pc_run_case(th.ref, ctx, c, &r);
+        posenc_context_destroy(&ctx);
+        if (r.pass) {
+            n_pass++;
+            n_blocked += 4 * Tk * Tq * Hq * B > lim;
+        } else {
+            n_fail++;
+            print_error("%s (limit %s bytes): %s (%lld bad of %lld)\n", c->name, v, r.msg,
+                        (long long)r.n_bad, (long long)r.n_checked);
+        }
+    }
+    free(cases);
+    printf("attention: %d cases pass, %d of them with the queries in several blocks, %d fail\n",
+           n_pass, n_blocked, n_fail);
+    th_check_warnings();
+    assert_int_equal(n_fail, 0);
+    assert_true(n_blocked >= 5);
+}
+
 /* Refused ops leave every byte of their output as it was. */
 static void expect_refused(posenc_status got, const char *what, const unsigned char *before,
                            posenc_buffer *dst_buf, size_t bytes)
@@ -288,6 +361,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_refusals_untouched, setup_limited,
                                         teardown_limited),
         cmocka_unit_test_setup_teardown(test_info_and_env, setup_limited, teardown_limited),
+        cmocka_unit_test(test_attention_blocks),
         cmocka_unit_test(test_above_128_mib),
     };
     rc = th_run("limits", tests, sizeof tests / sizeof tests[0]);
