@@ -336,6 +336,147 @@ POSENC_API posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset
                                             size_t size);
 
 /* ------------------------------------------------------------------------------------ */
+/* Sharing a device with the host application (host-owned devices and buffers)          */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * A device the application created and keeps owning: an OpenCL context and command
+ * queue, or a Vulkan instance, physical device, device and queue. posenc_context_create_
+ * from_host() runs posenc on it, and posenc_buffer_wrap_opencl() / _vulkan() turn the
+ * application's own cl_mem / VkBuffer into posenc buffers without a copy.
+ *
+ * Handles are passed without the OpenCL / Vulkan headers: dispatchable handles
+ * (cl_context, cl_command_queue, cl_mem, VkInstance, VkPhysicalDevice, VkDevice, VkQueue)
+ * as void *, Vulkan's non-dispatchable VkBuffer as uint64_t (64 bits on every platform).
+ * The handles must come from the OpenCL ICD loader / Vulkan loader posenc is linked
+ * against (libOpenCL, libvulkan), not from a driver loaded privately.
+ *
+ * Ownership. posenc never destroys a host object. OpenCL: posenc retains the cl_context
+ * and the queue while its context lives (clRetain* at creation, clRelease* in
+ * posenc_context_destroy), and a wrapped cl_mem while its posenc buffer lives, so the
+ * application's own references are never consumed and it may release them whenever it
+ * likes. Vulkan has no reference counts: the application must keep the instance, device
+ * and queue alive until posenc_context_destroy() has returned, and a wrapped VkBuffer (and
+ * its memory) until posenc_buffer_destroy() has returned. On the host's VkDevice posenc
+ * creates, and destroys in posenc_context_destroy, only its own objects: a command pool
+ * and command buffer, a fence, descriptor set layout / pool / set, pipeline layout,
+ * pipeline cache, pipelines, and its own buffers and memory (staging, small tables, every
+ * posenc_buffer_create buffer).
+ *
+ * Synchronisation (what posenc waits for, what the application must do):
+ *   - posenc enqueues all its work on the given queue, in call order. It never uses
+ *     another queue, and returns before the work has finished, as on its own devices.
+ *   - OpenCL: the queue must be in order (posenc refuses an out-of-order queue). Commands
+ *     the application enqueues on the same queue are therefore ordered with posenc's, in
+ *     enqueue order, in both directions: nothing else is needed. Work on other queues
+ *     needs the application's own clFinish / events before (or after) the posenc call.
+ *     posenc_context_finish() and posenc_buffer_read() wait for the whole queue (clFinish
+ *     / a blocking read), the application's commands included.
+ *   - Vulkan: every posenc submission starts with a pipeline barrier whose first scope is
+ *     all commands and all memory writes submitted earlier on the queue, and ends with one
+ *     whose second scope is all commands and memory accesses submitted later on the
+ *     queue, and host reads. So work the application submits on the same queue before a
+ *     posenc call is complete and visible to posenc, and work it submits after sees
+ *     posenc's results, with no barrier or semaphore of its own. Work on other queues
+ *     needs the application's own semaphores or fences. Memory the application writes
+ *     from the host (a mapped buffer) is seen by posenc calls made after the write.
+ *     posenc_context_finish() waits for posenc's last submission and, through it, for
+ *     everything submitted on the queue before it (not for later submissions).
+ *   - Vulkan's external-synchronisation rule: vkQueueSubmit needs exclusive access to the
+ *     queue, so no other thread may use the queue (submit, wait idle, present) while a
+ *     posenc call on this context runs. posenc never calls vkDeviceWaitIdle on a host
+ *     device.
+ *   - Device errors of queued work (a lost device) are reported by a later call on the
+ *     context, as for every context (see "Execution").
+ */
+struct posenc_host_device {
+    /* POSENC_BACKEND_OPENCL or POSENC_BACKEND_VULKAN. AUTO (0, the zero value) and CPU are
+     * refused: the zero struct is invalid. */
+    posenc_backend_kind backend;
+    /* OPENCL: a cl_context and an in-order cl_command_queue of that context (any device
+     * of it, OpenCL 1.2 or later with an online compiler). posenc takes the device from
+     * CL_QUEUE_DEVICE. Profiling may be enabled. Must be NULL for VULKAN. */
+    void *cl_context;
+    void *cl_queue;
+    /* VULKAN: an instance created with apiVersion >= 1.1, one of its physical devices
+     * (Vulkan 1.1 or later), a VkDevice created on it, and a VkQueue of that device from
+     * queue family vk_queue_family, which must support compute. posenc needs no optional
+     * feature or extension on the device (the application must have enabled
+     * VK_KHR_portability_subset if the device lists it, as the spec requires). Must be
+     * NULL for OPENCL. */
+    void *vk_instance;
+    void *vk_physical_device;
+    void *vk_device;
+    void *vk_queue;
+    uint32_t vk_queue_family;
+    uint32_t reserved[7]; /* must be zero */
+};
+
+/*
+ * Create a context on a device the application owns (see struct posenc_host_device).
+ * `params` works as for posenc_context_create(), except: params->backend must be AUTO or
+ * host->backend, params->device must be 0, and the POSENC_BACKEND / POSENC_DEVICE
+ * environment variables are ignored (POSENC_DEBUG still applies). The context's device_index
+ * (posenc_context_get_info) is -1. POSENC_CONTEXT_DEBUG on Vulkan adds no layer and no
+ * messenger: posenc cannot change the application's instance, and creating a debug
+ * messenger on it would need VK_EXT_debug_utils, which posenc cannot know is enabled;
+ * enable validation on your own instance instead (posenc logs an INFO line saying so).
+ * On failure *out_ctx is NULL, nothing of the host's was changed, and the message goes to
+ * params->log_fn and out_error as in posenc_context_create().
+ *
+ * Returns POSENC_ERR_INVALID_ARGUMENT for a NULL host / out_ctx, a NULL or mismatched
+ * handle (a queue of another cl_context, a physical device not of vk_instance, a queue
+ * family out of range or without compute), an out-of-order OpenCL queue, a field of the
+ * other backend set, reserved not zero, or a bad params field; POSENC_ERR_UNSUPPORTED for
+ * host->backend CPU; POSENC_ERR_UNAVAILABLE when the backend is not compiled in or the
+ * device is too old (OpenCL < 1.2, no compiler, Vulkan < 1.1); POSENC_ERR_OUT_OF_MEMORY
+ * or POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_context_create_from_host(
+    const struct posenc_context_params *params, const struct posenc_host_device *host,
+    posenc_context **out_ctx, char *out_error, size_t error_size);
+
+/*
+ * Wrap the application's cl_mem as a posenc buffer of CL_MEM_SIZE bytes, without copying.
+ * ctx must come from posenc_context_create_from_host() on OpenCL, and cl_mem must be a
+ * buffer (or sub-buffer) of ctx's cl_context (CL_MEM_CONTEXT), created without
+ * CL_MEM_READ_ONLY / CL_MEM_WRITE_ONLY / CL_MEM_HOST_* access restrictions (posenc's
+ * kernels read and write it, posenc_buffer_read / _write and some ops access it from the
+ * host). posenc retains it (clRetainMemObject); posenc_buffer_destroy() releases that one
+ * reference and nothing else. The application may keep using the cl_mem meanwhile, with
+ * the ordering rules above. On failure *out_buffer is NULL.
+ *
+ * Returns POSENC_ERR_INVALID_ARGUMENT for a NULL argument, a context that is not a
+ * host-owned OpenCL context, a handle that is not a cl_mem buffer, a cl_mem of another
+ * cl_context or with restricted access flags; POSENC_ERR_OUT_OF_MEMORY or
+ * POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl_mem,
+                                                   posenc_buffer **out_buffer);
+
+/*
+ * Wrap the application's VkBuffer (already bound to memory) as a posenc buffer of `size`
+ * bytes, without copying. ctx must come from posenc_context_create_from_host() on Vulkan
+ * and vk_buffer must belong to its VkDevice, created with at least the usage
+ * STORAGE_BUFFER | TRANSFER_SRC | TRANSFER_DST (posenc binds it to its shaders and copies
+ * to and from it) and sharing mode EXCLUSIVE owned by vk_queue_family (or CONCURRENT
+ * including it). size > 0, a multiple of 4 (posenc's shaders access f16 data as 32-bit
+ * words), at most the VkBuffer's own size and the device's maxStorageBufferRange.
+ * posenc never maps it: posenc_buffer_write / _read go through posenc's host-visible
+ * staging buffer and vkCmdCopyBuffer on the queue, whatever memory backs it.
+ * posenc_buffer_destroy() waits for posenc's work that may use it and frees only posenc's
+ * handle; the application then destroys the VkBuffer and its memory itself. On failure
+ * *out_buffer is NULL.
+ *
+ * Returns POSENC_ERR_INVALID_ARGUMENT for a NULL argument or VK_NULL_HANDLE, a context
+ * that is not a host-owned Vulkan context, a size of 0, not a multiple of 4, larger than
+ * the buffer's memory requirements or than size_t; POSENC_ERR_UNSUPPORTED for a size past
+ * maxStorageBufferRange; POSENC_ERR_OUT_OF_MEMORY.
+ */
+POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
+                                                   uint64_t size, posenc_buffer **out_buffer);
+
+/* ------------------------------------------------------------------------------------ */
 /* Copy and convert                                                                     */
 /* ------------------------------------------------------------------------------------ */
 

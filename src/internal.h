@@ -38,6 +38,7 @@ struct posenc_context {
     int32_t device;
     uint32_t flags;
     int32_t n_threads;    /* params->n_threads (CPU backend; 0 = all online cores) */
+    bool host_owned;      /* on the application's device (posenc_context_create_from_host) */
     posenc_log_fn log_fn;
     posenc_log_level log_level;
     void *log_user_data;
