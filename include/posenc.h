@@ -6,10 +6,14 @@
  * Objects and ownership
  * ---------------------
  *   posenc_context  one backend (CPU, OpenCL or Vulkan) on one device. Created with
- *                   posenc_context_create(), destroyed with posenc_context_destroy().
+ *                   posenc_context_create(), or on the application's own OpenCL queue /
+ *                   Vulkan device with posenc_context_create_from_host(); destroyed with
+ *                   posenc_context_destroy().
  *   posenc_buffer   a block of device memory owned by one context. Created with
- *                   posenc_buffer_create(), destroyed with posenc_buffer_destroy().
- *                   Every buffer must be destroyed before its context.
+ *                   posenc_buffer_create(), or wrapping the application's cl_mem /
+ *                   VkBuffer with posenc_buffer_wrap_opencl() / _vulkan(); destroyed with
+ *                   posenc_buffer_destroy(). Every buffer must be destroyed before its
+ *                   context.
  *   posenc_tensor   a plain struct (not a handle): a typed, strided view into a buffer,
  *                   laid out like ggml's tensors (ne[4] element counts, nb[4] byte strides,
  *                   innermost dimension first). It owns nothing.
@@ -31,11 +35,32 @@
  * the process on bad input, failed allocations or device errors. A tensor with a zero in
  * ne is empty: the op checks its arguments and params, then does nothing.
  *
+ * Besides the statuses each function lists, every call that takes a context may also
+ * return POSENC_ERR_UNSUPPORTED (the backend lacks the op, dtype or size on this device),
+ * POSENC_ERR_BACKEND (a native OpenCL / Vulkan call failed, or queued work failed) and
+ * POSENC_ERR_OUT_OF_MEMORY (a host or device allocation failed, temporaries included).
+ *
  * Execution
  * ---------
  * Ops are queued on the context's device in call order and may finish after the call
- * returns. posenc_buffer_read() and posenc_context_finish() wait for all queued work.
- * posenc_buffer_write() is ordered with the ops queued before it.
+ * returns (CPU backend: they finish before it returns). posenc_buffer_read() and
+ * posenc_context_finish() wait for all queued work. posenc_buffer_write() is ordered with
+ * the ops queued before it, and the host memory it reads may be freed or reused as soon
+ * as it returns (OpenCL: a blocking write; Vulkan: a copy into posenc's mapped memory or
+ * staging buffer before it returns).
+ *
+ * A failure of queued device work (a lost device, a kernel fault) cannot be reported by
+ * the op that queued it: the next call that waits for the device reports it as
+ * POSENC_ERR_BACKEND -- posenc_context_finish(), posenc_buffer_read(), and on Vulkan also
+ * the next op or posenc_buffer_write() (each first waits for the previous submission);
+ * ops whose arguments need a read-back (posenc_learned's positions, RoPE's seq_len = 0)
+ * wait too. Call posenc_context_finish() to learn where a sequence of ops stands.
+ *
+ * Units
+ * -----
+ * Angles are in radians; positions (pos tensors, offsets, seq_len, original_ctx) count
+ * tokens (fractional with f32 positions); frequencies are radians per position; sizes,
+ * offsets and strides are in bytes (posenc_tensor) or elements (ne).
  *
  * Thread safety
  * -------------
@@ -50,7 +75,12 @@
  *   functions without a context -- posenc_status_string, posenc_version, posenc_dtype_*,
  *       posenc_backend_name, posenc_tensor_contiguous / _nelements, the f16 conversions,
  *       posenc_sinusoidal_freqs, posenc_rope_freqs, posenc_rope_params_from_ggml,
- *       posenc_relbias_bucket, posenc_alibi_slopes: thread-safe (no shared state).
+ *       posenc_relbias_bucket, posenc_alibi_slopes: thread-safe and pure (their result
+ *       depends only on their arguments; they read no environment variable and no global
+ *       state, and write only their output arguments), callable at any time from any
+ *       thread, with or without contexts alive.
+ *   host-owned devices: see "Sharing a device with the host application" for the rule
+ *       on the application's Vulkan queue.
  *   log callback: called on the thread that made the posenc call (a driver may call it
  *       from its own thread for validation messages); it must not call back into posenc
  *       with the same context.
@@ -82,7 +112,7 @@ extern "C" {
 #define POSENC_VERSION_MINOR 1
 #define POSENC_VERSION_PATCH 0
 
-/* The library's version as "MAJOR.MINOR.PATCH" (a static string). */
+/* Returns the library's version as "MAJOR.MINOR.PATCH" (a static string, never NULL). */
 POSENC_API const char *posenc_version(void);
 
 /* ------------------------------------------------------------------------------------ */
@@ -110,7 +140,8 @@ typedef enum posenc_status {
     POSENC_ERR_INTERNAL = 7
 } posenc_status;
 
-/* A short static description of a status ("invalid argument", ...). Never NULL. */
+/* Returns a short static description of a status ("invalid argument", ...); never NULL
+ * (an unknown value gives "unknown status"). */
 POSENC_API const char *posenc_status_string(posenc_status status);
 
 /* ------------------------------------------------------------------------------------ */
@@ -123,10 +154,10 @@ typedef enum posenc_dtype {
     POSENC_DTYPE_I32 = 2  /* int32 (positions) */
 } posenc_dtype;
 
-/* Size in bytes of one element of `dtype`, or 0 for an unknown value. */
+/* Returns the size in bytes of one element of `dtype`, or 0 for an unknown value. */
 POSENC_API size_t posenc_dtype_size(posenc_dtype dtype);
 
-/* A short name ("f32", "f16", "i32"), or "?" for an unknown value. */
+/* Returns a short static name ("f32", "f16", "i32"), or "?" for an unknown value. */
 POSENC_API const char *posenc_dtype_name(posenc_dtype dtype);
 
 typedef struct posenc_context posenc_context;
@@ -155,19 +186,23 @@ typedef struct posenc_tensor {
 /*
  * A contiguous tensor of shape ne0 x ne1 x ne2 x ne3 at `offset` in `buffer`
  * (nb[0] = element size, nb[k] = nb[k-1]*ne[k-1]). Pass 1 for unused dimensions.
+ * Returns the tensor by value; it checks nothing (the op that uses it does).
  */
 POSENC_API posenc_tensor posenc_tensor_contiguous(posenc_buffer *buffer, size_t offset,
                                                   posenc_dtype dtype, int64_t ne0, int64_t ne1,
                                                   int64_t ne2, int64_t ne3);
 
-/* Number of elements of a tensor (product of ne), or -1 if it overflows int64. */
+/* Returns the number of elements of a tensor (product of ne), or -1 if it overflows
+ * int64, t is NULL or an ne is negative. */
 POSENC_API int64_t posenc_tensor_nelements(const posenc_tensor *t);
 
 /* ------------------------------------------------------------------------------------ */
 /* f16 helpers (round to nearest even; NaN and infinities kept)                          */
 /* ------------------------------------------------------------------------------------ */
 
+/* Returns the f16 bits nearest to `value` (ties to even; overflow gives infinity). */
 POSENC_API uint16_t posenc_f32_to_f16(float value);
+/* Returns the f32 value of the f16 `bits` (exact). */
 POSENC_API float posenc_f16_to_f32(uint16_t bits);
 
 /* ------------------------------------------------------------------------------------ */
@@ -189,7 +224,7 @@ typedef enum posenc_backend_kind {
 
 #define POSENC_BACKEND_COUNT 4
 
-/* "auto", "cpu", "opencl", "vulkan", or "?" for an unknown value. */
+/* Returns "auto", "cpu", "opencl", "vulkan", or "?" for an unknown value (static). */
 POSENC_API const char *posenc_backend_name(posenc_backend_kind kind);
 
 typedef enum posenc_log_level {
@@ -260,15 +295,19 @@ POSENC_API posenc_status posenc_context_create(const struct posenc_context_param
  * All buffers of the context should have been destroyed first. Buffers still alive are
  * a usage error (logged as POSENC_LOG_ERROR): their device memory is released with the
  * context, and their handles then accept only posenc_buffer_destroy (every other call
- * returns POSENC_ERR_INVALID_ARGUMENT). */
+ * returns POSENC_ERR_INVALID_ARGUMENT). On a host-owned device only posenc's own objects
+ * and references go (see posenc_context_create_from_host). Returns nothing; errors of
+ * the final wait are dropped (the device is going away). */
 POSENC_API void posenc_context_destroy(posenc_context **ctx);
 
-/* Wait until every op queued on the context has finished. */
+/* Wait until every op queued on the context has finished. Returns POSENC_OK,
+ * POSENC_ERR_INVALID_ARGUMENT for a NULL ctx, or POSENC_ERR_BACKEND when queued work
+ * failed (see "Execution"). */
 POSENC_API posenc_status posenc_context_finish(posenc_context *ctx);
 
 /* The message of the last failed call on `ctx` (or on one of its buffers): the argument
- * or native call and the value. "" when the last call succeeded. Valid until the next
- * call on the context. */
+ * or native call and the value. Returns "" when the last call succeeded, "ctx is NULL"
+ * for a NULL ctx; never NULL. Valid until the next call on the context. */
 POSENC_API const char *posenc_context_last_error(const posenc_context *ctx);
 
 typedef enum posenc_device_type {
@@ -302,7 +341,8 @@ struct posenc_device_info {
     uint32_t compute_units;     /* compute units / host threads */
 };
 
-/* Fill *out_info with what `ctx` runs on. */
+/* Fill *out_info with what `ctx` runs on. Returns POSENC_OK, or
+ * POSENC_ERR_INVALID_ARGUMENT for a NULL ctx or out_info. */
 POSENC_API posenc_status posenc_context_get_info(const posenc_context *ctx,
                                                  struct posenc_device_info *out_info);
 
@@ -310,6 +350,9 @@ POSENC_API posenc_status posenc_context_get_info(const posenc_context *ctx,
  * Count the devices `backend` (CPU, OPENCL or VULKAN, not AUTO) can open, without
  * creating a context. On POSENC_ERR_UNAVAILABLE, `out_reason` (if not NULL) receives the
  * driver's reason. The CPU backend has exactly one device.
+ * Returns POSENC_OK (*out_count >= 1), POSENC_ERR_UNAVAILABLE (not compiled in, no
+ * driver or no device; *out_count = 0), POSENC_ERR_INVALID_ARGUMENT for a NULL out_count
+ * or a backend that is not CPU, OPENCL or VULKAN, or POSENC_ERR_OUT_OF_MEMORY.
  */
 POSENC_API posenc_status posenc_backend_device_count(posenc_backend_kind backend,
                                                      int32_t *out_count, char *out_reason,
@@ -321,28 +364,179 @@ POSENC_API posenc_status posenc_backend_device_count(posenc_backend_kind backend
 
 /* Allocate `size` bytes (> 0) of device memory. Contents are undefined until written.
  * A buffer may be larger than one launch can address (max_binding_size in
- * posenc_device_info); ops cut their work to fit. Returns POSENC_ERR_UNSUPPORTED when
- * `size` is over the device's largest allocation (max_buffer_size). */
+ * posenc_device_info); ops cut their work to fit.
+ * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / out_buffer, size 0),
+ * POSENC_ERR_UNSUPPORTED (larger than the device's largest buffer), POSENC_ERR_OUT_OF_MEMORY
+ * or POSENC_ERR_BACKEND; on failure *out_buffer is NULL. */
 POSENC_API posenc_status posenc_buffer_create(posenc_context *ctx, size_t size,
                                               posenc_buffer **out_buffer);
 
-/* Free a buffer (after queued work that uses it has finished) and set *buffer to NULL. */
+/* Free a buffer (after queued work that uses it has finished) and set *buffer to NULL.
+ * A wrapped buffer (posenc_buffer_wrap_*) releases only posenc's handle and reference.
+ * Returns nothing. */
 POSENC_API void posenc_buffer_destroy(posenc_buffer **buffer);
 
-/* Size in bytes given at creation (0 for NULL). */
+/* Returns the size in bytes given at creation (wrapped: the size wrapped; 0 for NULL). */
 POSENC_API size_t posenc_buffer_size(const posenc_buffer *buffer);
 
-/* The context that owns `buffer` (NULL for NULL). */
+/* Returns the context that owns `buffer` (NULL for NULL, and for a buffer whose context
+ * was destroyed first). */
 POSENC_API posenc_context *posenc_buffer_context(const posenc_buffer *buffer);
 
 /* Copy `size` bytes from host memory `src` into the buffer at byte `offset`. Ordered
- * after the ops queued before it. [offset, offset+size) must lie inside the buffer. */
+ * after the ops queued before it. [offset, offset+size) must lie inside the buffer.
+ * `src` may be freed or reused as soon as the call returns. Returns POSENC_OK,
+ * POSENC_ERR_INVALID_ARGUMENT (NULL buffer or src, a range past the end, a buffer whose
+ * context was destroyed), POSENC_ERR_OUT_OF_MEMORY or POSENC_ERR_BACKEND. */
 POSENC_API posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset,
                                              const void *src, size_t size);
 
-/* Wait for queued work, then copy `size` bytes at byte `offset` into host memory `dst`. */
+/* Wait for queued work, then copy `size` bytes at byte `offset` into host memory `dst`.
+ * Returns as posenc_buffer_write (with `dst`); POSENC_ERR_BACKEND also reports a failure
+ * of earlier queued work. */
 POSENC_API posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset, void *dst,
                                             size_t size);
+
+/* ------------------------------------------------------------------------------------ */
+/* Sharing a device with the host application (host-owned devices and buffers)          */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * A device the application created and keeps owning: an OpenCL context and command
+ * queue, or a Vulkan instance, physical device, device and queue. posenc_context_create_
+ * from_host() runs posenc on it, and posenc_buffer_wrap_opencl() / _vulkan() turn the
+ * application's own cl_mem / VkBuffer into posenc buffers without a copy.
+ *
+ * Handles are passed without the OpenCL / Vulkan headers: dispatchable handles
+ * (cl_context, cl_command_queue, cl_mem, VkInstance, VkPhysicalDevice, VkDevice, VkQueue)
+ * as void *, Vulkan's non-dispatchable VkBuffer as uint64_t (64 bits on every platform).
+ * The handles must come from the OpenCL ICD loader / Vulkan loader posenc is linked
+ * against (libOpenCL, libvulkan), not from a driver loaded privately.
+ *
+ * Ownership. posenc never destroys a host object. OpenCL: posenc retains the cl_context
+ * and the queue while its context lives (clRetain* at creation, clRelease* in
+ * posenc_context_destroy), and a wrapped cl_mem while its posenc buffer lives, so the
+ * application's own references are never consumed and it may release them whenever it
+ * likes. Vulkan has no reference counts: the application must keep the instance, device
+ * and queue alive until posenc_context_destroy() has returned, and a wrapped VkBuffer (and
+ * its memory) until posenc_buffer_destroy() has returned. On the host's VkDevice posenc
+ * creates, and destroys in posenc_context_destroy, only its own objects: a command pool
+ * and command buffer, a fence, descriptor set layout / pool / set, pipeline layout,
+ * pipeline cache, pipelines, and its own buffers and memory (staging, small tables, every
+ * posenc_buffer_create buffer).
+ *
+ * Synchronisation (what posenc waits for, what the application must do):
+ *   - posenc enqueues all its work on the given queue, in call order. It never uses
+ *     another queue, and returns before the work has finished, as on its own devices.
+ *   - OpenCL: the queue must be in order (posenc refuses an out-of-order queue). Commands
+ *     the application enqueues on the same queue are therefore ordered with posenc's, in
+ *     enqueue order, in both directions: nothing else is needed. Work on other queues
+ *     needs the application's own clFinish / events before (or after) the posenc call.
+ *     posenc_context_finish() and posenc_buffer_read() wait for the whole queue (clFinish
+ *     / a blocking read), the application's commands included.
+ *   - Vulkan: every posenc submission starts with a pipeline barrier whose first scope is
+ *     all commands and all memory writes submitted earlier on the queue, and ends with one
+ *     whose second scope is all commands and memory accesses submitted later on the
+ *     queue, and host reads. So work the application submits on the same queue before a
+ *     posenc call is complete and visible to posenc, and work it submits after sees
+ *     posenc's results, with no barrier or semaphore of its own. Work on other queues
+ *     needs the application's own semaphores or fences. Memory the application writes
+ *     from the host (a mapped buffer) is seen by posenc calls made after the write.
+ *     posenc_context_finish() waits for posenc's last submission and, through it, for
+ *     everything submitted on the queue before it (not for later submissions).
+ *   - Vulkan's external-synchronisation rule: vkQueueSubmit needs exclusive access to the
+ *     queue, so no other thread may use the queue (submit, wait idle, present) while a
+ *     posenc call on this context runs. posenc never calls vkDeviceWaitIdle on a host
+ *     device.
+ *   - Device errors of queued work (a lost device) are reported by a later call on the
+ *     context, as for every context (see "Execution").
+ */
+struct posenc_host_device {
+    /* POSENC_BACKEND_OPENCL or POSENC_BACKEND_VULKAN. AUTO (0, the zero value) and CPU are
+     * refused: the zero struct is invalid. */
+    posenc_backend_kind backend;
+    /* OPENCL: a cl_context and an in-order cl_command_queue of that context (any device
+     * of it, OpenCL 1.2 or later with an online compiler). posenc takes the device from
+     * CL_QUEUE_DEVICE. Profiling may be enabled. Must be NULL for VULKAN. */
+    void *cl_context;
+    void *cl_queue;
+    /* VULKAN: an instance created with apiVersion >= 1.1, one of its physical devices
+     * (Vulkan 1.1 or later), a VkDevice created on it, and a VkQueue of that device from
+     * queue family vk_queue_family, which must support compute. posenc needs no optional
+     * feature or extension on the device (the application must have enabled
+     * VK_KHR_portability_subset if the device lists it, as the spec requires). Must be
+     * NULL for OPENCL. */
+    void *vk_instance;
+    void *vk_physical_device;
+    void *vk_device;
+    void *vk_queue;
+    uint32_t vk_queue_family;
+    uint32_t reserved[7]; /* must be zero */
+};
+
+/*
+ * Create a context on a device the application owns (see struct posenc_host_device).
+ * `params` works as for posenc_context_create(), except: params->backend must be AUTO or
+ * host->backend, params->device must be 0, and the POSENC_BACKEND / POSENC_DEVICE
+ * environment variables are ignored (POSENC_DEBUG still applies). The context's device_index
+ * (posenc_context_get_info) is -1. POSENC_CONTEXT_DEBUG on Vulkan adds no layer and no
+ * messenger: posenc cannot change the application's instance, and creating a debug
+ * messenger on it would need VK_EXT_debug_utils, which posenc cannot know is enabled;
+ * enable validation on your own instance instead (posenc logs an INFO line saying so).
+ * On failure *out_ctx is NULL, nothing of the host's was changed, and the message goes to
+ * params->log_fn and out_error as in posenc_context_create().
+ *
+ * Returns POSENC_ERR_INVALID_ARGUMENT for a NULL host / out_ctx, a NULL or mismatched
+ * handle (a queue of another cl_context, a physical device not of vk_instance, a queue
+ * family out of range or without compute), an out-of-order OpenCL queue, a field of the
+ * other backend set, reserved not zero, or a bad params field; POSENC_ERR_UNSUPPORTED for
+ * host->backend CPU; POSENC_ERR_UNAVAILABLE when the backend is not compiled in or the
+ * device is too old (OpenCL < 1.2, no compiler, Vulkan < 1.1); POSENC_ERR_OUT_OF_MEMORY
+ * or POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_context_create_from_host(
+    const struct posenc_context_params *params, const struct posenc_host_device *host,
+    posenc_context **out_ctx, char *out_error, size_t error_size);
+
+/*
+ * Wrap the application's cl_mem as a posenc buffer of CL_MEM_SIZE bytes, without copying.
+ * ctx must come from posenc_context_create_from_host() on OpenCL, and cl_mem must be a
+ * buffer (or sub-buffer) of ctx's cl_context (CL_MEM_CONTEXT), created without
+ * CL_MEM_READ_ONLY / CL_MEM_WRITE_ONLY / CL_MEM_HOST_* access restrictions (posenc's
+ * kernels read and write it, posenc_buffer_read / _write and some ops access it from the
+ * host). posenc retains it (clRetainMemObject); posenc_buffer_destroy() releases that one
+ * reference and nothing else. The application may keep using the cl_mem meanwhile, with
+ * the ordering rules above. On failure *out_buffer is NULL.
+ *
+ * Returns POSENC_ERR_INVALID_ARGUMENT for a NULL argument, a context that is not a
+ * host-owned OpenCL context, a handle that is not a cl_mem buffer, a cl_mem of another
+ * cl_context or with restricted access flags; POSENC_ERR_OUT_OF_MEMORY or
+ * POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl_mem,
+                                                   posenc_buffer **out_buffer);
+
+/*
+ * Wrap the application's VkBuffer (already bound to memory) as a posenc buffer of `size`
+ * bytes, without copying. ctx must come from posenc_context_create_from_host() on Vulkan
+ * and vk_buffer must belong to its VkDevice, created with at least the usage
+ * STORAGE_BUFFER | TRANSFER_SRC | TRANSFER_DST (posenc binds it to its shaders and copies
+ * to and from it) and sharing mode EXCLUSIVE owned by vk_queue_family (or CONCURRENT
+ * including it). size > 0, a multiple of 4 (posenc's shaders access f16 data as 32-bit
+ * words), at most the VkBuffer's own size (it may be larger than one binding: ops cut
+ * their work to fit max_binding_size, as for posenc's own buffers).
+ * posenc never maps it: posenc_buffer_write / _read go through posenc's host-visible
+ * staging buffer and vkCmdCopyBuffer on the queue, whatever memory backs it.
+ * posenc_buffer_destroy() waits for posenc's work that may use it and frees only posenc's
+ * handle; the application then destroys the VkBuffer and its memory itself. On failure
+ * *out_buffer is NULL.
+ *
+ * Returns POSENC_ERR_INVALID_ARGUMENT for a NULL argument or VK_NULL_HANDLE, a context
+ * that is not a host-owned Vulkan context, a size of 0, not a multiple of 4, larger than
+ * the buffer's memory requirements or than size_t; POSENC_ERR_OUT_OF_MEMORY.
+ */
+POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
+                                                   uint64_t size, posenc_buffer **out_buffer);
 
 /* ------------------------------------------------------------------------------------ */
 /* Copy and convert                                                                     */
@@ -355,6 +549,8 @@ POSENC_API posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset
  * Use it to convert between f32 and f16, to make a strided view (a permuted or padded
  * tensor) contiguous, or to move a tensor inside / between buffers of one context.
  * dst must not overlap src unless it is exactly src (then nothing changes).
+ * Returns POSENC_ERR_INVALID_ARGUMENT for different shapes, I32 with a float dtype, an
+ * overlap or a bad view.
  */
 POSENC_API posenc_status posenc_copy(posenc_context *ctx, const posenc_tensor *src,
                                      const posenc_tensor *dst);
@@ -407,7 +603,8 @@ POSENC_API posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_ten
 
 /*
  * The frequency table w_i (i < d/2) that posenc_sinusoidal uses, in double, written to
- * out_freq[0 .. d/2-1]. d must be even and >= 2.
+ * out_freq[0 .. d/2-1]. d must be even and >= 2. Returns POSENC_OK, or
+ * POSENC_ERR_INVALID_ARGUMENT (bad d or params, NULL out_freq; nothing written).
  */
 POSENC_API posenc_status posenc_sinusoidal_freqs(int64_t d,
                                                  const struct posenc_sinusoidal_params *params,
@@ -556,7 +753,8 @@ struct posenc_rope_info {
  * The per-pair table of posenc_rope(), in double, for a head of `head_dim` dims:
  * out_freq[j] = w_j and out_stream[j] = stream_j for j < n_dims/2 (either array may be
  * NULL; size them for head_dim/2 entries). `seq_len` of DYNAMIC_NTK / LONGROPE must be
- * given here (> 0). out_info may be NULL.
+ * given here (> 0). out_info may be NULL. Returns POSENC_OK, or
+ * POSENC_ERR_INVALID_ARGUMENT for bad params or head_dim (nothing written).
  */
 POSENC_API posenc_status posenc_rope_freqs(int64_t head_dim, const struct posenc_rope_params *params,
                                            double *out_freq, uint8_t *out_stream,
@@ -581,7 +779,7 @@ POSENC_API posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x
 /*
  * Rotate queries and keys in one launch: q [head_dim, Hq, T, B] -> q_out and
  * k [head_dim, Hk, T, B] -> k_out with the same positions and params (GQA: Hq != Hk).
- * Each output may be its input (in place). Same checks as posenc_rope.
+ * Each output may be its input (in place). Same checks and statuses as posenc_rope.
  */
 POSENC_API posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q,
                                         const posenc_tensor *k, const posenc_tensor *pos,
@@ -593,7 +791,8 @@ POSENC_API posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor
  * (pos_to, to), in one pass: angle_j = pos_to*w_to_j - pos_from*w_from_j, magnitude
  * mscale_to/mscale_from. For context shift (pos_to = pos_from - n_discard) and for
  * switching dynamic-NTK / LongRoPE tables without recomputing K. Both params must
- * resolve to the same mode, n_dims and n_offs.
+ * resolve to the same mode, n_dims and n_offs. Returns as posenc_rope, and
+ * POSENC_ERR_INVALID_ARGUMENT when the two params do not match.
  */
 POSENC_API posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
                                               const posenc_tensor *pos_from,
@@ -610,6 +809,20 @@ POSENC_API posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_
  * freq_scale != 1 or ext_factor != 0). `freq_factors` is ggml's optional src[2] data
  * ([n_dims/2] floats) or NULL; it is stored in out->freq_factors, so it must outlive
  * the posenc_rope call. `head_dim` is src[0]->ne[0] (VISION's n_dims is ggml's n_dims*2).
+ *
+ * The scaling, exactly: freq_scale == 1 and ext_factor == 0 -> no scaling (n_ctx_orig,
+ * beta_fast and beta_slow are not read). Otherwise scaling.factor = 1/freq_scale, and
+ * n_ctx_orig == 0 with ext_factor == 0 -> SCALING_LINEAR (ggml then only multiplies the
+ * angle by freq_scale); any other combination -> SCALING_GGML_YARN with original_ctx =
+ * n_ctx_orig (which must then be > 0: n_ctx_orig = 0 with ext_factor != 0 is refused),
+ * ext_factor as given (0 = pure interpolation, no magnitude change) and beta_fast /
+ * beta_slow as given (0 there means posenc's defaults 32 / 1, not ggml's 0).
+ * ggml's ALiBi is not a RoPE node, but the same trap exists there: in ggml_soft_max_ext
+ * max_bias = 0 means "no ALiBi", in posenc_alibi_params it means the default 8.
+ *
+ * Returns POSENC_OK, or POSENC_ERR_INVALID_ARGUMENT (NULL op_params / out, an unknown
+ * mode, n_dims <= 0, freq_base or attn_factor not > 0, freq_scale not finite and > 0,
+ * or params posenc_rope would refuse for head_dim); *out is written only on success.
  */
 POSENC_API posenc_status posenc_rope_params_from_ggml(const int32_t op_params[15],
                                                       int64_t head_dim,
@@ -631,6 +844,8 @@ POSENC_API posenc_status posenc_rope_params_from_ggml(const int32_t op_params[15
  * message naming the token index and its value (the seed's "2,049th token" of a
  * 2,048-row table), and dst untouched. To guarantee that, posenc reads the positions
  * back to the host before launching (this waits for queued work).
+ * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes or views, and
+ * POSENC_ERR_OUT_OF_RANGE as above.
  */
 POSENC_API posenc_status posenc_learned(posenc_context *ctx, const posenc_tensor *x,
                                         const posenc_tensor *pos, const posenc_tensor *table,
@@ -641,6 +856,7 @@ POSENC_API posenc_status posenc_learned(posenc_context *ctx, const posenc_tensor
  * place on dtable ([d, rows], f32 or f16). Deterministic: every row sums its tokens in
  * token order (no float atomics), so results are the same bits on every run, and equal
  * across backends up to f32 rounding. Positions out of range: as posenc_learned.
+ * Returns as posenc_learned.
  */
 POSENC_API posenc_status posenc_learned_backward(posenc_context *ctx, const posenc_tensor *dy,
                                                  const posenc_tensor *pos,
@@ -664,7 +880,8 @@ struct posenc_2d_params {
  * with a class token) gets [sincos_1d(d/2, c), sincos_1d(d/2, r)], each 1-D half in the
  * half-split layout (sin block, cos block) with w_i = base^(-2i/(d/2)): the width
  * coordinate first, as MAE's get_2d_sincos_pos_embed. dst: [d, grid_h*grid_w (+1)],
- * f32 or f16; d must be a multiple of 4.
+ * f32 or f16; d must be a multiple of 4. Returns POSENC_ERR_INVALID_ARGUMENT for a grid
+ * that does not match dst, d not a multiple of 4, or bad params.
  */
 POSENC_API posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid_w,
                                           const posenc_tensor *dst,
@@ -686,6 +903,8 @@ struct posenc_resize_params {
  * align_corners=False, antialias=False) does for ViT / DINOv2 at a new resolution:
  *   src [d, src_h*src_w (+1)] -> dst [d, dst_h*dst_w (+1)], rows in row-major grid order.
  * The interpolation weights are computed on the host in double.
+ * Returns POSENC_ERR_INVALID_ARGUMENT for grids that do not match the tensors, bad
+ * dtypes or views, or bad params.
  */
 POSENC_API posenc_status posenc_resize_2d(posenc_context *ctx, const posenc_tensor *src,
                                           int64_t src_h, int64_t src_w, const posenc_tensor *dst,
@@ -728,21 +947,24 @@ struct posenc_relbias_params {
 
 /* The bucket of relative position rel = key_pos - query_pos (host helper, also what the
  * kernels use): T5 with 32 buckets, max distance 128, bidirectional maps -5 -> 5, 0 -> 0,
- * 7 -> 23, 200 -> 31. */
+ * 7 -> 23, 200 -> 31. Returns POSENC_OK, or POSENC_ERR_INVALID_ARGUMENT for bad params
+ * or a NULL out_bucket (nothing written). */
 POSENC_API posenc_status posenc_relbias_bucket(const struct posenc_relbias_params *params,
                                                int64_t rel, int32_t *out_bucket);
 
 /*
  * dst = logits + table[bucket(k - q), h]:  table [n_buckets, H] (f32 or f16; ne0 =
  * buckets), logits/dst [K, Q, H, B] (f32 or f16; dst may be exactly logits). logits NULL:
- * dst = the bias alone.
+ * dst = the bias alone. Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, views
+ * or params (a table with fewer buckets than the params give, ...).
  */
 POSENC_API posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
                                         const posenc_tensor *table, const posenc_tensor *dst,
                                         const struct posenc_relbias_params *params);
 
 /* Backward: dtable[bucket, h] += sum over (k, q, b) of dlogits with that bucket, in a
- * fixed order (deterministic). dtable [n_buckets, H], updated in place. */
+ * fixed order (deterministic). dtable [n_buckets, H], updated in place. Returns as
+ * posenc_relbias. */
 POSENC_API posenc_status posenc_relbias_backward(posenc_context *ctx,
                                                  const posenc_tensor *dlogits,
                                                  const posenc_tensor *dtable,
@@ -751,7 +973,9 @@ POSENC_API posenc_status posenc_relbias_backward(posenc_context *ctx,
 struct posenc_alibi_params {
     /* ggml's max_bias: slopes m_h = 2^(-max_bias*(h+1)/n) for h < n = 2^floor(log2 H), and
      * 2^(-max_bias/2*(2(h-n)+1)/n) beyond: the paper's rule for any head count.
-     * 0 -> 8 (the paper). */
+     * 0 -> 8 (the paper). Beware when porting from ggml: there max_bias = 0 means "no
+     * ALiBi" (ggml_soft_max_ext); here it means the default 8. To turn ALiBi off, do not
+     * call posenc_alibi. */
     float max_bias;
     int32_t causal;      /* 1: keys after the query get -inf */
     int32_t symmetric;   /* 1: bias -m*|q - k| (encoder / bidirectional variant) */
@@ -762,7 +986,9 @@ struct posenc_alibi_params {
 };
 
 /* The slopes for `n_head` heads into out_slopes[0 .. n_head-1] (double). For 8 heads
- * 2^-1 ... 2^-8; for 12 heads those 8 then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5. */
+ * 2^-1 ... 2^-8; for 12 heads those 8 then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5. With
+ * params->slopes, those are copied. Returns POSENC_OK, or POSENC_ERR_INVALID_ARGUMENT
+ * (n_head < 1, NULL out_slopes, bad params; nothing written). */
 POSENC_API posenc_status posenc_alibi_slopes(int64_t n_head, const struct posenc_alibi_params *params,
                                              double *out_slopes);
 
@@ -771,6 +997,8 @@ POSENC_API posenc_status posenc_alibi_slopes(int64_t n_head, const struct posenc
  * kpos|), and -inf where causal and kpos > qpos. The distance is formed in integers and
  * converted once, so it is exact in f32 even for f16 logits. logits/dst [K, Q, H, B],
  * f32 or f16; logits NULL: dst = the bias alone; dst may be exactly logits.
+ * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, views or params (positions
+ * past 2^24, non-finite slopes or max_bias, ...).
  */
 POSENC_API posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
                                       const posenc_tensor *dst,
@@ -896,6 +1124,8 @@ POSENC_API posenc_status posenc_attention(posenc_context *ctx, const posenc_tens
  * call (device memory at most ~ 4*n_samples*n_keys*(head_dim + 3) bytes). ALiBi and
  * RELBIAS use one head (params->alibi.slopes / relbias_table give its slope / column); a
  * LEARNED table needs k_offset + n_keys rows. n_keys, n_samples, head_dim >= 1.
+ * Returns POSENC_ERR_INVALID_ARGUMENT for counts < 1, a NULL out_weight or bad params,
+ * and any status of posenc_attention; out_weight is written only on success.
  */
 POSENC_API posenc_status posenc_attention_decay(posenc_context *ctx, int64_t head_dim,
                                                 int64_t n_keys, int64_t n_samples,

@@ -43,6 +43,15 @@ struct pe_backend_vtable {
      */
     posenc_status (*create)(posenc_context *ctx, int32_t device, bool gpu_only,
                             struct pe_backend **out);
+    /*
+     * posenc_context_create_from_host: run on the application's device. The front end
+     * checked host->backend, reserved and that the other backend's fields are NULL; the
+     * backend checks the handles (INVALID_ARGUMENT naming the host-> field). It retains
+     * (OpenCL) or borrows (Vulkan) the host objects and `destroy` then releases only
+     * posenc's references and objects. NULL: the backend has no host-owned devices.
+     */
+    posenc_status (*create_from_host)(posenc_context *ctx, const struct posenc_host_device *host,
+                                      struct pe_backend **out);
     void (*destroy)(struct pe_backend *be);
     void (*get_info)(const struct pe_backend *be, struct posenc_device_info *out);
     posenc_status (*finish)(struct pe_backend *be);
@@ -54,6 +63,14 @@ struct pe_backend_vtable {
                                   const void *src, size_t size);
     posenc_status (*buffer_read)(struct pe_backend *be, void *mem, size_t offset, void *dst,
                                  size_t size);
+    /* posenc_buffer_wrap_opencl / _vulkan on a host-owned context of this backend (the
+     * front end checked the context kind, NULL pointers and, for Vulkan, size > 0): check
+     * the handle, make a `mem` object that buffer_destroy releases without freeing the
+     * application's memory, and give the size (OpenCL: CL_MEM_SIZE). */
+    posenc_status (*buffer_wrap_opencl)(struct pe_backend *be, void *cl_mem, size_t *out_size,
+                                        void **out_mem);
+    posenc_status (*buffer_wrap_vulkan)(struct pe_backend *be, uint64_t vk_buffer,
+                                        uint64_t size, void **out_mem);
 
     /* Ops. */
     posenc_status (*sinusoidal)(struct pe_backend *be, const struct pe_sinusoidal_op *op);

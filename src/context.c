@@ -60,13 +60,16 @@ static posenc_status open_backend(posenc_context *ctx, posenc_backend_kind kind,
     return POSENC_OK;
 }
 
-posenc_status posenc_context_create(const struct posenc_context_params *params,
-                                    posenc_context **out_ctx, char *out_error, size_t error_size)
+/* Allocate a context and check the params fields both creation paths share. On failure
+ * the message is in out_error and *out is NULL. */
+static posenc_status context_begin(const struct posenc_context_params *params,
+                                   posenc_context **out_ctx, char *out_error, size_t error_size,
+                                   struct posenc_context_params *p, posenc_context **out)
 {
-    struct posenc_context_params p;
-    memset(&p, 0, sizeof(p));
+    *out = NULL;
+    memset(p, 0, sizeof(*p));
     if (params)
-        p = *params;
+        *p = *params;
     if (out_error && error_size)
         out_error[0] = '\0';
     if (!out_ctx) {
@@ -80,40 +83,66 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
         pe_strlcpy(out_error, "out of host memory allocating the context", error_size);
         return POSENC_ERR_OUT_OF_MEMORY;
     }
-    ctx->log_fn = p.log_fn;
-    ctx->log_level = p.log_level;
-    ctx->log_user_data = p.log_user_data;
-    ctx->flags = p.flags;
+    ctx->log_fn = p->log_fn;
+    ctx->log_level = p->log_level;
+    ctx->log_user_data = p->log_user_data;
+    ctx->flags = p->flags;
 
     posenc_status st = POSENC_OK;
-    for (size_t i = 0; i < PE_ARRAY_SIZE(p.reserved); i++)
-        if (p.reserved[i] != 0) {
+    for (size_t i = 0; i < PE_ARRAY_SIZE(p->reserved) && st == POSENC_OK; i++)
+        if (p->reserved[i] != 0)
             st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->reserved[%zu] = %u, must be 0",
-                          i, p.reserved[i]);
-            goto fail;
-        }
-    if ((int)p.backend < 0 || (int)p.backend >= POSENC_BACKEND_COUNT) {
+                          i, p->reserved[i]);
+    if (st != POSENC_OK) {
+    } else if ((int)p->backend < 0 || (int)p->backend >= POSENC_BACKEND_COUNT) {
         st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
-                      "params->backend = %d is not a posenc_backend_kind", (int)p.backend);
-        goto fail;
-    }
-    if (p.flags & ~(uint32_t)(POSENC_CONTEXT_DEBUG | POSENC_CONTEXT_CPU_REFERENCE)) {
+                      "params->backend = %d is not a posenc_backend_kind", (int)p->backend);
+    } else if (p->flags & ~(uint32_t)(POSENC_CONTEXT_DEBUG | POSENC_CONTEXT_CPU_REFERENCE)) {
         st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->flags = 0x%x has unknown bits",
-                      p.flags);
-        goto fail;
-    }
-    if (p.n_threads < 0 || p.n_threads > PE_MAX_THREADS) {
+                      p->flags);
+    } else if (p->n_threads < 0 || p->n_threads > PE_MAX_THREADS) {
         st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                       "params->n_threads = %d must be in [0, %d] (0 = all online cores)",
-                      (int)p.n_threads, PE_MAX_THREADS);
-        goto fail;
-    }
-    ctx->n_threads = p.n_threads;
-    if ((int)p.log_level < 0 || p.log_level > POSENC_LOG_DEBUG) {
+                      (int)p->n_threads, PE_MAX_THREADS);
+    } else if ((int)p->log_level < 0 || p->log_level > POSENC_LOG_DEBUG) {
         st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
-                      "params->log_level = %d is not a posenc_log_level", (int)p.log_level);
-        goto fail;
+                      "params->log_level = %d is not a posenc_log_level", (int)p->log_level);
     }
+    if (st != POSENC_OK) {
+        pe_strlcpy(out_error, ctx->last_error, error_size);
+        free(ctx);
+        return st;
+    }
+    ctx->n_threads = p->n_threads;
+    const char *env = getenv("POSENC_DEBUG");
+    if (env && *env && strcmp(env, "0") != 0)
+        ctx->flags |= POSENC_CONTEXT_DEBUG;
+    env = getenv("POSENC_MAX_BINDING");
+    if (env && *env) {
+        /* Bytes; at least 1 KiB so that one row of most ops still fits. */
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end != '\0' || env[0] == '-' || v < 1024) {
+            st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                          "POSENC_MAX_BINDING = \"%s\" is not a byte count >= 1024", env);
+            pe_strlcpy(out_error, ctx->last_error, error_size);
+            free(ctx);
+            return st;
+        }
+        ctx->max_binding_env = (uint64_t)v;
+    }
+    *out = ctx;
+    return POSENC_OK;
+}
+
+posenc_status posenc_context_create(const struct posenc_context_params *params,
+                                    posenc_context **out_ctx, char *out_error, size_t error_size)
+{
+    struct posenc_context_params p;
+    posenc_context *ctx;
+    posenc_status st = context_begin(params, out_ctx, out_error, error_size, &p, &ctx);
+    if (st != POSENC_OK)
+        return st;
 
     /* Environment overrides. */
     const char *env = getenv("POSENC_BACKEND");
@@ -135,21 +164,6 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
         }
         p.device = (int32_t)v;
     }
-    env = getenv("POSENC_MAX_BINDING");
-    if (env && *env) {
-        /* Bytes; at least 1 KiB so that one row of every op still fits somewhere. */
-        char *end;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (*end != '\0' || env[0] == '-' || v < 1024) {
-            st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
-                          "POSENC_MAX_BINDING = \"%s\" is not a byte count >= 1024", env);
-            goto fail;
-        }
-        ctx->max_binding_env = (uint64_t)v;
-    }
-    env = getenv("POSENC_DEBUG");
-    if (env && *env && strcmp(env, "0") != 0)
-        ctx->flags |= POSENC_CONTEXT_DEBUG;
     if (p.device < 0) {
         st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->device = %d is negative",
                       (int)p.device);
@@ -178,6 +192,120 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
         goto fail;
     pe_log(ctx, POSENC_LOG_INFO, "using backend %s, device %d", posenc_backend_name(ctx->kind),
            (int)ctx->device);
+    pe_clear_error(ctx);
+    *out_ctx = ctx;
+    return POSENC_OK;
+
+fail:
+    pe_strlcpy(out_error, ctx->last_error, error_size);
+    free(ctx);
+    return st;
+}
+
+/* The host fields of the backend `kind` does not use must be NULL: a mix-up (a Vulkan
+ * handle passed for OpenCL) is then an error instead of silently ignored. */
+static posenc_status check_host_fields(posenc_context *ctx, const struct posenc_host_device *h)
+{
+    for (size_t i = 0; i < PE_ARRAY_SIZE(h->reserved); i++)
+        if (h->reserved[i] != 0)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "host->reserved[%zu] = %u, must be 0", i, h->reserved[i]);
+    const struct {
+        const char *name;
+        bool set;
+        posenc_backend_kind user;
+        bool required; /* a handle (vk_queue_family 0 is a valid family) */
+    } fields[] = {
+        {"cl_context", h->cl_context != NULL, POSENC_BACKEND_OPENCL, true},
+        {"cl_queue", h->cl_queue != NULL, POSENC_BACKEND_OPENCL, true},
+        {"vk_instance", h->vk_instance != NULL, POSENC_BACKEND_VULKAN, true},
+        {"vk_physical_device", h->vk_physical_device != NULL, POSENC_BACKEND_VULKAN, true},
+        {"vk_device", h->vk_device != NULL, POSENC_BACKEND_VULKAN, true},
+        {"vk_queue", h->vk_queue != NULL, POSENC_BACKEND_VULKAN, true},
+        {"vk_queue_family", h->vk_queue_family != 0, POSENC_BACKEND_VULKAN, false},
+    };
+    for (size_t i = 0; i < PE_ARRAY_SIZE(fields); i++) {
+        if (fields[i].user == h->backend && fields[i].required && !fields[i].set)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "host->%s is NULL", fields[i].name);
+        if (fields[i].user != h->backend && fields[i].set)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "host->%s is set, but host->backend is %s: only %s's fields may be",
+                            fields[i].name, posenc_backend_name(h->backend),
+                            posenc_backend_name(h->backend));
+    }
+    return POSENC_OK;
+}
+
+posenc_status posenc_context_create_from_host(const struct posenc_context_params *params,
+                                              const struct posenc_host_device *host,
+                                              posenc_context **out_ctx, char *out_error,
+                                              size_t error_size)
+{
+    struct posenc_context_params p;
+    posenc_context *ctx;
+    posenc_status st = context_begin(params, out_ctx, out_error, error_size, &p, &ctx);
+    if (st != POSENC_OK)
+        return st;
+    const struct pe_backend_vtable *vt = NULL;
+    struct pe_backend *be = NULL;
+    if (!host) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "host is NULL");
+        goto fail;
+    }
+    if (host->backend == POSENC_BACKEND_CPU) {
+        st = pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                      "host->backend = cpu: the CPU backend has no host-owned device (use "
+                      "posenc_context_create)");
+        goto fail;
+    }
+    if (host->backend != POSENC_BACKEND_OPENCL && host->backend != POSENC_BACKEND_VULKAN) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "host->backend = %d (%s) is not POSENC_BACKEND_OPENCL or "
+                      "POSENC_BACKEND_VULKAN",
+                      (int)host->backend, posenc_backend_name(host->backend));
+        goto fail;
+    }
+    if (p.backend != POSENC_BACKEND_AUTO && p.backend != host->backend) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "params->backend = %s, but host->backend = %s (pass AUTO or the same)",
+                      posenc_backend_name(p.backend), posenc_backend_name(host->backend));
+        goto fail;
+    }
+    if (p.device != 0) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "params->device = %d: must be 0 with a host-owned device (the host "
+                      "handles pick it)",
+                      (int)p.device);
+        goto fail;
+    }
+    if ((st = check_host_fields(ctx, host)) != POSENC_OK)
+        goto fail;
+    vt = pe_backend_lookup(host->backend);
+    if (!vt) {
+        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE, "backend %s is unavailable: %s",
+                      posenc_backend_name(host->backend), unavailable_reason(host->backend));
+        goto fail;
+    }
+    if (!vt->create_from_host) {
+        st = pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no host-owned devices",
+                      vt->name);
+        goto fail;
+    }
+    if ((st = vt->create_from_host(ctx, host, &be)) != POSENC_OK)
+        goto fail;
+    if (!be || be->vt != vt || be->ctx != ctx) {
+        if (be)
+            vt->destroy(be);
+        st = pe_error(ctx, POSENC_ERR_INTERNAL, "backend %s returned a malformed object",
+                      vt->name);
+        goto fail;
+    }
+    ctx->backend = be;
+    ctx->kind = host->backend;
+    ctx->device = -1;
+    ctx->host_owned = true;
+    pe_log(ctx, POSENC_LOG_INFO, "using backend %s on the application's device",
+           posenc_backend_name(ctx->kind));
     pe_clear_error(ctx);
     *out_ctx = ctx;
     return POSENC_OK;
@@ -280,6 +408,18 @@ posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *
  * compare per buffer creation. Only a single-threaded test may set it. */
 int64_t pe_fault_countdown;
 
+/* Make b a live buffer of ctx (destroyed with the context if the user forgets it). */
+static void buffer_link(posenc_context *ctx, posenc_buffer *b, size_t size)
+{
+    b->ctx = ctx;
+    b->size = size;
+    b->next = ctx->buffers;
+    if (ctx->buffers)
+        ctx->buffers->prev = b;
+    ctx->buffers = b;
+    ctx->live_buffers++;
+}
+
 posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buffer **out_buffer)
 {
     if (out_buffer)
@@ -304,13 +444,87 @@ posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buff
         free(b);
         return st;
     }
-    b->ctx = ctx;
-    b->size = size;
-    b->next = ctx->buffers;
-    if (ctx->buffers)
-        ctx->buffers->prev = b;
-    ctx->buffers = b;
-    ctx->live_buffers++;
+    buffer_link(ctx, b, size);
+    *out_buffer = b;
+    return POSENC_OK;
+}
+
+/* Checks both wrap functions share; on success *out_b is a fresh handle to fill. */
+static posenc_status wrap_begin(posenc_context *ctx, posenc_backend_kind kind, const char *fn,
+                                bool handle_null, const char *handle_name,
+                                posenc_buffer **out_buffer, posenc_buffer **out_b)
+{
+    *out_b = NULL;
+    if (!out_buffer)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_buffer is NULL");
+    if (ctx->kind != kind)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "%s: ctx is a %s context, not %s", fn, posenc_backend_name(ctx->kind),
+                        posenc_backend_name(kind));
+    if (!ctx->host_owned)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "%s: ctx was made by posenc_context_create, on a device posenc owns; "
+                        "wrapping needs a context from posenc_context_create_from_host",
+                        fn);
+    if (handle_null)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "%s is NULL", handle_name);
+    *out_b = calloc(1, sizeof(**out_b));
+    if (!*out_b)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a buffer handle");
+    return POSENC_OK;
+}
+
+posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl_mem,
+                                        posenc_buffer **out_buffer)
+{
+    if (out_buffer)
+        *out_buffer = NULL;
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    posenc_buffer *b;
+    PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_OPENCL, "posenc_buffer_wrap_opencl",
+                                  cl_mem == NULL, "cl_mem", out_buffer, &b));
+    size_t size = 0;
+    posenc_status st = ctx->backend->vt->buffer_wrap_opencl
+                           ? ctx->backend->vt->buffer_wrap_opencl(ctx->backend, cl_mem, &size,
+                                                                  &b->mem)
+                           : pe_error(ctx, POSENC_ERR_INTERNAL, "no buffer_wrap_opencl slot");
+    if (st != POSENC_OK) {
+        free(b);
+        return st;
+    }
+    buffer_link(ctx, b, size);
+    *out_buffer = b;
+    return POSENC_OK;
+}
+
+posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer, uint64_t size,
+                                        posenc_buffer **out_buffer)
+{
+    if (out_buffer)
+        *out_buffer = NULL;
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    posenc_buffer *b;
+    PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_VULKAN, "posenc_buffer_wrap_vulkan",
+                                  vk_buffer == 0, "vk_buffer (VK_NULL_HANDLE)", out_buffer, &b));
+    posenc_status st;
+    if (size == 0)
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "size = 0: buffers must be non-empty");
+    else if ((uint64_t)(size_t)size != size)
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "size = %llu does not fit in size_t",
+                      (unsigned long long)size);
+    else if (!ctx->backend->vt->buffer_wrap_vulkan)
+        st = pe_error(ctx, POSENC_ERR_INTERNAL, "no buffer_wrap_vulkan slot");
+    else
+        st = ctx->backend->vt->buffer_wrap_vulkan(ctx->backend, vk_buffer, size, &b->mem);
+    if (st != POSENC_OK) {
+        free(b);
+        return st;
+    }
+    buffer_link(ctx, b, (size_t)size);
     *out_buffer = b;
     return POSENC_OK;
 }

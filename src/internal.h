@@ -39,6 +39,7 @@ struct posenc_context {
     uint32_t flags;
     int32_t n_threads;    /* params->n_threads (CPU backend; 0 = all online cores) */
     uint64_t max_binding_env; /* POSENC_MAX_BINDING (bytes; 0 = not set), src/split.c */
+    bool host_owned;      /* on the application's device (posenc_context_create_from_host) */
     posenc_log_fn log_fn;
     posenc_log_level log_level;
     void *log_user_data;

@@ -502,6 +502,30 @@ static posenc_status find_device(posenc_context *ctx, int32_t index, bool gpu_on
                     gpu_only ? "GPU " : "", (long long)seen);
 }
 
+/* Query the device and check that posenc can run on it (OpenCL 1.2, a compiler).
+ * `index` is the posenc device index, -1 for the application's device. */
+static posenc_status check_device(struct pe_cl_backend *be, int32_t index)
+{
+    posenc_context *ctx = be->base.ctx;
+    PE_RETURN_IF_ERROR(query_device(be, index));
+    int major = 0, minor = 0;
+    if (sscanf(be->info.api_version, "OpenCL %d.%d", &major, &minor) != 2 ||
+        major * 100 + minor < 102)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "OpenCL device %d (%s) reports \"%s\"; posenc needs OpenCL 1.2 or later",
+                        (int)index, be->info.device_name, be->info.api_version);
+    cl_bool compiler = CL_FALSE;
+    cl_int err = clGetDeviceInfo(be->device, CL_DEVICE_COMPILER_AVAILABLE, sizeof(compiler),
+                                 &compiler, NULL);
+    if (err != CL_SUCCESS)
+        return cl_fail(ctx, "clGetDeviceInfo(CL_DEVICE_COMPILER_AVAILABLE)", err);
+    if (!compiler)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "OpenCL device %d (%s) has no compiler (CL_DEVICE_COMPILER_AVAILABLE)",
+                        (int)index, be->info.device_name);
+    return POSENC_OK;
+}
+
 static posenc_status cl_create(posenc_context *ctx, int32_t device, bool gpu_only,
                                struct pe_backend **out)
 {
@@ -520,31 +544,10 @@ static posenc_status cl_create(posenc_context *ctx, int32_t device, bool gpu_onl
     be->platform = plat;
     be->device = dev;
 
-    posenc_status st = query_device(be, device);
+    posenc_status st = check_device(be, device);
     if (st != POSENC_OK)
         goto fail;
-
-    int major = 0, minor = 0;
-    if (sscanf(be->info.api_version, "OpenCL %d.%d", &major, &minor) != 2 ||
-        major * 100 + minor < 102) {
-        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
-                      "OpenCL device %d (%s) reports \"%s\"; posenc needs OpenCL 1.2 or later",
-                      (int)device, be->info.device_name, be->info.api_version);
-        goto fail;
-    }
-    cl_bool compiler = CL_FALSE;
-    cl_int err = clGetDeviceInfo(dev, CL_DEVICE_COMPILER_AVAILABLE, sizeof(compiler), &compiler,
-                                 NULL);
-    if (err != CL_SUCCESS) {
-        st = cl_fail(ctx, "clGetDeviceInfo(CL_DEVICE_COMPILER_AVAILABLE)", err);
-        goto fail;
-    }
-    if (!compiler) {
-        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
-                      "OpenCL device %d (%s) has no compiler (CL_DEVICE_COMPILER_AVAILABLE)",
-                      (int)device, be->info.device_name);
-        goto fail;
-    }
+    cl_int err;
 
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat,
                                            0};
@@ -570,6 +573,82 @@ static posenc_status cl_create(posenc_context *ctx, int32_t device, bool gpu_onl
 fail:
     cl_destroy(&be->base);
     return st;
+}
+
+/*
+ * The application's context and queue. Both are retained here and released by
+ * cl_destroy like posenc's own, so the application's references are never consumed.
+ * Everything else (program cache, binary cache, tables, CLBlast) works on any context.
+ */
+static posenc_status cl_create_from_host(posenc_context *ctx,
+                                         const struct posenc_host_device *host,
+                                         struct pe_backend **out)
+{
+    *out = NULL;
+    cl_context context = (cl_context)host->cl_context;
+    cl_command_queue queue = (cl_command_queue)host->cl_queue;
+    /* The queue first: its context tells whether host->cl_context is the right one
+     * without handing an unchecked pointer to clGetContextInfo. */
+    cl_context qctx = NULL;
+    cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof(qctx), &qctx, NULL);
+    if (err != CL_SUCCESS)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "host->cl_queue = %p is not a valid cl_command_queue "
+                        "(clGetCommandQueueInfo: %d, %s)",
+                        host->cl_queue, (int)err, cl_err_name(err));
+    if (qctx != context)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "host->cl_queue = %p belongs to cl_context %p, not to host->cl_context "
+                        "= %p",
+                        host->cl_queue, (void *)qctx, host->cl_context);
+    cl_command_queue_properties qprops = 0;
+    cl_device_id dev = NULL;
+    cl_platform_id plat = NULL;
+    if ((err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof(qprops), &qprops,
+                                     NULL)) != CL_SUCCESS)
+        return cl_fail(ctx, "clGetCommandQueueInfo(CL_QUEUE_PROPERTIES)", err);
+    /* posenc relies on the queue's order between its own commands (a kernel reads what
+     * the previous one wrote) and promises the application the same for its commands. */
+    if (qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "host->cl_queue = %p is out of order "
+                        "(CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE): posenc needs an in-order "
+                        "queue",
+                        host->cl_queue);
+    if ((err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof(dev), &dev, NULL)) !=
+        CL_SUCCESS)
+        return cl_fail(ctx, "clGetCommandQueueInfo(CL_QUEUE_DEVICE)", err);
+    if ((err = clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof(plat), &plat, NULL)) !=
+        CL_SUCCESS)
+        return cl_fail(ctx, "clGetDeviceInfo(CL_DEVICE_PLATFORM)", err);
+
+    struct pe_cl_backend *be = calloc(1, sizeof(*be));
+    if (!be)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+    be->base.vt = &pe_opencl_vtable;
+    be->base.ctx = ctx;
+    be->platform = plat;
+    be->device = dev;
+    posenc_status st = check_device(be, -1);
+    if (st != POSENC_OK) {
+        cl_destroy(&be->base);
+        return st;
+    }
+    if ((err = clRetainContext(context)) != CL_SUCCESS) {
+        cl_destroy(&be->base);
+        return cl_fail(ctx, "clRetainContext", err);
+    }
+    be->context = context;
+    if ((err = clRetainCommandQueue(queue)) != CL_SUCCESS) {
+        cl_destroy(&be->base);
+        return cl_fail(ctx, "clRetainCommandQueue", err);
+    }
+    be->queue = queue;
+    cache_init(be);
+    pe_log(ctx, POSENC_LOG_INFO, "opencl: the application's queue on %s (%s, driver %s)",
+           be->info.device_name, be->info.api_version, be->info.driver_version);
+    *out = &be->base;
+    return POSENC_OK;
 }
 
 static void cl_destroy(struct pe_backend *base)
@@ -641,10 +720,60 @@ static posenc_status cl_buffer_create(struct pe_backend *base, size_t size, void
     return POSENC_OK;
 }
 
+/* The application's cl_mem: checked, then retained (released by cl_buffer_destroy). */
+static posenc_status cl_buffer_wrap_opencl(struct pe_backend *base, void *handle,
+                                           size_t *out_size, void **out_mem)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    posenc_context *ctx = be->base.ctx;
+    cl_mem mem = (cl_mem)handle;
+    *out_mem = NULL;
+    cl_mem_object_type type = 0;
+    cl_int err = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof(type), &type, NULL);
+    if (err != CL_SUCCESS)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "cl_mem = %p is not a valid cl_mem (clGetMemObjectInfo: %d, %s)", handle,
+                        (int)err, cl_err_name(err));
+    if (type != CL_MEM_OBJECT_BUFFER)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "cl_mem = %p is an image or pipe (CL_MEM_TYPE 0x%x), not a buffer",
+                        handle, (unsigned)type);
+    cl_context mctx = NULL;
+    cl_mem_flags flags = 0;
+    size_t size = 0;
+    if ((err = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof(mctx), &mctx, NULL)) !=
+            CL_SUCCESS ||
+        (err = clGetMemObjectInfo(mem, CL_MEM_FLAGS, sizeof(flags), &flags, NULL)) !=
+            CL_SUCCESS ||
+        (err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof(size), &size, NULL)) != CL_SUCCESS)
+        return cl_fail(ctx, "clGetMemObjectInfo", err);
+    if (mctx != be->context)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "cl_mem = %p belongs to cl_context %p, not to this context's %p", handle,
+                        (void *)mctx, (void *)be->context);
+    const cl_mem_flags restricted = CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY |
+                                    CL_MEM_HOST_NO_ACCESS | CL_MEM_HOST_READ_ONLY |
+                                    CL_MEM_HOST_WRITE_ONLY;
+    if (flags & restricted)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "cl_mem = %p has CL_MEM_FLAGS 0x%llx: posenc reads and writes it from "
+                        "kernels and the host (no READ_ONLY / WRITE_ONLY / HOST_* flags)",
+                        handle, (unsigned long long)flags);
+    if (size == 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "cl_mem = %p has CL_MEM_SIZE 0",
+                        handle);
+    if ((err = clRetainMemObject(mem)) != CL_SUCCESS)
+        return cl_fail(ctx, "clRetainMemObject", err);
+    *out_size = size;
+    *out_mem = mem;
+    return POSENC_OK;
+}
+
 static void cl_buffer_destroy(struct pe_backend *base, void *mem)
 {
     (void)base;
-    /* OpenCL keeps the object alive until queued commands that use it have finished. */
+    /* OpenCL keeps the object alive until queued commands that use it have finished. A
+     * wrapped cl_mem loses only the reference posenc took at wrap time. */
     if (mem)
         clReleaseMemObject((cl_mem)mem);
 }
@@ -1594,6 +1723,7 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .name = "opencl",
     .device_count = cl_device_count,
     .create = cl_create,
+    .create_from_host = cl_create_from_host,
     .destroy = cl_destroy,
     .get_info = cl_get_info,
     .finish = cl_finish,
@@ -1601,6 +1731,7 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .buffer_destroy = cl_buffer_destroy,
     .buffer_write = cl_buffer_write,
     .buffer_read = cl_buffer_read,
+    .buffer_wrap_opencl = cl_buffer_wrap_opencl,
     .sinusoidal = cl_sinusoidal,
     .rope = cl_rope,
     .learned = pe_cl_learned,

@@ -463,6 +463,65 @@ static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtension
     return POSENC_OK;
 }
 
+/* posenc's own objects on be->dev for be->queue_family: command pool and buffer, fence,
+ * the launch infrastructure. The same on posenc's device and on the application's. */
+static posenc_status vk_open_queue(struct pe_vk_backend *be)
+{
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = be->queue_family,
+    };
+    VkResult r = vkCreateCommandPool(be->dev, &pci, NULL, &be->cmd_pool);
+    if (r != VK_SUCCESS) {
+        be->cmd_pool = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkCreateCommandPool", r);
+    }
+    VkCommandBufferAllocateInfo cai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = be->cmd_pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    r = vkAllocateCommandBuffers(be->dev, &cai, &be->cmd);
+    if (r != VK_SUCCESS) {
+        be->cmd = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkAllocateCommandBuffers", r);
+    }
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    r = vkCreateFence(be->dev, &fci, NULL, &be->fence);
+    if (r != VK_SUCCESS) {
+        be->fence = VK_NULL_HANDLE;
+        return pe_vk_fail(be, "vkCreateFence", r);
+    }
+    PE_RETURN_IF_ERROR(pe_vk_ops_init(be));
+    be->force_staging = env_flag("POSENC_VK_FORCE_STAGING");
+    return POSENC_OK;
+}
+
+/* The device extensions, then vk_query_device; says whether the device lists
+ * VK_KHR_portability_subset (which must then be enabled on the VkDevice). */
+static posenc_status vk_probe(struct pe_vk_backend *be, bool *out_portability_subset)
+{
+    uint32_t n_ext = 0;
+    VkExtensionProperties *ext = NULL;
+    VkResult r = vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n_ext, NULL);
+    if (r == VK_SUCCESS && n_ext) {
+        ext = calloc(n_ext, sizeof *ext);
+        if (!ext)
+            return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+        r = vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n_ext, ext);
+    }
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        free(ext);
+        return pe_vk_fail(be, "vkEnumerateDeviceExtensionProperties", r);
+    }
+    posenc_status st = vk_query_device(be, ext, n_ext);
+    *out_portability_subset = has_extension(ext, n_ext, PE_VK_PORTABILITY_SUBSET);
+    free(ext);
+    return st;
+}
+
 static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_only)
 {
     posenc_context *ctx = be->base.ctx;
@@ -492,25 +551,8 @@ static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_
 
     be->device_index = device;
     PE_RETURN_IF_ERROR(vk_pick_device(be, device, gpu_only));
-
-    uint32_t n_ext = 0;
-    VkExtensionProperties *ext = NULL;
-    r = vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n_ext, NULL);
-    if (r == VK_SUCCESS && n_ext) {
-        ext = calloc(n_ext, sizeof *ext);
-        if (!ext)
-            return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
-        r = vkEnumerateDeviceExtensionProperties(be->phys, NULL, &n_ext, ext);
-    }
-    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
-        free(ext);
-        return pe_vk_fail(be, "vkEnumerateDeviceExtensionProperties", r);
-    }
-    posenc_status st = vk_query_device(be, ext, n_ext);
-    bool portability_subset = has_extension(ext, n_ext, PE_VK_PORTABILITY_SUBSET);
-    free(ext);
-    if (st != POSENC_OK)
-        return st;
+    bool portability_subset = false;
+    PE_RETURN_IF_ERROR(vk_probe(be, &portability_subset));
 
     /* A queue family with compute (every Vulkan device has one). */
     uint32_t n_fam = 0;
@@ -554,37 +596,7 @@ static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_
         return pe_vk_fail(be, "vkCreateDevice", r);
     }
     vkGetDeviceQueue(be->dev, family, 0, &be->queue);
-
-    VkCommandPoolCreateInfo pci = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-        .queueFamilyIndex = family,
-    };
-    r = vkCreateCommandPool(be->dev, &pci, NULL, &be->cmd_pool);
-    if (r != VK_SUCCESS) {
-        be->cmd_pool = VK_NULL_HANDLE;
-        return pe_vk_fail(be, "vkCreateCommandPool", r);
-    }
-    VkCommandBufferAllocateInfo cai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool = be->cmd_pool,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
-    r = vkAllocateCommandBuffers(be->dev, &cai, &be->cmd);
-    if (r != VK_SUCCESS) {
-        be->cmd = VK_NULL_HANDLE;
-        return pe_vk_fail(be, "vkAllocateCommandBuffers", r);
-    }
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    r = vkCreateFence(be->dev, &fci, NULL, &be->fence);
-    if (r != VK_SUCCESS) {
-        be->fence = VK_NULL_HANDLE;
-        return pe_vk_fail(be, "vkCreateFence", r);
-    }
-    PE_RETURN_IF_ERROR(pe_vk_ops_init(be));
-
-    be->force_staging = env_flag("POSENC_VK_FORCE_STAGING");
+    PE_RETURN_IF_ERROR(vk_open_queue(be));
     char api[32];
     format_version(api, sizeof api, "", be->props.apiVersion);
     pe_log(ctx, POSENC_LOG_INFO, "vulkan: device %" PRId32 ": %s (%s, Vulkan %s)%s", device,
@@ -612,6 +624,101 @@ static posenc_status vk_create(posenc_context *ctx, int32_t device, bool gpu_onl
     return POSENC_OK;
 }
 
+/*
+ * The application's instance, device and queue. posenc creates its own command pool,
+ * fence, descriptor objects, pipeline cache and buffers on them (vk_open_queue) and
+ * vk_destroy frees only those. Nothing is added to the instance: no layer, no messenger
+ * (VK_EXT_debug_utils may not be enabled on it, and validation is the application's
+ * choice).
+ */
+static posenc_status vk_create_from_host(posenc_context *ctx,
+                                         const struct posenc_host_device *host,
+                                         struct pe_backend **out)
+{
+    *out = NULL;
+    struct pe_vk_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory allocating the Vulkan backend");
+    be->base.vt = &pe_vulkan_vtable;
+    be->base.ctx = ctx;
+    be->host_owned = true;
+    be->device_index = -1;
+    posenc_status st = POSENC_OK;
+
+    /* The physical device must be one of the instance's: a cheap check that the two
+     * handles belong together (a stray handle would crash the calls below). */
+    VkPhysicalDevice *list;
+    uint32_t n;
+    VkResult r = vk_physical_devices((VkInstance)host->vk_instance, &list, &n);
+    if (r != VK_SUCCESS) {
+        st = pe_vk_fail(be, "vkEnumeratePhysicalDevices(host->vk_instance)", r);
+        goto fail;
+    }
+    bool found = false;
+    for (uint32_t i = 0; i < n && !found; i++)
+        found = list[i] == (VkPhysicalDevice)host->vk_physical_device;
+    free(list);
+    if (!found) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "host->vk_physical_device = %p is not one of the %u physical devices of "
+                      "host->vk_instance = %p",
+                      host->vk_physical_device, n, host->vk_instance);
+        goto fail;
+    }
+    be->phys = (VkPhysicalDevice)host->vk_physical_device;
+    bool portability_subset = false;
+    if ((st = vk_probe(be, &portability_subset)) != POSENC_OK)
+        goto fail;
+
+    uint32_t n_fam = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &n_fam, NULL);
+    VkQueueFamilyProperties *fam = calloc(n_fam ? n_fam : 1, sizeof *fam);
+    if (!fam) {
+        st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
+    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &n_fam, fam);
+    VkQueueFlags qflags = host->vk_queue_family < n_fam ? fam[host->vk_queue_family].queueFlags
+                                                        : 0;
+    free(fam);
+    if (host->vk_queue_family >= n_fam) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "host->vk_queue_family = %" PRIu32 " is out of range: %s has %" PRIu32
+                      " queue famil%s",
+                      host->vk_queue_family, be->props.deviceName, n_fam, n_fam == 1 ? "y" : "ies");
+        goto fail;
+    }
+    if (!(qflags & VK_QUEUE_COMPUTE_BIT)) {
+        st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                      "host->vk_queue_family = %" PRIu32 " has no VK_QUEUE_COMPUTE_BIT "
+                      "(queueFlags 0x%" PRIx32 ")",
+                      host->vk_queue_family, (uint32_t)qflags);
+        goto fail;
+    }
+    be->queue_family = host->vk_queue_family;
+    be->dev = (VkDevice)host->vk_device;
+    be->queue = (VkQueue)host->vk_queue;
+    if ((st = vk_open_queue(be)) != POSENC_OK)
+        goto fail;
+    if (ctx->flags & POSENC_CONTEXT_DEBUG)
+        pe_log(ctx, POSENC_LOG_INFO,
+               "vulkan: POSENC_CONTEXT_DEBUG adds no validation on the application's device: "
+               "enable VK_LAYER_KHRONOS_validation on your own instance");
+    char api[32];
+    format_version(api, sizeof api, "", be->props.apiVersion);
+    pe_log(ctx, POSENC_LOG_INFO, "vulkan: the application's device: %s (%s, Vulkan %s)%s",
+           be->props.deviceName, device_type_name(be->props.deviceType), api,
+           be->force_staging ? ", staging buffers forced" : "");
+    (void)portability_subset; /* enabling it was the application's job */
+    *out = &be->base;
+    return POSENC_OK;
+
+fail:
+    vk_destroy(&be->base);
+    return st;
+}
+
 static void vk_destroy(struct pe_backend *b)
 {
     struct pe_vk_backend *be = (struct pe_vk_backend *)b;
@@ -623,16 +730,21 @@ static void vk_destroy(struct pe_backend *b)
             vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
             be->in_flight = false;
         }
-        vkDeviceWaitIdle(be->dev);
+        /* On the application's device only posenc's fence tells that posenc's work is
+         * done (waiting for the whole device would need every queue, which posenc may not
+         * touch); everything posenc submitted was guarded by it. */
+        if (!be->host_owned)
+            vkDeviceWaitIdle(be->dev);
         pe_vk_ops_destroy(be);
         pe_vk_buffer_free(be, &be->staging);
         if (be->fence)
             vkDestroyFence(be->dev, be->fence, NULL);
         if (be->cmd_pool)
             vkDestroyCommandPool(be->dev, be->cmd_pool, NULL); /* frees be->cmd */
-        vkDestroyDevice(be->dev, NULL);
+        if (!be->host_owned)
+            vkDestroyDevice(be->dev, NULL);
     }
-    if (be->instance) {
+    if (be->instance && !be->host_owned) {
         if (be->messenger && be->destroy_messenger)
             be->destroy_messenger(be->instance, be->messenger, NULL);
         vkDestroyInstance(be->instance, NULL);
@@ -760,7 +872,15 @@ posenc_status pe_vk_begin(struct pe_vk_backend *be)
     };
     VkPipelineStageFlags stages =
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(be->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    VkPipelineStageFlags src_stages = stages;
+    if (be->host_owned) {
+        /* The application's earlier commands on this queue may be anything (graphics,
+         * its own compute, copies): wait for all of them and make all their writes
+         * visible, so it needs no barrier or semaphore of its own (posenc.h). */
+        src_stages = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+        mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+    }
+    vkCmdPipelineBarrier(be->cmd, src_stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
     return POSENC_OK;
 }
 
@@ -772,9 +892,16 @@ posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait)
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
         .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
     };
+    VkPipelineStageFlags dst_stages = VK_PIPELINE_STAGE_HOST_BIT;
+    if (be->host_owned) {
+        /* ... and to every later command the application submits on this queue (posenc's
+         * own next submission has its own barrier in pe_vk_begin). */
+        dst_stages |= VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+        mb.dstAccessMask |= VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
+    }
     vkCmdPipelineBarrier(be->cmd,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+                         dst_stages, 0, 1, &mb, 0, NULL, 0, NULL);
     be->recording = false;
     VkResult r = vkEndCommandBuffer(be->cmd);
     if (r != VK_SUCCESS)
@@ -954,8 +1081,44 @@ static void vk_buffer_destroy(struct pe_backend *b, void *mem)
     /* Queued work may still use it; a failed wait is already reported by the next call
      * (the device is lost), and the buffer is freed anyway. */
     (void)pe_vk_wait(be);
-    pe_vk_buffer_free(be, vb);
+    if (!vb->borrowed) /* the application's VkBuffer: it destroys it after this returns */
+        pe_vk_buffer_free(be, vb);
     free(vb);
+}
+
+static posenc_status vk_buffer_wrap_vulkan(struct pe_backend *b, uint64_t handle, uint64_t size,
+                                           void **out_mem)
+{
+    struct pe_vk_backend *be = (struct pe_vk_backend *)b;
+    *out_mem = NULL;
+    if (size % 4 != 0)
+        return pe_error(b->ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "size = %" PRIu64 " is not a multiple of 4 (posenc's shaders access f16 "
+                        "data as 32-bit words)",
+                        size);
+    /* Larger than maxStorageBufferRange is fine: ops bind windows (pe_vk_put_view). */
+#if VK_USE_64_BIT_PTR_DEFINES == 1
+    VkBuffer buf = (VkBuffer)(uintptr_t)handle;
+#else
+    VkBuffer buf = (VkBuffer)handle;
+#endif
+    /* The only size Vulkan will tell about a VkBuffer: its memory requirement is at least
+     * its size, so a larger `size` is certainly wrong. */
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(be->dev, buf, &req);
+    if (size > req.size)
+        return pe_error(b->ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "size = %" PRIu64 " is larger than vk_buffer 0x%" PRIx64 " (its memory "
+                        "requirement is %" PRIu64 " bytes)",
+                        size, handle, (uint64_t)req.size);
+    struct pe_vk_buffer *vb = calloc(1, sizeof *vb);
+    if (!vb)
+        return pe_error(b->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
+    vb->buf = buf;
+    vb->size = size;
+    vb->borrowed = true; /* never mapped: write / read use the staging path */
+    *out_mem = vb;
+    return POSENC_OK;
 }
 
 static posenc_status vk_buffer_write(struct pe_backend *b, void *mem, size_t offset,
@@ -1026,6 +1189,7 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .name = "vulkan",
     .device_count = vk_device_count,
     .create = vk_create,
+    .create_from_host = vk_create_from_host,
     .destroy = vk_destroy,
     .get_info = vk_get_info,
     .finish = vk_finish,
@@ -1033,6 +1197,7 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .buffer_destroy = vk_buffer_destroy,
     .buffer_write = vk_buffer_write,
     .buffer_read = vk_buffer_read,
+    .buffer_wrap_vulkan = vk_buffer_wrap_vulkan,
     .sinusoidal = pe_vk_sinusoidal,
     .rope = pe_vk_rope,
     .copy = pe_vk_copy,

@@ -43,6 +43,8 @@ struct pe_vk_buffer {
     VkDeviceMemory mem;
     VkDeviceSize size; /* bytes allocated (the request rounded up to 4) */
     void *map;         /* persistent mapping (host-visible and coherent), or NULL */
+    bool borrowed;     /* the application's VkBuffer (posenc_buffer_wrap_vulkan): posenc
+                        * frees neither it nor its memory (mem is VK_NULL_HANDLE) */
 };
 
 struct pe_vk_backend {
@@ -62,6 +64,10 @@ struct pe_vk_backend {
     char driver_name[VK_MAX_DRIVER_NAME_SIZE];
     char driver_info[VK_MAX_DRIVER_INFO_SIZE];
 
+    /* With host_owned (posenc_context_create_from_host) instance, phys, dev and queue are
+     * the application's: destroy frees only posenc's objects on them, and the submission
+     * barriers widen to every command of the queue (pe_vk_begin, pe_vk_submit). */
+    bool host_owned;
     VkDevice dev;
     uint32_t queue_family;
     VkQueue queue;
@@ -106,11 +112,12 @@ posenc_status pe_vk_fail(struct pe_vk_backend *be, const char *call, VkResult r)
 /* Wait for the submission in flight, if any. */
 posenc_status pe_vk_wait(struct pe_vk_backend *be);
 
-/* Wait, then start recording be->cmd (with a barrier against earlier submissions). */
+/* Wait, then start recording be->cmd (with a barrier against earlier submissions: posenc's
+ * own, and on a host-owned queue every earlier command). */
 posenc_status pe_vk_begin(struct pe_vk_backend *be);
 
-/* End recording (with a barrier that makes device writes visible to the host), submit;
- * if `wait`, also wait for it. */
+/* End recording (with a barrier that makes device writes visible to the host, and on a
+ * host-owned queue to every later command), submit; if `wait`, also wait for it. */
 posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait);
 
 /* Make `b` a host-visible, coherent, mapped buffer of at least `size` bytes with
