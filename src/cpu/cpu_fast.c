@@ -888,7 +888,8 @@ struct sin_job {
     const struct pe_sinusoidal_op *op;
     int64_t groups2;          /* 1 when the positions are shared by dim 2, else ne[2] */
     int64_t block;            /* tokens per item */
-    size_t off_ang, off_tab, off_in, off_out;
+    bool nt;                  /* streaming stores for large out-of-place f32 outputs */
+    size_t off_ang, off_tab[2], off_in, off_out;
 };
 
 /* One output row from the pair values sv/cv (and x * scale when x is given). */
@@ -942,13 +943,35 @@ static void sin_table(const struct sin_job *sj, int64_t i1, int64_t g2, int64_t 
     pe_sincos_block(ang, tab, tab + half, half, 1.0);
 }
 
+#ifdef PE_HAVE_F16C
+/* n (a multiple of 8) floats from L1 to 32-byte aligned dst with streaming stores. */
+__attribute__((target("avx"))) static void stream_row(float *dst, const float *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 8)
+        _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+}
+#endif
+
+/* The tables of tokens [t0 + k0, t0 + k1) of block (t0, g2, i3) into tab (token k at
+ * tab + k * 2 * half). */
+static void sin_tables(const struct sin_job *sj, int64_t t0, int64_t k0, int64_t k1, int64_t g2,
+                       int64_t i3, double *ang, float *tab)
+{
+    const int64_t half = sj->op->half;
+    for (int64_t k = k0; k < k1; k++)
+        sin_table(sj, t0 + k, g2, i3, ang, tab + k * 2 * half);
+}
+
 /*
- * An item is a block of sj->block consecutive tokens of one batch group: the sin/cos of
- * the block's tokens are computed first (they stay in L1/L2), then each row i2 that shares
- * the positions is written for the whole block, token after token. With the positions
- * broadcast over dim 2, the rows of one token are a whole dim-2 stride apart in memory;
- * walking one row's block at a time keeps the accesses in a few long sequential runs
- * instead of one stream per row.
+ * An item is a block of sj->block consecutive tokens of one batch group: each row i2 that
+ * shares the positions is written for the whole block, token after token. With the
+ * positions broadcast over dim 2, the rows of one token are a whole dim-2 stride apart in
+ * memory; walking one row's block at a time keeps the accesses in a few long sequential
+ * runs instead of one stream per row. The sin/cos tables are double-buffered as in RoPE:
+ * while the rows of one block stream through memory, the tables of the next block of this
+ * thread are computed a slice after each row, so that the sin/cos work overlaps the
+ * memory traffic instead of adding to it. Large out-of-place f32 outputs are written with
+ * streaming stores (through an L1 copy of the row).
  */
 static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
 {
@@ -961,27 +984,49 @@ static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, f
     const bool in_place = has_x && same_view(x, d);
     double *ang = (double *)(void *)(scratch + sj->off_ang);
     float *tin = scratch + sj->off_in, *tout = scratch + sj->off_out;
-    float *tabs = scratch + sj->off_tab;
+    float *tabs[2] = {scratch + sj->off_tab[0], scratch + sj->off_tab[1]};
     /* the rows that share one position: all of dim 2 when the positions are broadcast */
     const int64_t rows = G2 == 1 ? d->ne[2] : 1;
+    if (begin < end) {
+        const int64_t blk = begin % nb, t0 = blk * TB, t1 = t0 + TB < T ? t0 + TB : T;
+        sin_tables(sj, t0, 0, t1 - t0, (begin / nb) % G2, begin / (nb * G2), ang, tabs[0]);
+    }
     for (int64_t it = begin; it < end; it++) {
         const int64_t blk = it % nb, g2 = (it / nb) % G2, i3 = it / (nb * G2);
         const int64_t t0 = blk * TB, t1 = t0 + TB < T ? t0 + TB : T;
-        for (int64_t t = t0; t < t1; t++)
-            sin_table(sj, t, g2, i3, ang, tabs + (t - t0) * 2 * half);
+        const float *tabs_now = tabs[(it - begin) & 1];
+        float *tabs_next = tabs[(it - begin + 1) & 1];
+        const bool next = it + 1 < end;
+        const int64_t nblk = (it + 1) % nb, ng2 = ((it + 1) / nb) % G2, ni3 = (it + 1) / (nb * G2);
+        const int64_t nt0 = nblk * TB, ntok = (nt0 + TB < T ? nt0 + TB : T) - nt0;
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i2 = G2 == 1 ? r : g2;
             for (int64_t t = t0; t < t1; t++) {
-                const float *sv = tabs + (t - t0) * 2 * half, *cv = sv + half;
+                const float *sv = tabs_now + (t - t0) * 2 * half, *cv = sv + half;
                 const int64_t di = at4(d, t, i2, i3);
                 const float *xr =
                     has_x ? input_row(x, at4(x, t, i2, i3), n, in_place, tin) : NULL;
+#ifdef PE_HAVE_F16C
+                if (sj->nt && ((uintptr_t)((float *)d->mem + di) & 31u) == 0) {
+                    sin_row(xr, tout, sv, cv, half, op->layout, op->x_scale);
+                    stream_row((float *)d->mem + di, tout, n);
+                    continue;
+                }
+#endif
                 float *out = output_row(d, di, tout);
                 sin_row(xr, out, sv, cv, half, op->layout, op->x_scale);
                 finish_row(d, di, n, out);
             }
+            /* slice r of the next block's tables */
+            if (next)
+                sin_tables(sj, nt0, ntok * r / rows, ntok * (r + 1) / rows, ng2, ni3, ang,
+                           tabs_next);
         }
     }
+#ifdef PE_HAVE_F16C
+    if (sj->nt)
+        store_fence(); /* streaming stores are weakly ordered: drain them before the join */
+#endif
 }
 
 posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinusoidal_op *op)
@@ -1000,10 +1045,18 @@ posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinu
     sj.block = 65536 / (8 * (op->half > 0 ? op->half : 1));
     sj.block = sj.block < 1 ? 1 : sj.block > 64 ? 64 : sj.block;
     sj.off_ang = carve(&used, 2 * (size_t)op->half);
-    sj.off_tab = carve(&used, 2 * (size_t)op->half * (size_t)sj.block);
+    sj.off_tab[0] = carve(&used, 2 * (size_t)op->half * (size_t)sj.block);
+    sj.off_tab[1] = carve(&used, 2 * (size_t)op->half * (size_t)sj.block);
     sj.off_in = carve(&used, (size_t)d->ne[0]);
     sj.off_out = carve(&used, (size_t)d->ne[0]);
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
+#ifdef PE_HAVE_F16C
+    /* large out-of-place f32 outputs with rows of whole 8-float vectors: streaming stores
+     * (rows that are not 32-byte aligned fall back to plain stores in sin_run) */
+    sj.nt = have_avx2_f16c && d->dtype == POSENC_DTYPE_F32 && d->st[0] == 1 &&
+            d->ne[0] % 8 == 0 && !(op->x.mem && same_view(&op->x, d)) &&
+            n * 4.0 >= PE_FAST_NT_BYTES;
+#endif
     sj.base.fn = sin_run;
     sj.base.op = op;
     sj.base.n_items = (d->ne[1] + sj.block - 1) / sj.block * sj.groups2 * d->ne[3];
