@@ -1508,20 +1508,30 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                      (!has_x2 || (pe_cl_rows_aligned(x2, 16) && pe_cl_rows_aligned(dst2, 16))) &&
                      n_pairs % 8 == 0 && op->n_offs % 16 == 0;
 
+    /* CPU devices: one work-item per token (and chunk of heads), pe_rope_tok */
+    const bool tok = vec && cpu_order(be) && n_pairs / 8 <= 16;
     char defines[PE_CL_OPTS_MAX];
+    char nu_def[24] = "";
+    if (tok)
+        snprintf(nu_def, sizeof(nu_def), " -DPE_NU=%d", (int)(n_pairs / 8));
     snprintf(defines, sizeof(defines),
              "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
              "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
-             "-DPE_NT_STORE=%d",
+             "-DPE_NT_STORE=%d%s",
              x->dtype == POSENC_DTYPE_F16, dst->dtype == POSENC_DTYPE_F16, has_x2,
              has_x2 && x2->dtype == POSENC_DTYPE_F16, has_x2 && dst2->dtype == POSENC_DTYPE_F16,
              pos->dtype == POSENC_DTYPE_I32, has_from,
              !has_from || pos_from->dtype == POSENC_DTYPE_I32, cpu_order(be), be->fp64,
              vec && (flags & 1) && (!has_x2 || (flags & 2)) &&
                  use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)n_head *
-                                (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]));
+                                (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]),
+             nu_def);
     struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(get_program(be, "rope.cl", vec ? "pe_rope_vec" : "pe_rope", defines, &p));
+    PE_RETURN_IF_ERROR(get_program(be, "rope.cl",
+                                   tok   ? "pe_rope_tok"
+                                   : vec ? "pe_rope_vec"
+                                         : "pe_rope",
+                                   defines, &p));
 
     /* freq, freq_from, stream, stream_from: a persistent buffer, uploaded again only when
      * the table changes. The host copy is built in the backend's scratch. */
@@ -1578,6 +1588,18 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
         struct pe_cl_arg vargs[PE_ARRAY_SIZE(args) + 1];
         memcpy(vargs, args, sizeof(args));
         vargs[PE_ARRAY_SIZE(args)] = (struct pe_cl_arg)ARG(rows_per);
+        if (tok) {
+            /* (chunks, tokens, batch); a group is up to 8 consecutive tokens of one chunk,
+             * which the device runs one after another: memory order */
+            const uint64_t gt[3] = {chunks, (uint64_t)x->ne[2], (uint64_t)x->ne[3]};
+            size_t l1 = 8;
+            while (l1 > 1 && ((uint64_t)x->ne[2] % l1 != 0 ||
+                              (be->max_item_size[1] && l1 > be->max_item_size[1]) ||
+                              l1 > wg_limit(be, p)))
+                l1--;
+            const size_t l[3] = {1, l1, 1};
+            return launch_exact(be, p, vargs, PE_ARRAY_SIZE(vargs), gt, l);
+        }
         const uint64_t g[3] = {(uint64_t)n_pairs / 8 * chunks, (uint64_t)x->ne[2],
                                (uint64_t)x->ne[3]};
         return launch_vec(be, p, vargs, PE_ARRAY_SIZE(vargs), g, (uint64_t)n_pairs / 8);
