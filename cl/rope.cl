@@ -351,6 +351,23 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
  * rotation itself, which f32 hides under memory time and f16 does not.
  */
 #ifdef PE_NU
+/* Every pair of one head row (window at xr / dr) with the token's tables. */
+#define PE_ROPE_TOK_ROW(LOAD8, LOAD16, STORE8, STORE16, x, xr, dst, dr)                     \
+    if (pairing == 0) {                                                                      \
+        for (int u = 0; u < PE_NU; u++) {                                                    \
+            const float16 v = LOAD16(x, (xr) + 16 * u);                                      \
+            const float16 vs = v.s1032547698badcfe;                                          \
+            STORE16(dst, (dr) + 16 * u, v * ccv[u] + vs * ssv[u]);                           \
+        }                                                                                    \
+    } else {                                                                                 \
+        for (int u = 0; u < PE_NU; u++) {                                                    \
+            const float8 c = cv[u], s = sv[u];                                               \
+            const float8 a = LOAD8(x, (xr) + 8 * u);                                         \
+            const float8 b = LOAD8(x, (xr) + n_pairs + 8 * u);                               \
+            STORE8(dst, (dr) + 8 * u, a * c - b * s);                                        \
+            STORE8(dst, (dr) + n_pairs + 8 * u, a * s + b * c);                              \
+        }                                                                                    \
+    }
 __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x_st,
                           __global DST_T *dst, const long dst_off, const long4 dst_st,
                           __global const X2_T *x2, const long x2_off, const long4 x2_st,
@@ -370,6 +387,7 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
         return;
 
     float8 cv[PE_NU], sv[PE_NU];
+    float16 ccv[PE_NU], ssv[PE_NU];
     for (int u = 0; u < PE_NU; u++) {
         float ang[8];
         for (int k = 0; k < 8; k++) {
@@ -391,6 +409,14 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
         const float8 sr = pe_sincos8(vload8(0, ang), &cr);
         cv[u] = cr * mscale;
         sv[u] = sr * mscale;
+        /* adjacent pairs: y = x * cc + swap(x) * ss with cc = (c0, c0, c1, c1, ...) and
+         * ss = (-s0, s0, -s1, s1, ...): a*c + b*(-s) == a*c - b*s and b*c + a*s ==
+         * a*s + b*c exactly, one in-lane swap instead of de- and re-interleaving */
+        const float8 c = cv[u], s = sv[u];
+        ccv[u] = (float16)(c.s0, c.s0, c.s1, c.s1, c.s2, c.s2, c.s3, c.s3, c.s4, c.s4, c.s5,
+                           c.s5, c.s6, c.s6, c.s7, c.s7);
+        ssv[u] = (float16)(-s.s0, s.s0, -s.s1, s.s1, -s.s2, s.s2, -s.s3, s.s3, -s.s4, s.s4,
+                           -s.s5, s.s5, -s.s6, s.s6, -s.s7, s.s7);
     }
 
     const long n_head = dims.s0;
@@ -411,11 +437,8 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
                     const long c0 = k < n_offs ? k : k + 2 * n_pairs;
                     PE_STORE_DST(dst, dr + c0, PE_LOAD_X(x, xr + c0));
                 }
-            for (int u = 0; u < PE_NU; u++) {
-                const float8 c = cv[u], s = sv[u];
-                PE_ROPE_VEC8(PE_LOAD8_X, PE_LOAD16_X, PE_STORE8_DST, PE_STORE16_DST, x,
-                             xr + n_offs, dst, dr + n_offs)
-            }
+            PE_ROPE_TOK_ROW(PE_LOAD8_X, PE_LOAD16_X, PE_STORE8_DST, PE_STORE16_DST, x,
+                            xr + n_offs, dst, dr + n_offs)
         }
 #if HAS_X2
         else {
@@ -427,11 +450,8 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
                     const long c0 = k < n_offs ? k : k + 2 * n_pairs;
                     PE_STORE_DST2(dst2, dr + c0, PE_LOAD_X2(x2, xr + c0));
                 }
-            for (int u = 0; u < PE_NU; u++) {
-                const float8 c = cv[u], s = sv[u];
-                PE_ROPE_VEC8(PE_LOAD8_X2, PE_LOAD16_X2, PE_STORE8_DST2, PE_STORE16_DST2, x2,
-                             xr + n_offs, dst2, dr + n_offs)
-            }
+            PE_ROPE_TOK_ROW(PE_LOAD8_X2, PE_LOAD16_X2, PE_STORE8_DST2, PE_STORE16_DST2, x2,
+                            xr + n_offs, dst2, dr + n_offs)
         }
 #endif
     }
