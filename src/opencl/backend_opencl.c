@@ -643,10 +643,9 @@ static posenc_status cl_buffer_create(struct pe_backend *base, size_t size, void
 
 static void cl_buffer_destroy(struct pe_backend *base, void *mem)
 {
-    (void)base;
     /* OpenCL keeps the object alive until queued commands that use it have finished. */
     if (mem)
-        clReleaseMemObject((cl_mem)mem);
+        pe_cl_release_mem((struct pe_cl_backend *)base, (cl_mem)mem);
 }
 
 static posenc_status cl_buffer_write(struct pe_backend *base, void *mem, size_t offset,
@@ -1117,6 +1116,7 @@ built:;
     p->program = prog;
     p->kernel = kernel;
     p->kernel_wg_size = wg ? wg : 1;
+    p->n_args_set = 0;
     pe_log(ctx, POSENC_LOG_INFO, "opencl: %s %s:%s [%s]",
            from_binary ? "loaded from the binary cache" : "built", file, kernel_name, options);
     *out = p;
@@ -1195,6 +1195,36 @@ posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const voi
     return POSENC_OK;
 }
 
+posenc_status pe_cl_set_args(struct pe_cl_backend *be, struct pe_cl_program *p,
+                             const struct pe_cl_arg *args, size_t n_args)
+{
+    if (p->arg_gen != be->mem_gen)
+        p->n_args_set = 0;
+    for (size_t k = 0; k < n_args; k++) {
+        const size_t size = args[k].size;
+        if ((int)k < p->n_args_set && p->arg_size[k] == size &&
+            memcmp(p->arg_val[k], args[k].value, size) == 0)
+            continue;
+        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, size, args[k].value);
+        if (err != CL_SUCCESS) {
+            p->n_args_set = 0;
+            return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
+                            "clSetKernelArg(%s, %zu) failed: %d (%s)", p->kernel_name, k,
+                            (int)err, cl_err_name(err));
+        }
+        if ((int)k <= p->n_args_set && k < PE_CL_MAX_ARGS && size <= PE_CL_ARG_MAX_BYTES) {
+            p->arg_size[k] = (unsigned char)size;
+            memcpy(p->arg_val[k], args[k].value, size);
+            if ((int)k == p->n_args_set)
+                p->n_args_set = (int)k + 1;
+        } else if ((int)k < p->n_args_set) {
+            p->n_args_set = (int)k; /* not remembered: neither is what follows */
+        }
+    }
+    p->arg_gen = be->mem_gen;
+    return POSENC_OK;
+}
+
 posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                            const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3])
 {
@@ -1205,12 +1235,7 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                         "%s: %llu x %llu x %llu work-items do not fit this device's size_t",
                         p->kernel_name, (unsigned long long)n[0], (unsigned long long)n[1],
                         (unsigned long long)n[2]);
-    for (size_t k = 0; k < n_args; k++) {
-        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, args[k].size, args[k].value);
-        if (err != CL_SUCCESS)
-            return pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(%s, %zu) failed: %d (%s)",
-                            p->kernel_name, k, (int)err, cl_err_name(err));
-    }
+    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     cl_int err =
         clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -1265,12 +1290,7 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
                             "%s: %llu work-items (local %zu) in dimension %d do not fit this "
                             "device", p->kernel_name, (unsigned long long)g[k], l[k], k);
-    for (size_t k = 0; k < n_args; k++) {
-        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, args[k].size, args[k].value);
-        if (err != CL_SUCCESS)
-            return pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(%s, %zu) failed: %d (%s)",
-                            p->kernel_name, k, (int)err, cl_err_name(err));
-    }
+    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -1350,7 +1370,7 @@ posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const
     /* The old buffer may still be read by queued kernels: OpenCL keeps it alive until
      * they are done. */
     if (t->mem)
-        clReleaseMemObject(t->mem);
+        pe_cl_release_mem(be, t->mem);
     free(t->host);
     t->mem = mem;
     t->host = host;
