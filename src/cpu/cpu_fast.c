@@ -17,8 +17,8 @@
  * x86-64: the hot loops also have AVX2 clones (target_clones), RoPE rows with f32 or f16
  * storage use AVX2 + F16C intrinsics (8 elements per step, f16 converted in registers),
  * f16 rows elsewhere convert with F16C, RoPE rows prefetch the row PE_ROPE_PREFETCH rows
- * ahead, and large out-of-place RoPE outputs are written with streaming stores
- * (PE_FAST_NT_BYTES). Elsewhere the portable loops run.
+ * ahead, and large out-of-place RoPE and sinusoidal outputs are written with streaming
+ * stores (PE_FAST_NT_BYTES). Elsewhere the portable loops run.
  *
  * Accuracy (against the double reference, within the bounds of src/check/check.c):
  *  - angles are formed in double from the double frequency tables (better than the f32

@@ -71,6 +71,10 @@
  *   with unit innermost stride and rows aligned to 16 elements, n_pairs % 8 == 0,
  *   n_offs % 16 == 0. NDRange (n_pairs/8, ne2, ne3) (launch_vec).
  *
+ *   pe_rope_tok  (same file and arguments as pe_rope_vec, plus -DPE_NU = n_pairs / 8 <= 16):
+ *   CPU devices, under pe_rope_vec's conditions. NDRange (chunks, ne2, ne3), local
+ *   (1, up to 8 tokens, 1): one work-item per token and chunk of heads.
+ *
  *   pe_copy  (cl/copy.cl; -DCOPY_MODE: 0 same 4-byte type, 1 same f16, 2 f32->f16,
  *             3 f16->f32)
  *     0-2   dst, dst_off, dst_st
