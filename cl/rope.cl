@@ -336,3 +336,124 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
 #endif
     }
 }
+
+/*
+ * pe_rope_tok: pe_rope_vec's op for CPU devices (PoCL), where a work-item is a loop
+ * iteration rather than a SIMD lane: work-item (chunk, token, batch) rotates every pair of
+ * one token in heads [chunk * rows_per, (chunk + 1) * rows_per) of x then x2, in memory
+ * order (head after head, 8 pairs after 8 pairs), with no barrier: a group of tokens runs
+ * token after token, which is memory order too. The same conditions and arguments as
+ * pe_rope_vec, and PE_NU (-D) = n_pairs / 8, at most 16, so that the loops over the units
+ * of 8 pairs have a known trip count and the cos/sin of the token stay in registers or
+ * the stack. NDRange (n_chunks, ne2, ne3). The same pe_sincos8 and the same products and
+ * differences as pe_rope_vec, so the same results. pe_rope_vec spends as many
+ * instructions on its per-work-item loop (context spills, index arithmetic) as on the
+ * rotation itself, which f32 hides under memory time and f16 does not.
+ */
+#ifdef PE_NU
+/* Every pair of one head row (window at xr / dr) with the token's tables. */
+#define PE_ROPE_TOK_ROW(LOAD8, LOAD16, STORE8, STORE16, x, xr, dst, dr)                     \
+    if (pairing == 0) {                                                                      \
+        for (int u = 0; u < PE_NU; u++) {                                                    \
+            const float16 v = LOAD16(x, (xr) + 16 * u);                                      \
+            const float16 vs = v.s1032547698badcfe;                                          \
+            STORE16(dst, (dr) + 16 * u, v * ccv[u] + vs * ssv[u]);                           \
+        }                                                                                    \
+    } else {                                                                                 \
+        for (int u = 0; u < PE_NU; u++) {                                                    \
+            const float8 c = cv[u], s = sv[u];                                               \
+            const float8 a = LOAD8(x, (xr) + 8 * u);                                         \
+            const float8 b = LOAD8(x, (xr) + n_pairs + 8 * u);                               \
+            STORE8(dst, (dr) + 8 * u, a * c - b * s);                                        \
+            STORE8(dst, (dr) + n_pairs + 8 * u, a * s + b * c);                              \
+        }                                                                                    \
+    }
+__kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x_st,
+                          __global DST_T *dst, const long dst_off, const long4 dst_st,
+                          __global const X2_T *x2, const long x2_off, const long4 x2_st,
+                          __global DST2_T *dst2, const long dst2_off, const long4 dst2_st,
+                          __global const POS_T *pos, const long pos_off, const long4 pos_st,
+                          __global const POS_FROM_T *pos_from, const long pos_from_off,
+                          const long4 pos_from_st, __global const float *tab,
+                          const long4 shape, const long4 dims, const int flags,
+                          const float mscale, const int sign, const int rows_per)
+{
+    const long chunk = (long)get_global_id(0);
+    const long i2 = (long)get_global_id(1);
+    const long i3 = (long)get_global_id(2);
+    const long n_pairs = shape.s0;
+    const int pairing = (int)dims.s3;
+    if (i2 >= shape.s1 || i3 >= shape.s2 || chunk * rows_per >= dims.s0 + dims.s1)
+        return;
+
+    float8 cv[PE_NU], sv[PE_NU];
+    float16 ccv[PE_NU], ssv[PE_NU];
+    for (int u = 0; u < PE_NU; u++) {
+        float ang[8];
+        for (int k = 0; k < 8; k++) {
+            const long j = 8 * u + k;
+            const long stream = (long)tab[2 * n_pairs + j];
+            const float p = convert_float(
+                pos[pos_off + i2 * pos_st.s0 + stream * pos_st.s1 + i3 * pos_st.s2]);
+            float a = p * tab[j];
+#if HAS_FROM
+            const long stream_from = (long)tab[3 * n_pairs + j];
+            const float p_from = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
+                                                        stream_from * pos_from_st.s1 +
+                                                        i3 * pos_from_st.s2]);
+            a = a - p_from * tab[n_pairs + j];
+#endif
+            ang[k] = sign < 0 ? -a : a;
+        }
+        float8 cr;
+        const float8 sr = pe_sincos8(vload8(0, ang), &cr);
+        cv[u] = cr * mscale;
+        sv[u] = sr * mscale;
+        /* adjacent pairs: y = x * cc + swap(x) * ss with cc = (c0, c0, c1, c1, ...) and
+         * ss = (-s0, s0, -s1, s1, ...): a*c + b*(-s) == a*c - b*s and b*c + a*s ==
+         * a*s + b*c exactly, one in-lane swap instead of de- and re-interleaving */
+        const float8 c = cv[u], s = sv[u];
+        ccv[u] = (float16)(c.s0, c.s0, c.s1, c.s1, c.s2, c.s2, c.s3, c.s3, c.s4, c.s4, c.s5,
+                           c.s5, c.s6, c.s6, c.s7, c.s7);
+        ssv[u] = (float16)(-s.s0, s.s0, -s.s1, s.s1, -s.s2, s.s2, -s.s3, s.s3, -s.s4, s.s4,
+                           -s.s5, s.s5, -s.s6, s.s6, -s.s7, s.s7);
+    }
+
+    const long n_head = dims.s0;
+#if HAS_X2
+    const long rows = n_head + dims.s1;
+#else
+    const long rows = n_head;
+#endif
+    const long n_offs = dims.s2;
+    const long n_copy = shape.s3;
+    const long h_end = (chunk + 1) * rows_per < rows ? (chunk + 1) * rows_per : rows;
+    for (long h = chunk * rows_per; h < h_end; h++) {
+        if (h < n_head) {
+            const long xr = x_off + h * x_st.s1 + i2 * x_st.s2 + i3 * x_st.s3;
+            const long dr = dst_off + h * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3;
+            if (flags & PE_ROPE_COPY_X)
+                for (long k = 0; k < n_copy; k++) {
+                    const long c0 = k < n_offs ? k : k + 2 * n_pairs;
+                    PE_STORE_DST(dst, dr + c0, PE_LOAD_X(x, xr + c0));
+                }
+            PE_ROPE_TOK_ROW(PE_LOAD8_X, PE_LOAD16_X, PE_STORE8_DST, PE_STORE16_DST, x,
+                            xr + n_offs, dst, dr + n_offs)
+        }
+#if HAS_X2
+        else {
+            const long h2 = h - n_head;
+            const long xr = x2_off + h2 * x2_st.s1 + i2 * x2_st.s2 + i3 * x2_st.s3;
+            const long dr = dst2_off + h2 * dst2_st.s1 + i2 * dst2_st.s2 + i3 * dst2_st.s3;
+            if (flags & PE_ROPE_COPY_X2)
+                for (long k = 0; k < n_copy; k++) {
+                    const long c0 = k < n_offs ? k : k + 2 * n_pairs;
+                    PE_STORE_DST2(dst2, dr + c0, PE_LOAD_X2(x2, xr + c0));
+                }
+            PE_ROPE_TOK_ROW(PE_LOAD8_X2, PE_LOAD16_X2, PE_STORE8_DST2, PE_STORE16_DST2, x2,
+                            xr + n_offs, dst2, dr + n_offs)
+        }
+#endif
+    }
+}
+#endif

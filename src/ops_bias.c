@@ -151,7 +151,7 @@ static int32_t bucket_of(const struct posenc_relbias_params *p, int64_t rel)
 posenc_status posenc_relbias_bucket(const struct posenc_relbias_params *params, int64_t rel,
                                     int32_t *out_bucket)
 {
-    struct posenc_relbias_params p;
+    struct posenc_relbias_params p = {0};
     int64_t n_buckets;
     PE_RETURN_IF_ERROR(relbias_resolve(NULL, params, &p, &n_buckets));
     if (!out_bucket)

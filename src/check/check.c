@@ -212,6 +212,16 @@ static void sinusoidal_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.seed = seed++;
     name_sinusoidal(&c);
     add_case(cases, n, cap, &c);
+    /* a 16 MiB f32 output, fused add out of place, positions shared by the batch: the CPU
+     * fast path's streaming-store rows (PE_FAST_NT_BYTES) and the OpenCL streaming stores */
+    c.ne[0] = 256;
+    c.ne[1] = 8192;
+    c.ne[2] = 2;
+    c.has_x = 1;
+    c.pos_max = 1000;
+    c.seed = seed++;
+    name_sinusoidal(&c);
+    add_case(cases, n, cap, &c);
 }
 
 struct pc_case *pc_cases(enum pc_op op, size_t *out_count)

@@ -71,6 +71,10 @@
  *   with unit innermost stride and rows aligned to 16 elements, n_pairs % 8 == 0,
  *   n_offs % 16 == 0. NDRange (n_pairs/8, ne2, ne3) (launch_vec).
  *
+ *   pe_rope_tok  (same file and arguments as pe_rope_vec, plus -DPE_NU = n_pairs / 8 <= 16):
+ *   CPU devices, under pe_rope_vec's conditions. NDRange (chunks, ne2, ne3), local
+ *   (1, up to 8 tokens, 1): one work-item per token and chunk of heads.
+ *
  *   pe_copy  (cl/copy.cl; -DCOPY_MODE: 0 same 4-byte type, 1 same f16, 2 f32->f16,
  *             3 f16->f32)
  *     0-2   dst, dst_off, dst_st
@@ -771,11 +775,10 @@ static posenc_status cl_buffer_wrap_opencl(struct pe_backend *base, void *handle
 
 static void cl_buffer_destroy(struct pe_backend *base, void *mem)
 {
-    (void)base;
     /* OpenCL keeps the object alive until queued commands that use it have finished. A
      * wrapped cl_mem loses only the reference posenc took at wrap time. */
     if (mem)
-        clReleaseMemObject((cl_mem)mem);
+        pe_cl_release_mem((struct pe_cl_backend *)base, (cl_mem)mem);
 }
 
 static posenc_status cl_buffer_write(struct pe_backend *base, void *mem, size_t offset,
@@ -1246,6 +1249,7 @@ built:;
     p->program = prog;
     p->kernel = kernel;
     p->kernel_wg_size = wg ? wg : 1;
+    p->n_args_set = 0;
     pe_log(ctx, POSENC_LOG_INFO, "opencl: %s %s:%s [%s]",
            from_binary ? "loaded from the binary cache" : "built", file, kernel_name, options);
     *out = p;
@@ -1324,6 +1328,36 @@ posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const voi
     return POSENC_OK;
 }
 
+posenc_status pe_cl_set_args(struct pe_cl_backend *be, struct pe_cl_program *p,
+                             const struct pe_cl_arg *args, size_t n_args)
+{
+    if (p->arg_gen != be->mem_gen)
+        p->n_args_set = 0;
+    for (size_t k = 0; k < n_args; k++) {
+        const size_t size = args[k].size;
+        if ((int)k < p->n_args_set && p->arg_size[k] == size &&
+            memcmp(p->arg_val[k], args[k].value, size) == 0)
+            continue;
+        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, size, args[k].value);
+        if (err != CL_SUCCESS) {
+            p->n_args_set = 0;
+            return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
+                            "clSetKernelArg(%s, %zu) failed: %d (%s)", p->kernel_name, k,
+                            (int)err, cl_err_name(err));
+        }
+        if ((int)k <= p->n_args_set && k < PE_CL_MAX_ARGS && size <= PE_CL_ARG_MAX_BYTES) {
+            p->arg_size[k] = (unsigned char)size;
+            memcpy(p->arg_val[k], args[k].value, size);
+            if ((int)k == p->n_args_set)
+                p->n_args_set = (int)k + 1;
+        } else if ((int)k < p->n_args_set) {
+            p->n_args_set = (int)k; /* not remembered: neither is what follows */
+        }
+    }
+    p->arg_gen = be->mem_gen;
+    return POSENC_OK;
+}
+
 posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                            const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3])
 {
@@ -1334,12 +1368,7 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                         "%s: %llu x %llu x %llu work-items do not fit this device's size_t",
                         p->kernel_name, (unsigned long long)n[0], (unsigned long long)n[1],
                         (unsigned long long)n[2]);
-    for (size_t k = 0; k < n_args; k++) {
-        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, args[k].size, args[k].value);
-        if (err != CL_SUCCESS)
-            return pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(%s, %zu) failed: %d (%s)",
-                            p->kernel_name, k, (int)err, cl_err_name(err));
-    }
+    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     cl_int err =
         clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -1394,12 +1423,7 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
                             "%s: %llu work-items (local %zu) in dimension %d do not fit this "
                             "device", p->kernel_name, (unsigned long long)g[k], l[k], k);
-    for (size_t k = 0; k < n_args; k++) {
-        cl_int err = clSetKernelArg(p->kernel, (cl_uint)k, args[k].size, args[k].value);
-        if (err != CL_SUCCESS)
-            return pe_error(ctx, POSENC_ERR_BACKEND, "clSetKernelArg(%s, %zu) failed: %d (%s)",
-                            p->kernel_name, k, (int)err, cl_err_name(err));
-    }
+    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -1479,7 +1503,7 @@ posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const
     /* The old buffer may still be read by queued kernels: OpenCL keeps it alive until
      * they are done. */
     if (t->mem)
-        clReleaseMemObject(t->mem);
+        pe_cl_release_mem(be, t->mem);
     free(t->host);
     t->mem = mem;
     t->host = host;
@@ -1637,20 +1661,30 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                      (!has_x2 || (pe_cl_rows_aligned(x2, 16) && pe_cl_rows_aligned(dst2, 16))) &&
                      n_pairs % 8 == 0 && op->n_offs % 16 == 0;
 
+    /* CPU devices: one work-item per token (and chunk of heads), pe_rope_tok */
+    const bool tok = vec && cpu_order(be) && n_pairs / 8 <= 16;
     char defines[PE_CL_OPTS_MAX];
+    char nu_def[24] = "";
+    if (tok)
+        snprintf(nu_def, sizeof(nu_def), " -DPE_NU=%d", (int)(n_pairs / 8));
     snprintf(defines, sizeof(defines),
              "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
              "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
-             "-DPE_NT_STORE=%d",
+             "-DPE_NT_STORE=%d%s",
              x->dtype == POSENC_DTYPE_F16, dst->dtype == POSENC_DTYPE_F16, has_x2,
              has_x2 && x2->dtype == POSENC_DTYPE_F16, has_x2 && dst2->dtype == POSENC_DTYPE_F16,
              pos->dtype == POSENC_DTYPE_I32, has_from,
              !has_from || pos_from->dtype == POSENC_DTYPE_I32, cpu_order(be), be->fp64,
              vec && (flags & 1) && (!has_x2 || (flags & 2)) &&
                  use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)n_head *
-                                (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]));
+                                (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]),
+             nu_def);
     struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(get_program(be, "rope.cl", vec ? "pe_rope_vec" : "pe_rope", defines, &p));
+    PE_RETURN_IF_ERROR(get_program(be, "rope.cl",
+                                   tok   ? "pe_rope_tok"
+                                   : vec ? "pe_rope_vec"
+                                         : "pe_rope",
+                                   defines, &p));
 
     /* freq, freq_from, stream, stream_from: a persistent buffer, uploaded again only when
      * the table changes. The host copy is built in the backend's scratch. */
@@ -1707,6 +1741,18 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
         struct pe_cl_arg vargs[PE_ARRAY_SIZE(args) + 1];
         memcpy(vargs, args, sizeof(args));
         vargs[PE_ARRAY_SIZE(args)] = (struct pe_cl_arg)ARG(rows_per);
+        if (tok) {
+            /* (chunks, tokens, batch); a group is up to 8 consecutive tokens of one chunk,
+             * which the device runs one after another: memory order */
+            const uint64_t gt[3] = {chunks, (uint64_t)x->ne[2], (uint64_t)x->ne[3]};
+            size_t l1 = 8;
+            while (l1 > 1 && ((uint64_t)x->ne[2] % l1 != 0 ||
+                              (be->max_item_size[1] && l1 > be->max_item_size[1]) ||
+                              l1 > wg_limit(be, p)))
+                l1--;
+            const size_t l[3] = {1, l1, 1};
+            return launch_exact(be, p, vargs, PE_ARRAY_SIZE(vargs), gt, l);
+        }
         const uint64_t g[3] = {(uint64_t)n_pairs / 8 * chunks, (uint64_t)x->ne[2],
                                (uint64_t)x->ne[3]};
         return launch_vec(be, p, vargs, PE_ARRAY_SIZE(vargs), g, (uint64_t)n_pairs / 8);

@@ -12,6 +12,10 @@
 #include "backend.h"
 
 #define PE_CL_MAX_PROGRAMS 64
+/* Kernel arguments whose values a program remembers (pe_cl_set_args): at most this many,
+ * each at most this many bytes (a long4). */
+#define PE_CL_MAX_ARGS 32
+#define PE_CL_ARG_MAX_BYTES 32
 #define PE_CL_OPTS_MAX 256
 #define PE_CL_BUILD_LOG_SHOWN 300
 #define PE_CL_PATH_MAX 1024 /* the program-binary cache folder and files */
@@ -25,6 +29,13 @@ struct pe_cl_program {
     cl_program program;
     cl_kernel kernel;
     size_t kernel_wg_size; /* CL_KERNEL_WORK_GROUP_SIZE */
+    /* The argument values last set on `kernel` (pe_cl_set_args): a launch with the same
+     * bytes skips clSetKernelArg (PoCL allocates per call). Valid while arg_gen equals
+     * the backend's mem_gen; n_args_set = 0: nothing known. */
+    int n_args_set;
+    uint64_t arg_gen;
+    unsigned char arg_size[PE_CL_MAX_ARGS];
+    unsigned char arg_val[PE_CL_MAX_ARGS][PE_CL_ARG_MAX_BYTES];
 };
 
 /* A kernel source: the embedded bytes, or a copy read from POSENC_CL_KERNEL_DIR. */
@@ -51,6 +62,10 @@ struct pe_cl_backend {
     char cache_dir[PE_CL_PATH_MAX]; /* program-binary cache folder; "" = off */
     unsigned cache_seq;             /* cache files written (temporary names) */
     int fp64;                       /* cl_khr_fp64: the vector kernels' sincos (common.cl) */
+    /* Bumped whenever posenc releases a cl_mem (pe_cl_release_mem): a remembered kernel
+     * argument naming a released object is never reused, even if a new object gets the
+     * same handle. */
+    uint64_t mem_gen;
     char platform_id[256];          /* platform name and version (cache identity) */
     /* Persistent small tables (rope frequencies, sinusoidal frequencies, alibi slopes):
      * re-uploaded only when their contents change (pe_cl_table). */
@@ -137,6 +152,17 @@ static inline int is_f16(const struct pe_view *v)
 }
 
 #define ARG(v) {sizeof(v), &(v)}
+
+/* Set the n_args arguments of p's kernel, skipping those whose bytes it already holds. */
+posenc_status pe_cl_set_args(struct pe_cl_backend *be, struct pe_cl_program *p,
+                             const struct pe_cl_arg *args, size_t n_args);
+
+/* clReleaseMemObject, and forget every remembered kernel argument (see mem_gen). */
+static inline void pe_cl_release_mem(struct pe_cl_backend *be, cl_mem mem)
+{
+    be->mem_gen++;
+    clReleaseMemObject(mem);
+}
 
 /* CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY. */
 bool pe_cl_err_is_oom(cl_int err);

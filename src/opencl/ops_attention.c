@@ -165,7 +165,7 @@ static posenc_status gemm_operand(struct pe_cl_backend *be, const char *what,
     *out = packed_view(*owned, v->ne);
     posenc_status st = copy_view(be, out, v);
     if (st != POSENC_OK) {
-        clReleaseMemObject(*owned);
+        pe_cl_release_mem(be, *owned);
         *owned = NULL;
     }
     return st;
@@ -289,9 +289,9 @@ static posenc_status clblast_scores(struct pe_cl_backend *be, const struct pe_at
     free(ko);
     free(lo);
     if (q_tmp)
-        clReleaseMemObject(q_tmp);
+        pe_cl_release_mem(be, q_tmp);
     if (k_tmp)
-        clReleaseMemObject(k_tmp);
+        pe_cl_release_mem(be, k_tmp);
     return st;
 }
 
@@ -325,9 +325,9 @@ static posenc_status clblast_output(struct pe_cl_backend *be, const struct pe_at
     free(vo);
     free(oo);
     if (v_tmp)
-        clReleaseMemObject(v_tmp);
+        pe_cl_release_mem(be, v_tmp);
     if (o_tmp)
-        clReleaseMemObject(o_tmp);
+        pe_cl_release_mem(be, o_tmp);
     return st;
 }
 
@@ -379,14 +379,7 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
     const struct pe_cl_arg args[] = {ARG(l_mem), ARG(l_off), ARG(l_st),  ARG(mk_mem),
                                      ARG(mk_off), ARG(mk_st), ARG(w_mem), ARG(w_off),
                                      ARG(w_st),  ARG(shape), ARG(offs)};
-    for (size_t i = 0; i < PE_ARRAY_SIZE(args); i++) {
-        cl_int err = clSetKernelArg(p->kernel, (cl_uint)i, args[i].size, args[i].value);
-        if (err != CL_SUCCESS) {
-            char call[64];
-            snprintf(call, sizeof(call), "clSetKernelArg(pe_attn_softmax, %zu)", i);
-            return fail(be, call, err);
-        }
-    }
+    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args)));
     /* one work-group per row: the largest power of two <= 64 the kernel and device allow */
     size_t cap = PE_ATTN_WG;
     if (p->kernel_wg_size < cap)

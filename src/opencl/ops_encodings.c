@@ -23,7 +23,7 @@ static posenc_status launch_and_release(struct pe_cl_backend *be, struct pe_cl_p
     posenc_status st = pe_cl_launch(be, p, args, n_args, n);
     /* Safe right after enqueueing: OpenCL keeps the buffer until the kernel is done. */
     if (table)
-        clReleaseMemObject(table);
+        pe_cl_release_mem(be, table);
     return st;
 }
 
