@@ -107,7 +107,9 @@ static void test_forced_limit(void **state)
                 if (c->pos_max > 16)
                     c->pos_max = 16;
                 c->ne[1] = 97;
-                snprintf(c->name, sizeof c->name, "%.150s [rows=16, T=97]", cases[i].name);
+                char base[sizeof c->name];
+                memcpy(base, cases[i].name, sizeof base);
+                snprintf(c->name, sizeof c->name, "%.150s [rows=16, T=97]", base);
             }
             n *= 2;
         }
@@ -169,7 +171,9 @@ static void test_attention_blocks(void **state)
         *v = *c;
         v->ne[2] = 96;
         v->attn.tk = 96;
-        snprintf(v->name, sizeof v->name, "%.160s [Tq=Tk=96]", c->name);
+        char base[sizeof v->name];
+        memcpy(base, c->name, sizeof base);
+        snprintf(v->name, sizeof v->name, "%.160s [Tq=Tk=96]", base);
     }
     int n_pass = 0, n_blocked = 0, n_fail = 0;
     for (size_t i = 0; i < m; i++) {
