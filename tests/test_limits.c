@@ -77,6 +77,13 @@ static int teardown_limited(void **state)
     return 0;
 }
 
+/* Every case on the GPU backends; every third on the CPU backend, where the cut is the
+ * same front-end code (src/split.c) and the suite also runs under valgrind in CI. */
+static size_t case_stride(void)
+{
+    return th.kind == POSENC_BACKEND_CPU ? 3 : 1;
+}
+
 static bool refused_for_rows(const struct pc_result *r)
 {
     return r->status == POSENC_ERR_UNSUPPORTED && strstr(r->msg, "POSENC_MAX_BINDING") &&
@@ -114,7 +121,7 @@ static void test_forced_limit(void **state)
             n *= 2;
         }
         int cut_before = n_cut, pass_before = n_pass, refused_before = n_refused;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i += case_stride()) {
             struct pc_result r;
             pc_run_case(th.ref, limited, &cases[i], &r);
             if (r.pass)
@@ -128,9 +135,10 @@ static void test_forced_limit(void **state)
                             (long long)r.guard_bad);
             }
         }
-        printf("%-10s %3zu cases: %3d pass (%d of them cut into several launches), "
+        printf("%-10s %3zu cases run: %3d pass (%d of them cut into several launches), "
                "%d refused\n",
-               pc_op_name(ops[k]), n, n_pass - pass_before, n_cut - cut_before,
+               pc_op_name(ops[k]), (n + case_stride() - 1) / case_stride(),
+               n_pass - pass_before, n_cut - cut_before,
                n_refused - refused_before);
         /* Each op must have been cut somewhere, or the limit tested nothing. */
         if (n_cut == cut_before)
@@ -176,7 +184,7 @@ static void test_attention_blocks(void **state)
         snprintf(v->name, sizeof v->name, "%.160s [Tq=Tk=96]", base);
     }
     int n_pass = 0, n_blocked = 0, n_fail = 0;
-    for (size_t i = 0; i < m; i++) {
+    for (size_t i = 0; i < m; i += case_stride()) {
         const struct pc_case *c = &cases[i];
         /* The 2048 x 2048 cases take seconds on the CPU reference and add nothing here
          * (test_attention runs them). */
@@ -218,7 +226,7 @@ static void test_attention_blocks(void **state)
            n_pass, n_blocked, n_fail);
     th_check_warnings();
     assert_int_equal(n_fail, 0);
-    assert_true(n_blocked >= 5);
+    assert_true(n_blocked >= (th.kind == POSENC_BACKEND_CPU ? 1 : 5));
 }
 
 /* Refused ops leave every byte of their output as it was. */
