@@ -26,6 +26,7 @@
 #include "backend.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 uint64_t pe_binding_limit(const posenc_context *ctx, const char **out_what)
@@ -69,15 +70,27 @@ union pe_any_op {
     struct pe_relbias_op relbias;
 };
 
+/* A view of an op, by its place in the union. */
+struct split_view {
+    size_t off;       /* offsetof(union pe_any_op, ...) of a struct pe_view */
+    const char *name; /* for messages */
+};
+
 struct split_desc {
     const char *name;
-    int min_dim;                                 /* the innermost dimension that may be cut */
-    const int64_t *(*shape)(const union pe_any_op *op);
-    /* The views whose span must fit (views without memory are skipped). */
-    int (*views)(const union pe_any_op *op, const struct pe_view *out[8], const char *names[8]);
+    int min_dim;                /* the innermost dimension that may be cut */
+    size_t shape;               /* the view whose ne is the op's main shape */
+    struct split_view views[6]; /* the views whose span must fit ({0, NULL} ends) */
     void (*slice)(union pe_any_op *op, int d, int64_t a, int64_t n);
     posenc_status (*run)(struct pe_backend *be, const union pe_any_op *op);
 };
+
+static const struct pe_view *view_at(const union pe_any_op *op, size_t off)
+{
+    return (const struct pe_view *)((const char *)op + off);
+}
+
+#define V(member, name) {offsetof(union pe_any_op, member), name}
 
 static void cut(struct pe_view *v, int d, int64_t a, int64_t n)
 {
@@ -96,13 +109,6 @@ static void cut_shared(struct pe_view *v, int d, int64_t a, int64_t n)
 }
 
 /* copy: src, dst [4], any dimension. */
-static const int64_t *copy_shape(const union pe_any_op *op) { return op->copy.dst.ne; }
-static int copy_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
-{
-    v[0] = &op->copy.src, n[0] = "src";
-    v[1] = &op->copy.dst, n[1] = "dst";
-    return 2;
-}
 static void copy_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     cut(&op->copy.src, d, a, n);
@@ -115,14 +121,6 @@ static posenc_status copy_run(struct pe_backend *be, const union pe_any_op *op)
 
 /* sinusoidal: dst, x [d, T, B2, B3]; pos dims 0..2 follow dims 1..3. Dimension 0 holds
  * the (sin, cos) pairs of one position and is not cut. */
-static const int64_t *sin_shape(const union pe_any_op *op) { return op->sin.dst.ne; }
-static int sin_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
-{
-    v[0] = &op->sin.dst, n[0] = "dst";
-    v[1] = &op->sin.x, n[1] = "x";
-    v[2] = &op->sin.pos, n[2] = "pos";
-    return 3;
-}
 static void sin_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     cut(&op->sin.dst, d, a, n);
@@ -136,17 +134,6 @@ static posenc_status sin_run(struct pe_backend *be, const union pe_any_op *op)
 
 /* rope: x, dst, x2, dst2 [head_dim, H, T, B]; pos / pos_from [T, streams, B]. Heads
  * (dimension 1) are cut only without x2: q and k have different head counts. */
-static const int64_t *rope_shape(const union pe_any_op *op) { return op->rope.x.ne; }
-static int rope_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
-{
-    v[0] = &op->rope.x, n[0] = "x";
-    v[1] = &op->rope.dst, n[1] = "dst";
-    v[2] = &op->rope.x2, n[2] = "k";
-    v[3] = &op->rope.dst2, n[3] = "k_out";
-    v[4] = &op->rope.pos, n[4] = "pos";
-    v[5] = &op->rope.pos_from, n[5] = "pos_from";
-    return 6;
-}
 static void rope_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     struct pe_rope_op *r = &op->rope;
@@ -168,15 +155,6 @@ static posenc_status rope_run(struct pe_backend *be, const union pe_any_op *op)
 }
 
 /* learned: x, dst [d, T, B]; pos [T, B]; the table is read at any row and not cut. */
-static const int64_t *learned_shape(const union pe_any_op *op) { return op->learned.dst.ne; }
-static int learned_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
-{
-    v[0] = &op->learned.dst, n[0] = "dst";
-    v[1] = &op->learned.x, n[1] = "x";
-    v[2] = &op->learned.pos, n[2] = "pos";
-    v[3] = &op->learned.table, n[3] = "table";
-    return 4;
-}
 static void learned_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     cut(&op->learned.dst, d, a, n);
@@ -190,13 +168,6 @@ static posenc_status learned_run(struct pe_backend *be, const union pe_any_op *o
 
 /* alibi: logits, dst [K, Q, H, B]; key and query cuts move the offsets, head cuts the
  * slopes. */
-static const int64_t *alibi_shape(const union pe_any_op *op) { return op->alibi.dst.ne; }
-static int alibi_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
-{
-    v[0] = &op->alibi.dst, n[0] = "dst";
-    v[1] = &op->alibi.logits, n[1] = "logits";
-    return 2;
-}
 static void alibi_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     struct pe_alibi_op *o = &op->alibi;
@@ -217,14 +188,6 @@ static posenc_status alibi_run(struct pe_backend *be, const union pe_any_op *op)
 }
 
 /* relbias: logits, dst [K, Q, H, B]; table [n_buckets, H] follows the head cuts. */
-static const int64_t *relbias_shape(const union pe_any_op *op) { return op->relbias.dst.ne; }
-static int relbias_views(const union pe_any_op *op, const struct pe_view *v[8], const char *n[8])
-{
-    v[0] = &op->relbias.dst, n[0] = "dst";
-    v[1] = &op->relbias.logits, n[1] = "logits";
-    v[2] = &op->relbias.table, n[2] = "table";
-    return 3;
-}
 static void relbias_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     struct pe_relbias_op *o = &op->relbias;
@@ -242,18 +205,30 @@ static posenc_status relbias_run(struct pe_backend *be, const union pe_any_op *o
     return be->vt->relbias(be, &op->relbias);
 }
 
-static const struct split_desc copy_desc = {"copy", 0, copy_shape, copy_views, copy_slice,
-                                            copy_run};
-static const struct split_desc sin_desc = {"sinusoidal", 1, sin_shape, sin_views, sin_slice,
-                                           sin_run};
-static const struct split_desc rope_desc = {"rope", 1, rope_shape, rope_views, rope_slice,
-                                            rope_run};
-static const struct split_desc learned_desc = {"learned", 1, learned_shape, learned_views,
-                                               learned_slice, learned_run};
-static const struct split_desc alibi_desc = {"alibi", 0, alibi_shape, alibi_views, alibi_slice,
-                                             alibi_run};
-static const struct split_desc relbias_desc = {"relbias", 0, relbias_shape, relbias_views,
-                                               relbias_slice, relbias_run};
+static const struct split_desc copy_desc = {
+    "copy", 0, offsetof(union pe_any_op, copy.dst),
+    {V(copy.src, "src"), V(copy.dst, "dst")}, copy_slice, copy_run};
+static const struct split_desc sin_desc = {
+    "sinusoidal", 1, offsetof(union pe_any_op, sin.dst),
+    {V(sin.dst, "dst"), V(sin.x, "x"), V(sin.pos, "pos")}, sin_slice, sin_run};
+static const struct split_desc rope_desc = {
+    "rope", 1, offsetof(union pe_any_op, rope.x),
+    {V(rope.x, "x"), V(rope.dst, "dst"), V(rope.x2, "k"), V(rope.dst2, "k_out"),
+     V(rope.pos, "pos"), V(rope.pos_from, "pos_from")},
+    rope_slice, rope_run};
+static const struct split_desc learned_desc = {
+    "learned", 1, offsetof(union pe_any_op, learned.dst),
+    {V(learned.dst, "dst"), V(learned.x, "x"), V(learned.pos, "pos"),
+     V(learned.table, "table")},
+    learned_slice, learned_run};
+static const struct split_desc alibi_desc = {
+    "alibi", 0, offsetof(union pe_any_op, alibi.dst),
+    {V(alibi.dst, "dst"), V(alibi.logits, "logits")}, alibi_slice, alibi_run};
+static const struct split_desc relbias_desc = {
+    "relbias", 0, offsetof(union pe_any_op, relbias.dst),
+    {V(relbias.dst, "dst"), V(relbias.logits, "logits"), V(relbias.table, "table")},
+    relbias_slice, relbias_run};
+#undef V
 
 /* ------------------------------------------------------------------------------------ */
 /* The driver                                                                           */
@@ -263,13 +238,10 @@ static const struct split_desc relbias_desc = {"relbias", 0, relbias_shape, relb
 static int over_limit(const struct split_desc *sd, const union pe_any_op *op, uint64_t limit,
                       const char **out_name, uint64_t *out_span)
 {
-    const struct pe_view *v[8];
-    const char *names[8];
-    int nv = sd->views(op, v, names);
-    for (int i = 0; i < nv; i++) {
-        uint64_t s = pe_view_span_bytes(v[i]);
+    for (int i = 0; i < 6 && sd->views[i].name; i++) {
+        uint64_t s = pe_view_span_bytes(view_at(op, sd->views[i].off));
         if (s > limit) {
-            *out_name = names[i];
+            *out_name = sd->views[i].name;
             *out_span = s;
             return i;
         }
@@ -294,7 +266,7 @@ static posenc_status split_rec(struct split_run *r, const union pe_any_op *op, i
         r->launches++;
         return r->dry ? POSENC_OK : r->sd->run(r->ctx->backend, op);
     }
-    const int64_t *ne = r->sd->shape(op);
+    const int64_t *ne = view_at(op, r->sd->shape)->ne;
     while (d >= r->sd->min_dim && ne[d] <= 1)
         d--;
     if (r->sd == &rope_desc && d == 1 && op->rope.x2.mem) {
@@ -360,53 +332,22 @@ static posenc_status run_split(posenc_context *ctx, const struct split_desc *sd,
     return st;
 }
 
-posenc_status pe_run_copy(posenc_context *ctx, const struct pe_copy_op *op)
-{
-    union pe_any_op u;
-    memset(&u, 0, sizeof u);
-    u.copy = *op;
-    return run_split(ctx, &copy_desc, &u);
-}
+/* The entry points: each copies its op into the union the driver slices. */
+#define PE_RUN_SPLIT(fn, member, op_type, desc)                                            \
+    posenc_status fn(posenc_context *ctx, const op_type *op)                               \
+    {                                                                                      \
+        union pe_any_op u;                                                                 \
+        memset(&u, 0, sizeof u);                                                           \
+        u.member = *op;                                                                    \
+        return run_split(ctx, &desc, &u);                                                  \
+    }
 
-posenc_status pe_run_sinusoidal(posenc_context *ctx, const struct pe_sinusoidal_op *op)
-{
-    union pe_any_op u;
-    memset(&u, 0, sizeof u);
-    u.sin = *op;
-    return run_split(ctx, &sin_desc, &u);
-}
-
-posenc_status pe_run_rope(posenc_context *ctx, const struct pe_rope_op *op)
-{
-    union pe_any_op u;
-    memset(&u, 0, sizeof u);
-    u.rope = *op;
-    return run_split(ctx, &rope_desc, &u);
-}
-
-posenc_status pe_run_learned(posenc_context *ctx, const struct pe_learned_op *op)
-{
-    union pe_any_op u;
-    memset(&u, 0, sizeof u);
-    u.learned = *op;
-    return run_split(ctx, &learned_desc, &u);
-}
-
-posenc_status pe_run_alibi(posenc_context *ctx, const struct pe_alibi_op *op)
-{
-    union pe_any_op u;
-    memset(&u, 0, sizeof u);
-    u.alibi = *op;
-    return run_split(ctx, &alibi_desc, &u);
-}
-
-posenc_status pe_run_relbias(posenc_context *ctx, const struct pe_relbias_op *op)
-{
-    union pe_any_op u;
-    memset(&u, 0, sizeof u);
-    u.relbias = *op;
-    return run_split(ctx, &relbias_desc, &u);
-}
+PE_RUN_SPLIT(pe_run_copy, copy, struct pe_copy_op, copy_desc)
+PE_RUN_SPLIT(pe_run_sinusoidal, sin, struct pe_sinusoidal_op, sin_desc)
+PE_RUN_SPLIT(pe_run_rope, rope, struct pe_rope_op, rope_desc)
+PE_RUN_SPLIT(pe_run_learned, learned, struct pe_learned_op, learned_desc)
+PE_RUN_SPLIT(pe_run_alibi, alibi, struct pe_alibi_op, alibi_desc)
+PE_RUN_SPLIT(pe_run_relbias, relbias, struct pe_relbias_op, relbias_desc)
 
 posenc_status pe_check_binding(posenc_context *ctx, const char *op_name, int n_views,
                                const struct pe_view *const *views, const char *const *names)
