@@ -335,7 +335,9 @@ struct posenc_device_info {
      * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; lowered
      * by POSENC_MAX_BINDING). posenc cuts copy, sinusoidal, RoPE, learned, ALiBi and
      * relative-bias ops over larger views into several launches along their outer
-     * dimensions; the other ops return POSENC_ERR_UNSUPPORTED naming the limit. */
+     * dimensions and runs attention's queries in blocks; what cannot be cut that way
+     * (one row over the limit; learned and relative-bias backward, resize_2d) returns
+     * POSENC_ERR_UNSUPPORTED naming the limit. */
     uint64_t max_binding_size;
     uint32_t max_workgroup_size;
     uint32_t compute_units;     /* compute units / host threads */
