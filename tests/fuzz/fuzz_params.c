@@ -11,7 +11,8 @@
  *
  * Calls: posenc_sinusoidal, posenc_rope / _qk / _rerotate, posenc_learned / _backward,
  * posenc_sincos_2d, posenc_resize_2d, posenc_relbias / _backward, posenc_alibi, posenc_copy
- * on a CPU context (the reference loops or the threaded fast path, chosen by the input),
+ * on a CPU context (the reference loops, or the threaded fast path under a 4 KiB binding
+ * limit so that larger ops are cut into several launches; chosen by the input),
  * with small real buffers; and the host helpers posenc_rope_freqs, posenc_rope_params_from_
  * ggml, posenc_sinusoidal_freqs, posenc_relbias_bucket, posenc_alibi_slopes,
  * posenc_tensor_contiguous / _nelements.
@@ -666,8 +667,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     struct posenc_context_params rp = {.backend = POSENC_BACKEND_CPU,
                                        .flags = POSENC_CONTEXT_CPU_REFERENCE};
     struct posenc_context_params fp = {.backend = POSENC_BACKEND_CPU, .n_threads = 2};
-    if (posenc_context_create(&rp, &ctx_ref, NULL, 0) != POSENC_OK ||
-        posenc_context_create(&fp, &ctx_fast, NULL, 0) != POSENC_OK ||
+    /* The fast context also has a 4 KiB binding limit, so that ops over it go through the
+     * cut of src/split.c (planned before anything runs: a refused call must still leave
+     * every buffer byte as it was). */
+    if (setenv("POSENC_MAX_BINDING", "4096", 1) != 0)
+        abort();
+    posenc_status fst = posenc_context_create(&fp, &ctx_fast, NULL, 0);
+    unsetenv("POSENC_MAX_BINDING");
+    if (posenc_context_create(&rp, &ctx_ref, NULL, 0) != POSENC_OK || fst != POSENC_OK ||
         posenc_context_create(&rp, &ctx_other, NULL, 0) != POSENC_OK)
         abort();
     readback = malloc(BUF_BYTES);
