@@ -779,7 +779,8 @@ POSENC_API posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x
                                      const struct posenc_rope_params *params);
 
 /*
- * Rotate queries and keys in one launch: q [head_dim, Hq, T, B] -> q_out and
+ * Rotate queries and keys in one launch (several only over the device's binding limit,
+ * max_binding_size): q [head_dim, Hq, T, B] -> q_out and
  * k [head_dim, Hk, T, B] -> k_out with the same positions and params (GQA: Hq != Hk).
  * Each output may be its input (in place). Same checks and statuses as posenc_rope.
  */
