@@ -18,6 +18,51 @@ layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in; // PE_VK_ENC_W
 
 layout(std430, set = 0, binding = 2) readonly buffer Slopes { float slopes[]; };
 
+// PE_ALIBI_SPEC_* (src/kernel_abi.h): 0 = the general path; else the vector path with the
+// op's flags as constants (a pipeline holds only the path it runs).
+layout(constant_id = 0) const uint SPEC = 0u;
+const bool VEC = (SPEC & PE_ALIBI_SPEC_VEC) != 0u;
+const bool VEC_HAS_X = (SPEC & PE_ALIBI_SPEC_HAS_X) != 0u;
+const bool VEC_CAUSAL = (SPEC & PE_ALIBI_SPEC_CAUSAL) != 0u;
+const bool VEC_SYMMETRIC = (SPEC & PE_ALIBI_SPEC_SYMMETRIC) != 0u;
+
+#if !DST_F16 && !X_F16
+// The same bindings as vec4 arrays (the vector path: f32, rows aligned to 4 elements).
+layout(std430, set = 0, binding = 0) writeonly buffer DstBuf4 { vec4 dst_v[]; };
+layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
+
+// The vector path: a unit is keys 4u .. 4u+3 of PE_ALIBI_VEC_Q consecutive queries of one
+// (head, batch): idx = u + n_units*(qb + ne1*(h + ne2*b)), n_units = K/4, ne1 = Q/4. One
+// slope load per unit and whole vec4 loads and stores: CPU implementations such as
+// lavapipe scalarize every buffer access per invocation and component, so the general
+// path's three scalar accesses per element (slope, logit, dst) cost 2.5x a copy there.
+void pe_vec_main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu);
+        uint k = (idx - row * pc.n_units) * 4u;
+        uint hb = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint q = (row - hb * pc.ne1) * PE_ALIBI_VEC_Q;
+        uint b = pe_udiv(hb, pc.ne2_magic, (pc.shifts >> 16) & 0xffu);
+        uint h = hb - b * pc.ne2;
+        float slope = slopes[h];
+        uint e = pc.dst_off + k + q * pc.dst_st1 + h * pc.dst_st2 + b * pc.dst_st3;
+        uint l = pc.lg_off + k + q * pc.lg_st1 + h * pc.lg_st2 + b * pc.lg_st3;
+        ivec4 dist = ivec4(int(q) - int(k) + pc.base) - ivec4(0, 1, 2, 3);
+        for (uint r = 0u; r < PE_ALIBI_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1, dist += 1) {
+            ivec4 dd = VEC_SYMMETRIC ? abs(dist) : dist;
+            precise vec4 v = -(slope * vec4(dd));
+            if (VEC_HAS_X)
+                v = x_v[l >> 2] + v;
+            if (VEC_CAUSAL)
+                v = mix(v, vec4(uintBitsToFloat(0xff800000u)), lessThan(dist, ivec4(0)));
+            dst_v[e >> 2] = v;
+        }
+    }
+}
+#endif
+
 float value(uint k, uint q, uint h, uint b)
 {
     int dist = int(q) - int(k) + pc.base;
@@ -33,6 +78,12 @@ float value(uint k, uint q, uint h, uint b)
 
 void main()
 {
+#if !DST_F16 && !X_F16
+    if (VEC) {
+        pe_vec_main();
+        return;
+    }
+#endif
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint np = (pc.flags & PE_ENC_FLAG_PAIRS) != 0u ? 2u : 1u;
     for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {

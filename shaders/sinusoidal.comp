@@ -25,6 +25,14 @@
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in; // PE_VK_SIN_WG
 
+// PE_SIN_SPEC_* (src/kernel_abi.h): 0 = the general path below; the vector path is
+// removed from pipelines that do not run it (and vice versa) when the driver compiles them.
+layout(constant_id = 0) const uint SPEC = 0u;
+const bool VEC = (SPEC & PE_SIN_SPEC_VEC) != 0u;
+const bool VEC_HAS_X = (SPEC & PE_SIN_SPEC_HAS_X) != 0u;
+const bool VEC_POS_SHARED = (SPEC & PE_SIN_SPEC_POS_SHARED) != 0u;
+const uint VEC_LAY = (SPEC >> PE_SIN_SPEC_LAYOUT_SHIFT) & 3u;
+
 // Whole buffers; x is dst again when there is no x (then never read), and may be the
 // same memory as dst (in place: each element is read before it is written by the same
 // invocation).
@@ -40,6 +48,12 @@ layout(std430, set = 0, binding = 1) readonly buffer XBuf { float x_f[]; };
 #endif
 layout(std430, set = 0, binding = 2) readonly buffer PosBuf { int pos_i[]; };
 layout(std430, set = 0, binding = 3) readonly buffer FreqBuf { float freq[]; };
+#if !DST_F16 && !X_F16
+// The same bindings as vec4 arrays (the vector path: f32, rows aligned to 4 elements).
+layout(std430, set = 0, binding = 0) writeonly buffer DstBuf4 { vec4 dst_v[]; };
+layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
+layout(std430, set = 0, binding = 3) readonly buffer FreqBuf4 { vec4 freq_v[]; };
+#endif
 
 float load_x(uint e)
 {
@@ -85,8 +99,79 @@ void pe_pair(uint i, float p, uint lay, uint xb, out uint i0s, out uint i0c, out
     }
 }
 
+#if !DST_F16 && !X_F16
+// The vector path (PE_SIN_SPEC_VEC; host conditions in ops_vulkan.c): a unit is 4 pairs
+// (4u .. 4u+3) of token i1, batch i3, for every i2 of dim 2. Its (sin, cos) values are
+// two vec4 at element offsets oa and ob of a row: (s0 c0 s1 c1) at 8u and (s2 c2 s3 c3)
+// at 8u+4 when interleaved, the 4 sin at 4u and the 4 cos at n_half+4u in the half-split
+// layouts (cos first: the other way round). They are computed once per unit when the
+// position does not depend on i2 (PE_SIN_SPEC_POS_SHARED) and reused for all ne2 rows.
+// CPU implementations such as lavapipe scalarize every buffer access per invocation and
+// component, so whole vec4 accesses and reuse across rows are what makes this fast.
+void pe_vec_values(int praw, vec4 f, out vec4 ea, out vec4 eb)
+{
+    float p = (pc.flags & PE_SIN_FLAG_POS_F32) != 0u ? intBitsToFloat(praw) : float(praw);
+    precise vec4 angle = p * f; // one f32 rounding each, like the other backends
+    vec4 s, c;
+    pe_sincos(angle.x, s.x, c.x);
+    pe_sincos(angle.y, s.y, c.y);
+    pe_sincos(angle.z, s.z, c.z);
+    pe_sincos(angle.w, s.w, c.w);
+    if (VEC_LAY == PE_SIN_INTERLEAVED) {
+        ea = vec4(s.x, c.x, s.y, c.y);
+        eb = vec4(s.z, c.z, s.w, c.w);
+    } else if (VEC_LAY == PE_SIN_HALF_SPLIT) {
+        ea = s;
+        eb = c;
+    } else {
+        ea = c;
+        eb = s;
+    }
+}
+
+void pe_vec_main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu); // i1 + ne1 * i3
+        uint u = idx - row * pc.n_units;
+        uint i3 = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint i1 = row - i3 * pc.ne1;
+        uint oa = VEC_LAY == PE_SIN_INTERLEAVED ? 8u * u : 4u * u;
+        uint ob = VEC_LAY == PE_SIN_INTERLEAVED ? oa + 4u : pc.n_half + oa;
+        uint pb = pc.pos_off + i1 * pc.pos_st0 + i3 * pc.pos_st2;
+        uint xb = pc.x_off + i1 * pc.x_st1 + i3 * pc.x_st3;
+        uint db = pc.dst_off + i1 * pc.dst_st1 + i3 * pc.dst_st3;
+        vec4 f = freq_v[u];
+        vec4 ea, eb;
+        pe_vec_values(pos_i[pb], f, ea, eb);
+        for (uint i2 = 0u; i2 < pc.ne2; i2++) {
+            if (!VEC_POS_SHARED && i2 > 0u)
+                pe_vec_values(pos_i[pb + i2 * pc.pos_st1], f, ea, eb);
+            uint d = db + i2 * pc.dst_st2;
+            if (VEC_HAS_X) {
+                uint x = xb + i2 * pc.x_st2;
+                vec4 xa = x_v[(x + oa) >> 2];
+                vec4 xbv = x_v[(x + ob) >> 2];
+                dst_v[(d + oa) >> 2] = xa * pc.x_scale + ea;
+                dst_v[(d + ob) >> 2] = xbv * pc.x_scale + eb;
+            } else {
+                dst_v[(d + oa) >> 2] = ea;
+                dst_v[(d + ob) >> 2] = eb;
+            }
+        }
+    }
+}
+#endif
+
 void main()
 {
+#if !DST_F16 && !X_F16
+    if (VEC) {
+        pe_vec_main();
+        return;
+    }
+#endif
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint lay = pc.flags & PE_SIN_FLAG_LAYOUT_MASK;
     bool pos_f32 = (pc.flags & PE_SIN_FLAG_POS_F32) != 0u;

@@ -12,6 +12,12 @@
 #define PE_SIN_FLAG_DST_WORDS   0x10u
 #define PE_SIN_FLAG_DST_PAIR2   0x20u
 
+// specialization constant 0 (sinusoidal.comp)
+#define PE_SIN_SPEC_VEC          0x1u
+#define PE_SIN_SPEC_HAS_X        0x2u
+#define PE_SIN_SPEC_POS_SHARED   0x4u
+#define PE_SIN_SPEC_LAYOUT_SHIFT 3
+
 #define PE_SIN_INTERLEAVED 0u
 #define PE_SIN_HALF_SPLIT 1u
 #define PE_SIN_HALF_SPLIT_COS_FIRST 2u

@@ -25,6 +25,15 @@
                                        * on even elements: a unit is pairs 2u and 2u+1, whose
                                        * sin values share a word and cos values share one */
 
+/* Specialization constant 0 of sinusoidal.comp: 0 for the general path, or the vector
+ * path (f32 dst and x, d/2 a multiple of 4, rows contiguous and starting on multiples of
+ * 4 elements): a unit is 4 pairs (n_units = n_half / 4) of one (i1, i3) for every i2,
+ * idx = u + n_units*(i1 + ne1*i3), two vec4 accesses per row; the layout is bits 3-4. */
+#define PE_SIN_SPEC_VEC          0x1u
+#define PE_SIN_SPEC_HAS_X        0x2u
+#define PE_SIN_SPEC_POS_SHARED   0x4u  /* pos_st1 == 0: one position for every i2 */
+#define PE_SIN_SPEC_LAYOUT_SHIFT 3
+
 /*
  * The shader's grid is flat: unit idx < n_total, grid-stride over gl_NumWorkGroups.x *
  * PE_VK_SIN_WG. idx = u + n_units*(i1 + ne1*(i2 + ne2*i3)); a unit is one (sin, cos) pair
@@ -197,6 +206,16 @@ _Static_assert(offsetof(struct pe_vk_copy_push, n_total) == 68, "abi");
                                     * even elements: a unit is elements 2u, 2u+1 (one word) */
 #define PE_ENC_FLAG_CAUSAL    0x4u /* alibi */
 #define PE_ENC_FLAG_SYMMETRIC 0x8u /* alibi */
+
+/* alibi.comp specialization constant 0: 0 for the general path, or the vector path (f32
+ * dst and logits, K and Q multiples of 4, rows contiguous and starting on multiples of 4
+ * elements): a unit is keys 4u .. 4u+3 of PE_ALIBI_VEC_Q queries, n_units = K/4, ne1 =
+ * Q/PE_ALIBI_VEC_Q, with the op's flags as constants. */
+#define PE_ALIBI_SPEC_VEC       0x1u
+#define PE_ALIBI_SPEC_HAS_X     0x2u
+#define PE_ALIBI_SPEC_CAUSAL    0x4u
+#define PE_ALIBI_SPEC_SYMMETRIC 0x8u
+#define PE_ALIBI_VEC_Q          4u
 
 /* learned.comp: unit idx = u + n_units*(t + ne1*b); shifts: n_units | ne1 << 8. */
 struct pe_vk_learned_push {

@@ -861,9 +861,14 @@ posenc_status pe_vk_begin(struct pe_vk_backend *be)
     if (r != VK_SUCCESS)
         return pe_vk_fail(be, "vkBeginCommandBuffer", r);
     be->recording = true;
-    /* Earlier submissions' shader and transfer writes -> this one's reads and writes
-     * (submission order alone is no memory dependency). Host writes before the submit
-     * are visible implicitly. */
+    /* On posenc's own queue, earlier submissions' shader and transfer writes are made
+     * visible to this one by the barrier each of them ends with (pe_vk_submit: its second
+     * scope is every later command in submission order, later submissions included), so
+     * no barrier is needed here: on CPU implementations such as lavapipe every barrier is
+     * a full flush of the device (~10K instructions and a thread round trip). Host writes
+     * before the submit are visible implicitly. */
+    if (!be->host_owned)
+        return POSENC_OK;
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -872,27 +877,30 @@ posenc_status pe_vk_begin(struct pe_vk_backend *be)
     };
     VkPipelineStageFlags stages =
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    VkPipelineStageFlags src_stages = stages;
-    if (be->host_owned) {
-        /* The application's earlier commands on this queue may be anything (graphics,
-         * its own compute, copies): wait for all of them and make all their writes
-         * visible, so it needs no barrier or semaphore of its own (posenc.h). */
-        src_stages = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-        mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
-    }
-    vkCmdPipelineBarrier(be->cmd, src_stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    /* Host-owned: the application's earlier commands on this queue may be anything
+     * (graphics, its own compute, copies): wait for all of them and make all their writes
+     * visible, so it needs no barrier or semaphore of its own (posenc.h). */
+    mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+    vkCmdPipelineBarrier(be->cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, stages, 0, 1, &mb, 0,
+                         NULL, 0, NULL);
     return POSENC_OK;
 }
 
 posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait)
 {
-    /* This submission's writes -> host reads after the fence wait. */
+    /* This submission's writes -> host reads after the fence wait, and -> the reads and
+     * writes of posenc's later submissions on this queue (pe_vk_begin records no barrier
+     * of its own on posenc's own queue). */
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
+                         VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                         VK_ACCESS_TRANSFER_WRITE_BIT,
     };
-    VkPipelineStageFlags dst_stages = VK_PIPELINE_STAGE_HOST_BIT;
+    VkPipelineStageFlags dst_stages = VK_PIPELINE_STAGE_HOST_BIT |
+                                      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                      VK_PIPELINE_STAGE_TRANSFER_BIT;
     if (be->host_owned) {
         /* ... and to every later command the application submits on this queue (posenc's
          * own next submission has its own barrier in pe_vk_begin). */

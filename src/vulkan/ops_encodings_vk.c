@@ -474,5 +474,34 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
     PE_RETURN_IF_ERROR(
         pe_vk_table(be, 0, op->slopes_f32, (size_t)dst->ne[2] * sizeof(float), &bufs[2]));
     const int v = f16(dst) * 2 + (has_x && f16(lg));
-    return launch(be, &alibi_shaders[v], 3, bufs, &pc, sizeof pc, pc.n_total);
+
+    /* The vector path (kernel_abi.h): CPU implementations scalarize every buffer access
+     * per invocation and component, so one slope load per 16 elements and whole vec4
+     * accesses are most of the speed there. Same grid size or smaller than the general
+     * one, so it fits where that one did. */
+    const uint32_t a4 = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3 |
+                        (has_x ? pc.lg_off | pc.lg_st1 | pc.lg_st2 | pc.lg_st3 : 0u);
+    if (v == 0 && pc.dst_st0 == 1 && (!has_x || pc.lg_st0 == 1) && (a4 & 3u) == 0 &&
+        dst->ne[0] % 4 == 0 && dst->ne[1] % PE_ALIBI_VEC_Q == 0) {
+        const uint32_t spec = PE_ALIBI_SPEC_VEC | (has_x ? PE_ALIBI_SPEC_HAS_X : 0u) |
+                              (op->causal ? PE_ALIBI_SPEC_CAUSAL : 0u) |
+                              (op->symmetric ? PE_ALIBI_SPEC_SYMMETRIC : 0u);
+        pc.n_units = (uint32_t)(dst->ne[0] / 4);
+        pc.ne1 = (uint32_t)(dst->ne[1] / PE_ALIBI_VEC_Q);
+        pc.n_total /= 4 * PE_ALIBI_VEC_Q; /* K * Q * H * B (no PAIRS: f32) */
+        pc.shifts &= ~0xffffu;
+        magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
+        magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
+        VkPipeline pipe;
+        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, alibi_shaders[0].name, alibi_shaders[0].code,
+                                               alibi_shaders[0].size, &spec, 1, &pipe));
+        const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
+        return pe_vk_dispatch(be, pipe, 3, bufs, &pc, sizeof pc, gx, 1, 1);
+    }
+    const uint32_t spec = 0; /* the general path */
+    VkPipeline pipe;
+    PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, alibi_shaders[v].name, alibi_shaders[v].code,
+                                           alibi_shaders[v].size, &spec, 1, &pipe));
+    const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
+    return pe_vk_dispatch(be, pipe, 3, bufs, &pc, sizeof pc, gx, 1, 1);
 }

@@ -249,7 +249,14 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
 
     /* The table: 2 header records, 2 per pair, 1 per copy unit (kernel_abi.h). */
     const size_t n_rec = 2 + 2 * (size_t)n_pairs + (size_t)n_copy;
-    uint32_t(*tab)[4] = calloc(n_rec, sizeof *tab);
+    /* Tables of up to 256 records (127 pairs with their copy units: head sizes up to
+     * 254) live on the stack: no allocation per call. */
+    uint32_t stack_tab[256][4];
+    uint32_t(*tab)[4] = stack_tab;
+    if (n_rec <= 256)
+        memset(stack_tab, 0, n_rec * sizeof *tab);
+    else
+        tab = calloc(n_rec, sizeof *tab);
     if (!tab)
         return pe_error(b->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (rope table)");
     posenc_status st = POSENC_OK;
@@ -279,7 +286,8 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
     }
     if (st == POSENC_OK)
         st = pe_vk_table(be, 0, tab, n_rec * sizeof *tab, &binds[6]);
-    free(tab);
+    if (tab != stack_tab)
+        free(tab);
     PE_RETURN_IF_ERROR(st);
 
     const int variant =

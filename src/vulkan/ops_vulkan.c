@@ -376,17 +376,32 @@ struct pe_vk_bind pe_vk_whole(const struct pe_view *v)
     return (struct pe_vk_bind){((const struct pe_vk_buffer *)v->mem)->buf, 0, VK_WHOLE_SIZE};
 }
 
+/* A non-negative int64 that must fit in uint32; the message names `name` and `what` only
+ * when it does not (formatting it on every call cost ~1.5K instructions per view). */
+static posenc_status put_u32_named(struct pe_vk_backend *be, const char *op, uint32_t *dst,
+                                   int64_t v, const char *name, const char *what, int k)
+{
+    if (v >= 0 && v <= (int64_t)UINT32_MAX) {
+        *dst = (uint32_t)v;
+        return POSENC_OK;
+    }
+    char buf[64];
+    if (k >= 0)
+        snprintf(buf, sizeof buf, "%s %s %d (elements)", name, what, k);
+    else
+        snprintf(buf, sizeof buf, "%s %s", name, what);
+    return pe_vk_put_u32(be, op, dst, v, buf);
+}
+
 posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const struct pe_view *v,
                              int n, const int64_t *ne, uint32_t *off, uint32_t *const st[],
                              const char *name, struct pe_vk_bind *bind)
 {
     const struct pe_vk_buffer *vb = v->mem;
-    char what[48];
     int64_t max = v->offset;
     for (int k = 0; k < n; k++) {
         int64_t s = ne[k] > 1 ? v->st[k] : 0;
-        snprintf(what, sizeof what, "%s stride %d (elements)", name, k);
-        PE_RETURN_IF_ERROR(pe_vk_put_u32(be, op, st[k], s, what));
+        PE_RETURN_IF_ERROR(put_u32_named(be, op, st[k], s, name, "stride", k));
         if (ne[k] > 1) {
             if (s > 0 && ne[k] - 1 > (INT64_MAX - max) / s)
                 max = INT64_MAX;
@@ -416,11 +431,10 @@ posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const str
         *bind = (struct pe_vk_bind){vb->buf, start, hi - start};
         base = (int64_t)(start / es);
     }
-    snprintf(what, sizeof what, "%s offset (elements)", name);
-    PE_RETURN_IF_ERROR(pe_vk_put_u32(be, op, off, v->offset - base, what));
-    snprintf(what, sizeof what, "%s largest element index", name);
+    PE_RETURN_IF_ERROR(put_u32_named(be, op, off, v->offset - base, name, "offset (elements)", -1));
     uint32_t dummy;
-    return pe_vk_put_u32(be, op, &dummy, max == INT64_MAX ? max : max - base, what);
+    return put_u32_named(be, op, &dummy, max == INT64_MAX ? max : max - base, name,
+                         "largest element index", -1);
 }
 
 bool pe_vk_same_view(const struct pe_view *a, const struct pe_view *b)
@@ -490,6 +504,35 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     }
     pc.x_scale = has_x ? op->x_scale : 1.0f;
 
+    /* The vector path (kernel_abi.h): f32, whole vec4 accesses and sin/cos shared by the
+     * rows of dim 2. CPU implementations scalarize every buffer access per invocation and
+     * component (lavapipe: about 10 instructions each), so this is most of the time. */
+    const uint32_t a4 = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3 |
+                        (has_x ? pc.x_off | pc.x_st1 | pc.x_st2 | pc.x_st3 : 0u);
+    const bool vec = !dst_f16 && !x_f16 && (pc.n_half & 3u) == 0 && pc.dst_st0 == 1 &&
+                     (!has_x || pc.x_st0 == 1) && (a4 & 3u) == 0 &&
+                     rows / dst->ne[2] <= INT64_MAX / (pc.n_half / 4) &&
+                     pe_vk_grid_fits(be, (uint64_t)(pc.n_half / 4) * (uint64_t)(rows / dst->ne[2]),
+                                     PE_VK_SIN_WG);
+    if (vec) {
+        const uint32_t spec = PE_SIN_SPEC_VEC | (has_x ? PE_SIN_SPEC_HAS_X : 0u) |
+                              (pc.pos_st1 == 0 ? PE_SIN_SPEC_POS_SHARED : 0u) |
+                              ((uint32_t)op->layout & 3u) << PE_SIN_SPEC_LAYOUT_SHIFT;
+        pc.n_units = pc.n_half / 4;
+        pc.n_total = (uint32_t)((int64_t)pc.n_units * (rows / dst->ne[2]));
+        uint32_t l_units, l_ne1;
+        pe_vk_magic(pc.n_units, &pc.units_magic, &l_units);
+        pe_vk_magic(pc.ne1, &pc.ne1_magic, &l_ne1);
+        pc.shifts = l_units | l_ne1 << 8;
+        VkPipeline pipe;
+        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, sin_shaders[0].name, sin_shaders[0].code,
+                                               sin_shaders[0].size, &spec, 1, &pipe));
+        PE_RETURN_IF_ERROR(
+            pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &binds[3]));
+        const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
+        return pe_vk_dispatch(be, pipe, 4, binds, &pc, sizeof pc, gx, 1, 1);
+    }
+
     /* Grid-stride loop: idx + stride must not wrap around in uint32. */
     if (rows > INT64_MAX / pc.n_units ||
         !pe_vk_grid_fits(be, (uint64_t)pc.n_units * (uint64_t)rows, PE_VK_SIN_WG))
@@ -507,8 +550,10 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     /* Pipeline for this variant. */
     const int variant = (dst_f16 ? 2 : 0) + (x_f16 ? 1 : 0);
     VkPipeline pipe;
-    PE_RETURN_IF_ERROR(pe_vk_pipeline(be, sin_shaders[variant].name, sin_shaders[variant].code,
-                                      sin_shaders[variant].size, &pipe));
+    const uint32_t spec = 0; /* the general path */
+    PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, sin_shaders[variant].name,
+                                           sin_shaders[variant].code, sin_shaders[variant].size,
+                                           &spec, 1, &pipe));
     PE_RETURN_IF_ERROR(
         pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &binds[3]));
     /* CPU implementations (lavapipe) pay a lot per workgroup (~180 instructions per

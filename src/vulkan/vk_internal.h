@@ -112,12 +112,14 @@ posenc_status pe_vk_fail(struct pe_vk_backend *be, const char *call, VkResult r)
 /* Wait for the submission in flight, if any. */
 posenc_status pe_vk_wait(struct pe_vk_backend *be);
 
-/* Wait, then start recording be->cmd (with a barrier against earlier submissions: posenc's
- * own, and on a host-owned queue every earlier command). */
+/* Wait, then start recording be->cmd; on a host-owned queue with a barrier against every
+ * earlier command of the queue (on posenc's own queue the end barrier of the previous
+ * submission already covers this one). */
 posenc_status pe_vk_begin(struct pe_vk_backend *be);
 
-/* End recording (with a barrier that makes device writes visible to the host, and on a
- * host-owned queue to every later command), submit; if `wait`, also wait for it. */
+/* End recording (with a barrier that makes this submission's device writes visible to
+ * the host and to posenc's later submissions, and on a host-owned queue to every later
+ * command), submit; if `wait`, also wait for it. */
 posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait);
 
 /* Make `b` a host-visible, coherent, mapped buffer of at least `size` bytes with
