@@ -1611,21 +1611,40 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
     if (half == 0 || dst->ne[1] == 0 || dst->ne[2] == 0 || dst->ne[3] == 0)
         return POSENC_OK;
 
-    /* The vector kernel: 8 pairs per work-item, sin/cos shared by the rows of a position. */
+    /* The vector kernel: 8 pairs per work-item, sin/cos shared by the rows of a position;
+     * on CPU devices one work-item per position (pe_sinusoidal_tok) */
     const bool vec = pe_cl_rows_aligned(dst, 16) && (!has_x || pe_cl_rows_aligned(x, 16)) &&
                      half % 8 == 0;
-    char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines),
-             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
-             "-DPE_NT_STORE=%d",
-             dst->dtype == POSENC_DTYPE_F16, has_x, has_x && x->dtype == POSENC_DTYPE_F16,
-             pos->dtype == POSENC_DTYPE_I32, cpu_order(be), be->fp64,
-             vec && !(has_x && same_view(x, dst)) &&
-                 use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)dst->ne[0] *
-                                (double)dst->ne[1] * (double)dst->ne[2] * (double)dst->ne[3]));
-    struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl", vec ? "pe_sinusoidal_vec" : "pe_sinusoidal",
-                                   defines, &p));
+    const bool tok = vec && cpu_order(be) && half / 8 <= 128;
+    const int dst_f16 = dst->dtype == POSENC_DTYPE_F16;
+    const int x_f16 = has_x && x->dtype == POSENC_DTYPE_F16;
+    const int pos_i32 = pos->dtype == POSENC_DTYPE_I32;
+    const int nt = vec && !(has_x && same_view(x, dst)) &&
+                   use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)dst->ne[0] *
+                                  (double)dst->ne[1] * (double)dst->ne[2] * (double)dst->ne[3]);
+    const int nh = tok ? (int)(half / 8) : 0;
+    /* op 2 = sinusoidal (see cl_rope) */
+    const uint64_t memo_key = 2u | (uint64_t)dst_f16 << 8 | (uint64_t)has_x << 9 |
+                              (uint64_t)x_f16 << 10 | (uint64_t)pos_i32 << 11 |
+                              (uint64_t)nt << 12 | (uint64_t)vec << 13 | (uint64_t)tok << 14 |
+                              (uint64_t)nh << 24;
+    struct pe_cl_program *p = memo_find(be, memo_key);
+    if (!p) {
+        char defines[PE_CL_OPTS_MAX];
+        char nh_def[24] = "";
+        if (tok)
+            snprintf(nh_def, sizeof(nh_def), " -DPE_NH=%d", nh);
+        snprintf(defines, sizeof(defines),
+                 "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d "
+                 "-DPE_FP64=%d -DPE_NT_STORE=%d%s",
+                 dst_f16, has_x, x_f16, pos_i32, cpu_order(be), be->fp64, nt, nh_def);
+        PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl",
+                                       tok   ? "pe_sinusoidal_tok"
+                                       : vec ? "pe_sinusoidal_vec"
+                                             : "pe_sinusoidal",
+                                       defines, &p));
+        memo_put(be, memo_key, p);
+    }
     cl_mem freq = NULL;
     PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_sin, "sinusoidal frequencies", op->freq_f32,
                                    (size_t)half * sizeof(float), &freq));
@@ -1644,6 +1663,21 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
         ARG(dst_mem), ARG(dst_off), ARG(dst_st), ARG(x_mem),  ARG(x_off),   ARG(x_st),    ARG(pos_mem),
         ARG(pos_off), ARG(pos_st),  ARG(freq),   ARG(shape), ARG(layout), ARG(x_scale),
     };
+    if (tok) {
+        /* (tokens, batch groups); a group is up to 8 consecutive tokens, which the device
+         * runs one after another: memory order */
+        const uint64_t gt[3] = {(uint64_t)dst->ne[1],
+                                (pos->st[1] == 0 ? 1 : (uint64_t)dst->ne[2]) *
+                                    (uint64_t)dst->ne[3],
+                                1};
+        size_t l0 = 8;
+        while (l0 > 1 && ((uint64_t)dst->ne[1] % l0 != 0 ||
+                          (be->max_item_size[0] && l0 > be->max_item_size[0]) ||
+                          l0 > wg_limit(be, p)))
+            l0--;
+        const size_t l[3] = {l0, 1, 1};
+        return launch_exact(be, p, args, PE_ARRAY_SIZE(args), gt, l);
+    }
     if (vec) {
         /* (units of 8 pairs, tokens, batch groups): the rows of dim 2 share a position when
          * the positions are broadcast over it (pos st[1] == 0) */
