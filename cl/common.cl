@@ -150,6 +150,26 @@ static inline float8 pe_sincos8(const float8 x, float8 *cos_out)
 #endif
 #endif
 
+/* Streaming (non-temporal) stores of f32 values as f16 (round to nearest even), for
+ * PE_NT_STORE on CPU devices: converted by vstore_half*_rte into a private vector (PoCL
+ * keeps it in a register: vcvtps2ph), then stored as raw bits with clang's
+ * __builtin_nontemporal_store, so that large f16 outputs skip the read for ownership as
+ * f32 ones do. p must be aligned to the vector (16 / 32 bytes). */
+#if defined(__clang__)
+static inline void pe_nt_store_half8(__global half *p, const float8 v)
+{
+    ushort8 b;
+    vstore_half8_rte(v, 0, (__private half *)&b);
+    __builtin_nontemporal_store(b, (__global ushort8 *)p);
+}
+static inline void pe_nt_store_half16(__global half *p, const float16 v)
+{
+    ushort16 b;
+    vstore_half16_rte(v, 0, (__private half *)&b);
+    __builtin_nontemporal_store(b, (__global ushort16 *)p);
+}
+#endif
+
 /* Layouts of the sinusoidal op; the same values as posenc_sin_layout. */
 #define PE_SIN_INTERLEAVED 0
 #define PE_SIN_HALF_SPLIT 1
