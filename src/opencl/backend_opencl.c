@@ -1623,17 +1623,20 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
                    use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)dst->ne[0] *
                                   (double)dst->ne[1] * (double)dst->ne[2] * (double)dst->ne[3]);
     const int nh = tok ? (int)(half / 8) : 0;
+    /* pe_sinusoidal_tok: tokens per work-item, their tables at most 32 KiB of private
+     * memory (8 tokens of d = 1024); each row then runs PE_TB tokens in one stretch */
+    const int tb = nh ? (512 / nh > 8 ? 8 : 512 / nh < 1 ? 1 : 512 / nh) : 1;
     /* op 2 = sinusoidal (see cl_rope) */
     const uint64_t memo_key = 2u | (uint64_t)dst_f16 << 8 | (uint64_t)has_x << 9 |
                               (uint64_t)x_f16 << 10 | (uint64_t)pos_i32 << 11 |
                               (uint64_t)nt << 12 | (uint64_t)vec << 13 | (uint64_t)tok << 14 |
-                              (uint64_t)nh << 24;
+                              (uint64_t)nh << 24 | (uint64_t)tb << 40;
     struct pe_cl_program *p = memo_find(be, memo_key);
     if (!p) {
         char defines[PE_CL_OPTS_MAX];
-        char nh_def[24] = "";
+        char nh_def[40] = "";
         if (tok)
-            snprintf(nh_def, sizeof(nh_def), " -DPE_NH=%d", nh);
+            snprintf(nh_def, sizeof(nh_def), " -DPE_NH=%d -DPE_TB=%d", nh, tb);
         snprintf(defines, sizeof(defines),
                  "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d "
                  "-DPE_FP64=%d -DPE_NT_STORE=%d%s",
@@ -1664,14 +1667,14 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
         ARG(pos_off), ARG(pos_st),  ARG(freq),   ARG(shape), ARG(layout), ARG(x_scale),
     };
     if (tok) {
-        /* (tokens, batch groups); a group is up to 8 consecutive tokens, which the device
-         * runs one after another: memory order */
-        const uint64_t gt[3] = {(uint64_t)dst->ne[1],
+        /* (blocks of tb tokens, batch groups); a group is up to 8 consecutive blocks, which
+         * the device runs one after another: memory order */
+        const uint64_t gt[3] = {((uint64_t)dst->ne[1] + (uint64_t)tb - 1) / (uint64_t)tb,
                                 (pos->st[1] == 0 ? 1 : (uint64_t)dst->ne[2]) *
                                     (uint64_t)dst->ne[3],
                                 1};
         size_t l0 = 8;
-        while (l0 > 1 && ((uint64_t)dst->ne[1] % l0 != 0 ||
+        while (l0 > 1 && (gt[0] % l0 != 0 ||
                           (be->max_item_size[0] && l0 > be->max_item_size[0]) ||
                           l0 > wg_limit(be, p)))
             l0--;
