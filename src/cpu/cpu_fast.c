@@ -433,15 +433,16 @@ static void f2h_row_c(const float *restrict in, uint16_t *restrict p, int64_t n)
         p[i] = f2h(in[i]);
 }
 
-/* x86-64 with AVX2 and F16C: the RoPE rows below use intrinsics (set once, pthread_once). */
-static int have_avx2_f16c;
-
 static void (*h2f_row)(const uint16_t *restrict, float *restrict, int64_t) = h2f_row_c;
 static void (*f2h_row)(const float *restrict, uint16_t *restrict, int64_t) = f2h_row_c;
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(POSENC_NO_F16C)
 #include <immintrin.h>
 #define PE_HAVE_F16C 1
+
+/* x86-64 with AVX2 and F16C: the RoPE and sinusoidal rows below use intrinsics (set once,
+ * pthread_once). */
+static int have_avx2_f16c;
 
 __attribute__((target("avx,f16c"))) static void h2f_row_f16c(const uint16_t *restrict p,
                                                                float *restrict out, int64_t n)
@@ -1120,7 +1121,7 @@ static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, f
 
 posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinusoidal_op *op)
 {
-    const struct pe_view *d = &op->dst, *x = &op->x;
+    const struct pe_view *d = &op->dst;
     const double n = (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3];
     const double bytes =
         n * (double)(posenc_dtype_size(d->dtype) +
@@ -1142,6 +1143,7 @@ posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinu
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
     sj.kernel = SIN_K_GENERIC;
 #ifdef PE_HAVE_F16C
+    const struct pe_view *x = &op->x;
     /* whole rows in registers: dst with stride 1 and x absent or of dst's dtype with
      * stride 1 (f16 needs F16C, which have_avx2_f16c implies) */
     if (have_avx2_f16c && d->st[0] == 1 && (!x->mem || (x->dtype == d->dtype && x->st[0] == 1)))
