@@ -611,23 +611,27 @@ struct rope_job {
  * y[i] = x[i] cc[i] + x[i^1] ss[i] (what the vector rows use). */
 #define PE_ROPE_TAB(np) (6 * (size_t)(np))
 
-/* Pairs [j0, j1) of token (i2, i3)'s table. */
+/* Pairs [j0, j1) of token (i2, i3)'s table. restrict pointers and AVX2 clones, so that the
+ * angle and cc/ss loops vectorise. */
+PE_CLONES
 static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_t j0, int64_t j1,
-                       double *ang, double *pv, float *tab)
+                       double *restrict ang, double *restrict pv, float *restrict tab)
 {
     const struct pe_rope_op *op = rj->op;
     if (j1 <= j0)
         return;
     const int64_t np = op->n_pairs;
-    float *c = tab, *s = tab + np, *cc = tab + 2 * np, *ss = tab + 4 * np;
+    float *restrict c = tab, *restrict s = tab + np, *restrict cc = tab + 2 * np,
+                    *restrict ss = tab + 4 * np;
     const struct pe_view *pos = &op->pos;
     for (int64_t k = 0; k < rj->n_streams; k++)
         pv[k] = (double)op->sign * load_pos(pos, pos->offset + i2 * pos->st[0] + k * pos->st[1] +
                                                      i3 * pos->st[2]);
+    const double *restrict freq = op->freq;
     if (rj->n_streams == 1) { /* one position per token (NORMAL, NEOX): vectorises */
         const double p = pv[0];
         for (int64_t j = j0; j < j1; j++)
-            ang[j] = p * op->freq[j];
+            ang[j] = p * freq[j];
     } else {
         for (int64_t j = j0; j < j1; j++)
             ang[j] = pv[op->stream[j]] * op->freq[j];
@@ -950,26 +954,30 @@ static void sin_row(const float *restrict x, float *restrict out, const float *r
 }
 
 /* sin/cos of every pair of token i1 (batch group g2, i3) into tab (the output row's
- * layout); sc: scratch for 2 half floats. */
-static void sin_table(const struct sin_job *sj, int64_t i1, int64_t g2, int64_t i3, double *ang,
-                      float *sc, float *tab)
+ * layout); sc: scratch for 2 half floats. The loops use restrict pointers (and AVX2
+ * clones) so that they vectorise: the angle loop was scalar, 8% of the f16 op's time. */
+PE_CLONES
+static void sin_table(const struct sin_job *sj, int64_t i1, int64_t g2, int64_t i3,
+                      double *restrict ang, float *restrict sc, float *restrict tab)
 {
     const struct pe_sinusoidal_op *op = sj->op;
     const struct pe_view *pos = &op->pos;
     const int64_t half = op->half;
+    const double *restrict freq = op->freq;
     const double p =
         load_pos(pos, pos->offset + i1 * pos->st[0] + g2 * pos->st[1] + i3 * pos->st[2]);
     for (int64_t i = 0; i < half; i++)
-        ang[i] = p * op->freq[i];
+        ang[i] = p * freq[i];
     if (op->layout == POSENC_SIN_HALF_SPLIT) {
         pe_sincos_block(ang, tab, tab + half, half, 1.0);
     } else if (op->layout == POSENC_SIN_HALF_SPLIT_COS_FIRST) {
         pe_sincos_block(ang, tab + half, tab, half, 1.0);
     } else {
         pe_sincos_block(ang, sc, sc + half, half, 1.0);
+        const float *restrict sv = sc, *restrict cv = sc + half;
         for (int64_t i = 0; i < half; i++) {
-            tab[2 * i] = sc[i];
-            tab[2 * i + 1] = sc[half + i];
+            tab[2 * i] = sv[i];
+            tab[2 * i + 1] = cv[i];
         }
     }
 }
