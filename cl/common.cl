@@ -77,7 +77,41 @@
  * beyond 4e5 (and inf / NaN) use the built-in sincos, as does every device without fp64.
  */
 #ifdef PE_FP64 /* defined (0 or 1) for the programs that use it: rope.cl, sinusoidal.cl */
-#if PE_FP64
+#if PE_FP64 && defined(PE_CPU_ORDER) && PE_CPU_ORDER
+/*
+ * CPU devices (PoCL): the CPU backend's pe_sincos_block (src/cpu/cpu_fast.c). The angle is
+ * reduced by pi/2 in double (pio2_1 + pio2_2: below 1e-15 for |x| <= 4e5), the reduced
+ * r (|r| <= pi/4) is rounded to f32, and Cephes' sinf / cosf minimax polynomials run in
+ * f32, 8 lanes per AVX2 instruction where the double Taylor polynomials below run 4: within
+ * 1.6 * 2^-24 of the exact sin/cos of the f32 angle (measured on the CPU backend against
+ * libm over 16 M angles; the bounds of src/check/check.c allow 4 ulp). The sin/cos were
+ * 40% of PoCL's f16 sinusoidal kernel time with the double polynomials.
+ */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+static inline float8 pe_sincos8(const float8 xf, float8 *cos_out)
+{
+    if (any(!(fabs(xf) <= 4.0e5f)))
+        return sincos(xf, cos_out);
+    const double8 x = convert_double8(xf);
+    const double8 k = rint(x * 6.36619772367581382433e-01);
+    const float8 r =
+        convert_float8((x - k * 1.57079632673412561417e+00) - k * 6.07710050630396597660e-11);
+    const float8 z = r * r;
+    const float8 sp =
+        r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f));
+    const float8 cp =
+        (1.0f - 0.5f * z) +
+        z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f));
+    /* quadrant k mod 4: odd swaps sin and cos; sin < 0 in 2, 3; cos < 0 in 1, 2 */
+    const int8 q = convert_int8(k);
+    const int8 odd = (q & 1) != 0;
+    float8 s = select(sp, cp, odd), c = select(cp, sp, odd);
+    s = select(s, -s, (q & 2) != 0);
+    c = select(c, -c, ((q + 1) & 2) != 0);
+    *cos_out = c;
+    return s;
+}
+#elif PE_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 static inline float8 pe_sincos8(const float8 xf, float8 *cos_out)
 {
@@ -114,6 +148,26 @@ static inline float8 pe_sincos8(const float8 x, float8 *cos_out)
     return sincos(x, cos_out);
 }
 #endif
+#endif
+
+/* Streaming (non-temporal) stores of f32 values as f16 (round to nearest even), for
+ * PE_NT_STORE on CPU devices: converted by vstore_half*_rte into a private vector (PoCL
+ * keeps it in a register: vcvtps2ph), then stored as raw bits with clang's
+ * __builtin_nontemporal_store, so that large f16 outputs skip the read for ownership as
+ * f32 ones do. p must be aligned to the vector (16 / 32 bytes). */
+#if defined(__clang__)
+static inline void pe_nt_store_half8(__global half *p, const float8 v)
+{
+    ushort8 b;
+    vstore_half8_rte(v, 0, (__private half *)&b);
+    __builtin_nontemporal_store(b, (__global ushort8 *)p);
+}
+static inline void pe_nt_store_half16(__global half *p, const float16 v)
+{
+    ushort16 b;
+    vstore_half16_rte(v, 0, (__private half *)&b);
+    __builtin_nontemporal_store(b, (__global ushort16 *)p);
+}
 #endif
 
 /* Layouts of the sinusoidal op; the same values as posenc_sin_layout. */

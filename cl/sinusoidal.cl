@@ -86,18 +86,23 @@ __kernel void pe_sinusoidal(__global DST_T *dst, const long dst_off, const long4
 #define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
 #endif
 
-/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
- * written with streaming (non-temporal) stores where the compiler has them (clang's
- * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
- * it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
+/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): results (f32, or f16
+ * through pe_nt_store_half*) are written with streaming (non-temporal) stores where the
+ * compiler has them (clang's __builtin_nontemporal_store): no read for ownership of the
+ * destination. The host uses it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
 #ifndef PE_NT_STORE
 #define PE_NT_STORE 0
 #endif
-#if PE_NT_STORE && defined(__clang__) && !DST_F16
+#if PE_NT_STORE && defined(__clang__)
 #undef PE_STORE8_DST
 #undef PE_STORE16_DST
+#if !DST_F16
 #define PE_STORE8_DST(p, i, v) __builtin_nontemporal_store((v), (__global float8 *)((p) + (i)))
 #define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
+#else
+#define PE_STORE8_DST(p, i, v) pe_nt_store_half8((p) + (i), (v))
+#define PE_STORE16_DST(p, i, v) pe_nt_store_half16((p) + (i), (v))
+#endif
 #endif
 
 __kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
@@ -163,3 +168,93 @@ __kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const l
 #endif
     }
 }
+
+/*
+ * pe_sinusoidal_tok: pe_sinusoidal_vec's op for CPU devices (PoCL), where a work-item is a
+ * loop iteration rather than a SIMD lane: work-item (block, group) takes the sin and cos of
+ * every pair of the PE_TB (-D) positions of its block of tokens once (the same pe_sincos8
+ * of the same f32 angles as pe_sinusoidal_vec, so the same results), in the output row's
+ * layout, then writes every row i2 that shares the positions, the block's PE_TB tokens of
+ * one row after another (one stretch of memory per row, as the CPU backend's blocks), with
+ * no barrier (a group of consecutive blocks runs block after block). The same conditions
+ * and arguments as pe_sinusoidal_vec, and PE_NH (-D) = half / 8, at most 128, so that the
+ * tables have a known size (PE_TB * PE_NH * 64 bytes, at most 32 KiB: the host's choice).
+ * NDRange (ceil(ne1 / PE_TB), G2 * ne3).
+ */
+#ifdef PE_NH
+#ifndef PE_TB
+#define PE_TB 1
+#endif
+__kernel void pe_sinusoidal_tok(__global DST_T *dst, const long dst_off, const long4 dst_st,
+                                __global const X_T *x, const long x_off, const long4 x_st,
+                                __global const POS_T *pos, const long pos_off,
+                                const long4 pos_st, __global const float *freq,
+                                const long4 shape, const int layout, const float x_scale)
+{
+    const long blk = (long)get_global_id(0);
+    const long gz = (long)get_global_id(1);
+    const long n_half = shape.s0;
+    const long G2 = pos_st.s1 == 0 ? 1 : shape.s2;
+    const long g2 = gz % G2;
+    const long i3 = gz / G2;
+    const long t0 = blk * PE_TB;
+    if (t0 >= shape.s1 || i3 >= shape.s3)
+        return;
+    const int nt = shape.s1 - t0 < PE_TB ? (int)(shape.s1 - t0) : PE_TB;
+
+    /* token k, unit u: interleaved, the 16 values at 16u; half-split, .lo the 8 at 8u and
+     * .hi the 8 at half + 8u */
+    float16 tv[PE_TB][PE_NH];
+    for (int k = 0; k < nt; k++) {
+        const float p = convert_float(
+            pos[pos_off + (t0 + k) * pos_st.s0 + g2 * pos_st.s1 + i3 * pos_st.s2]);
+        for (int u = 0; u < PE_NH; u++) {
+            float8 c;
+            const float8 s = pe_sincos8(p * vload8(u, freq), &c);
+            if (layout == PE_SIN_INTERLEAVED)
+                tv[k][u] = (float16)(s.s0, c.s0, s.s1, c.s1, s.s2, c.s2, s.s3, c.s3, s.s4, c.s4,
+                                     s.s5, c.s5, s.s6, c.s6, s.s7, c.s7);
+            else if (layout == PE_SIN_HALF_SPLIT)
+                tv[k][u] = (float16)(s, c);
+            else
+                tv[k][u] = (float16)(c, s);
+        }
+    }
+    const long r0 = G2 == 1 ? 0 : g2, r1 = G2 == 1 ? shape.s2 : g2 + 1;
+    for (long i2 = r0; i2 < r1; i2++)
+        for (int k = 0; k < nt; k++) {
+            const long i1 = t0 + k;
+            const long dr = dst_off + i1 * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3;
+#if HAS_X
+            const long xr = x_off + i1 * x_st.s1 + i2 * x_st.s2 + i3 * x_st.s3;
+#endif
+            if (layout == PE_SIN_INTERLEAVED) {
+                for (int u = 0; u < PE_NH; u++) {
+#if HAS_X
+                    PE_STORE16_DST(dst, dr + 16 * u,
+                                   PE_LOAD16_X(x, xr + 16 * u) * x_scale + tv[k][u]);
+#else
+                    PE_STORE16_DST(dst, dr + 16 * u, tv[k][u]);
+#endif
+                }
+            } else {
+                for (int u = 0; u < PE_NH; u++) {
+#if HAS_X
+                    PE_STORE8_DST(dst, dr + 8 * u,
+                                  PE_LOAD8_X(x, xr + 8 * u) * x_scale + tv[k][u].lo);
+#else
+                    PE_STORE8_DST(dst, dr + 8 * u, tv[k][u].lo);
+#endif
+                }
+                for (int u = 0; u < PE_NH; u++) {
+#if HAS_X
+                    PE_STORE8_DST(dst, dr + n_half + 8 * u,
+                                  PE_LOAD8_X(x, xr + n_half + 8 * u) * x_scale + tv[k][u].hi);
+#else
+                    PE_STORE8_DST(dst, dr + n_half + 8 * u, tv[k][u].hi);
+#endif
+                }
+            }
+        }
+}
+#endif

@@ -338,6 +338,7 @@ void posenc_context_destroy(posenc_context **pctx)
     }
     if (ctx->backend)
         ctx->backend->vt->destroy(ctx->backend);
+    pe_rope_cache_free(ctx);
     free(ctx);
     *pctx = NULL;
 }

@@ -46,6 +46,7 @@ struct posenc_context {
     int64_t live_buffers;
     struct posenc_buffer *buffers; /* live buffers, to release what the user forgot */
     char last_error[PE_ERR_MAX];
+    struct pe_rope_cache *rope_cache; /* resolved RoPE tables (rope_freq.c); NULL until used */
 };
 
 struct posenc_buffer {
@@ -127,6 +128,12 @@ posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
                                   const struct posenc_rope_params *params, int32_t seq_len,
                                   struct pe_rope_table *out);
 void pe_rope_table_free(struct pe_rope_table *t);
+/* The same through the context's cache of resolved tables (rope_freq.c): *owned false means
+ * *out borrows a cached table (valid until the next call on ctx; do not free it). */
+posenc_status pe_rope_table_cached(posenc_context *ctx, int64_t head_dim,
+                                   const struct posenc_rope_params *params, int32_t seq_len,
+                                   struct pe_rope_table *out, bool *owned);
+void pe_rope_cache_free(posenc_context *ctx);
 
 /* posenc_rope / posenc_rope_qk / posenc_rope_rerotate, resolved. For each pair j of the
  * window, each head i1, token i2 and batch i3:

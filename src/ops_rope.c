@@ -120,19 +120,25 @@ static bool needs_seq_len(const struct posenc_rope_params *p)
             p->scaling.kind == POSENC_ROPE_SCALING_LONGROPE);
 }
 
+static void release_table(struct pe_rope_table *t, bool owned)
+{
+    if (owned)
+        pe_rope_table_free(t);
+}
+
 static posenc_status build_table(posenc_context *ctx, const posenc_tensor *x,
                                  const posenc_tensor *pos, const struct posenc_rope_params *p,
-                                 struct pe_rope_table *t)
+                                 struct pe_rope_table *t, bool *owned)
 {
     int32_t seq_len = 0;
     if (needs_seq_len(p) && !pe_tensor_empty(pos))
         PE_RETURN_IF_ERROR(positions_len(ctx, pos, &seq_len));
-    PE_RETURN_IF_ERROR(pe_rope_table_build(ctx, x->ne[0], p, seq_len, t));
+    PE_RETURN_IF_ERROR(pe_rope_table_cached(ctx, x->ne[0], p, seq_len, t, owned));
     if (pos->ne[1] < t->info.n_streams) {
         posenc_status st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                                     "pos->ne[1] = %lld streams, but the pairs use %d",
                                     (long long)pos->ne[1], (int)t->info.n_streams);
-        pe_rope_table_free(t);
+        release_table(t, *owned);
         return st;
     }
     return POSENC_OK;
@@ -176,13 +182,14 @@ posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x, const pos
     PE_RETURN_IF_ERROR(check_alias(ctx, "pos", pos, "dst", dst, false));
 
     struct pe_rope_table t;
-    PE_RETURN_IF_ERROR(build_table(ctx, x, pos, params, &t));
+    bool owned;
+    PE_RETURN_IF_ERROR(build_table(ctx, x, pos, params, &t, &owned));
     posenc_status st = POSENC_OK;
     if (!pe_tensor_empty(x)) {
         fill_op(&op, &t, params ? params->flags : 0);
         st = dispatch(ctx, &op);
     }
-    pe_rope_table_free(&t);
+    release_table(&t, owned);
     return st;
 }
 
@@ -222,7 +229,8 @@ posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q, const 
     PE_RETURN_IF_ERROR(check_alias(ctx, "pos", pos, "k_out", k_out, false));
 
     struct pe_rope_table t;
-    PE_RETURN_IF_ERROR(build_table(ctx, q, pos, params, &t));
+    bool owned;
+    PE_RETURN_IF_ERROR(build_table(ctx, q, pos, params, &t, &owned));
     posenc_status st = POSENC_OK;
     if (pe_tensor_empty(q) && pe_tensor_empty(k)) {
         /* nothing to do */
@@ -240,7 +248,7 @@ posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q, const 
         }
         st = dispatch(ctx, &op);
     }
-    pe_rope_table_free(&t);
+    release_table(&t, owned);
     return st;
 }
 
@@ -270,10 +278,11 @@ posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
                         "POSENC_ROPE_BACKWARD is not meaningful for posenc_rope_rerotate");
 
     struct pe_rope_table ta, tb;
-    PE_RETURN_IF_ERROR(build_table(ctx, k, pos_from, from, &ta));
-    posenc_status st = build_table(ctx, k, pos_to, to, &tb);
+    bool owned_a, owned_b;
+    PE_RETURN_IF_ERROR(build_table(ctx, k, pos_from, from, &ta, &owned_a));
+    posenc_status st = build_table(ctx, k, pos_to, to, &tb, &owned_b);
     if (st != POSENC_OK) {
-        pe_rope_table_free(&ta);
+        release_table(&ta, owned_a);
         return st;
     }
     bool pairing_a = ta.mode == POSENC_ROPE_NORMAL, pairing_b = tb.mode == POSENC_ROPE_NORMAL;
@@ -295,7 +304,7 @@ posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
         op.stream_from = ta.stream;
         st = dispatch(ctx, &op);
     }
-    pe_rope_table_free(&ta);
-    pe_rope_table_free(&tb);
+    release_table(&ta, owned_a);
+    release_table(&tb, owned_b);
     return st;
 }

@@ -571,6 +571,136 @@ void pe_rope_table_free(struct pe_rope_table *t)
     memset(t, 0, sizeof(*t));
 }
 
+/*
+ * The context's cache of resolved tables. A decode step calls posenc_rope with the same
+ * params every time; resolving them again (a pow per pair, the checks, three mallocs) was
+ * about a third of the host instructions of a decode call on OpenCL. Entries are keyed
+ * by the content of every scalar field of the params, head_dim and the sequence length
+ * used; params with pointer fields (pair_stream, freq_factors, freqs, LongRoPE's factor
+ * arrays) are not cached, as the arrays they point to may change between calls. A hit
+ * returns the same table the same params resolved to before: resolution is a pure
+ * function of the key. Least recently used entries are replaced, so that the two tables
+ * of posenc_rope_rerotate are both alive at once. One thread at a time per context, as
+ * every context call.
+ */
+#define PE_ROPE_CACHE_ENTRIES 4
+#define PE_ROPE_KEY_WORDS 32
+
+struct pe_rope_cache_entry {
+    bool used;
+    uint64_t last_use;
+    uint32_t key[PE_ROPE_KEY_WORDS];
+    struct pe_rope_table table;
+};
+
+struct pe_rope_cache {
+    uint64_t clock;
+    struct pe_rope_cache_entry e[PE_ROPE_CACHE_ENTRIES];
+};
+
+/* The key of (head_dim, params, seq_len); false when the params are not cacheable. */
+static bool rope_key(int64_t head_dim, const struct posenc_rope_params *p, int32_t seq_len,
+                     uint32_t key[PE_ROPE_KEY_WORDS])
+{
+    memset(key, 0, PE_ROPE_KEY_WORDS * sizeof(uint32_t));
+    size_t n = 0;
+#define PE_KEY(v)                                                                           \
+    do {                                                                                    \
+        uint32_t w_;                                                                        \
+        _Static_assert(sizeof(v) == 4, "rope key fields are 4 bytes");                     \
+        memcpy(&w_, &(v), 4);                                                               \
+        key[n++] = w_;                                                                      \
+    } while (0)
+    key[n++] = (uint32_t)head_dim;
+    key[n++] = (uint32_t)((uint64_t)head_dim >> 32);
+    PE_KEY(seq_len);
+    if (!p) {
+        key[n++] = 1; /* NULL params */
+        return true;
+    }
+    key[n++] = 2;
+    if (p->pair_stream || p->freq_factors || p->freqs || p->scaling.short_factor ||
+        p->scaling.long_factor)
+        return false;
+    const int32_t mode = (int32_t)p->mode, kind = (int32_t)p->scaling.kind;
+    PE_KEY(mode);
+    PE_KEY(p->n_dims);
+    PE_KEY(p->n_offs);
+    PE_KEY(p->freq_base);
+    PE_KEY(p->attn_factor);
+    for (size_t i = 0; i < 4; i++)
+        PE_KEY(p->sections[i]);
+    PE_KEY(p->flags);
+    for (size_t i = 0; i < 4; i++)
+        PE_KEY(p->reserved[i]);
+    const struct posenc_rope_scaling *s = &p->scaling;
+    PE_KEY(kind);
+    PE_KEY(s->factor);
+    PE_KEY(s->original_ctx);
+    PE_KEY(s->seq_len);
+    PE_KEY(s->beta_fast);
+    PE_KEY(s->beta_slow);
+    PE_KEY(s->attention_factor);
+    PE_KEY(s->mscale);
+    PE_KEY(s->mscale_all_dim);
+    PE_KEY(s->ext_factor);
+    PE_KEY(s->low_freq_factor);
+    PE_KEY(s->high_freq_factor);
+    PE_KEY(s->flags);
+#undef PE_KEY
+    return n <= PE_ROPE_KEY_WORDS;
+}
+
+posenc_status pe_rope_table_cached(posenc_context *ctx, int64_t head_dim,
+                                   const struct posenc_rope_params *params, int32_t seq_len,
+                                   struct pe_rope_table *out, bool *owned)
+{
+    uint32_t key[PE_ROPE_KEY_WORDS];
+    *owned = true;
+    if (!ctx || !rope_key(head_dim, params, seq_len, key))
+        return pe_rope_table_build(ctx, head_dim, params, seq_len, out);
+    if (!ctx->rope_cache) {
+        ctx->rope_cache = calloc(1, sizeof(*ctx->rope_cache));
+        if (!ctx->rope_cache) /* no cache: still correct */
+            return pe_rope_table_build(ctx, head_dim, params, seq_len, out);
+    }
+    struct pe_rope_cache *c = ctx->rope_cache;
+    struct pe_rope_cache_entry *victim = &c->e[0];
+    for (int k = 0; k < PE_ROPE_CACHE_ENTRIES; k++) {
+        struct pe_rope_cache_entry *e = &c->e[k];
+        if (e->used && memcmp(e->key, key, sizeof(key)) == 0) {
+            e->last_use = ++c->clock;
+            *out = e->table;
+            *owned = false;
+            return POSENC_OK;
+        }
+        if (!e->used || (victim->used && e->last_use < victim->last_use))
+            victim = e;
+    }
+    struct pe_rope_table t;
+    PE_RETURN_IF_ERROR(pe_rope_table_build(ctx, head_dim, params, seq_len, &t));
+    if (victim->used)
+        pe_rope_table_free(&victim->table);
+    victim->used = true;
+    victim->last_use = ++c->clock;
+    memcpy(victim->key, key, sizeof(key));
+    victim->table = t;
+    *out = t;
+    *owned = false;
+    return POSENC_OK;
+}
+
+void pe_rope_cache_free(posenc_context *ctx)
+{
+    if (!ctx || !ctx->rope_cache)
+        return;
+    for (int k = 0; k < PE_ROPE_CACHE_ENTRIES; k++)
+        if (ctx->rope_cache->e[k].used)
+            pe_rope_table_free(&ctx->rope_cache->e[k].table);
+    free(ctx->rope_cache);
+    ctx->rope_cache = NULL;
+}
+
 posenc_status posenc_rope_freqs(int64_t head_dim, const struct posenc_rope_params *params,
                                 double *out_freq, uint8_t *out_stream,
                                 struct posenc_rope_info *out_info)

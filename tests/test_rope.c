@@ -225,6 +225,70 @@ static void test_ggml_modes(void **state)
     check_ggml_node(0, 64, 64, none, 0.125, 0.5, 0.9, 2048, 500000.0);  /* partial ramp */
 }
 
+/* ---- the context's cache of resolved tables (src/rope_freq.c) ---------------------------- */
+
+static int same_floats(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+/* Calls on one context with params that differ only in a scalar field, only in the
+ * contents behind a pointer (the same pointer), and more distinct params than the cache
+ * holds: every result is the one a fresh resolution gives. */
+static void test_table_cache(void **state)
+{
+    (void)state;
+    enum { D = 64, H = 2, T = 3, NP = D / 2 };
+    const size_t n = (size_t)(D * H * T);
+    const int32_t pos[T] = {5, 900, 77};
+    float *x = random_floats(n, 4242);
+    struct posenc_rope_params p;
+    memset(&p, 0, sizeof(p));
+    p.mode = POSENC_ROPE_NEOX;
+
+    /* a scalar field: base A, base B, base A again */
+    p.freq_base = 10000.0f;
+    float *ya = rope_dut(x, D, H, T, pos, 1, &p);
+    p.freq_base = 500000.0f;
+    float *yb = rope_dut(x, D, H, T, pos, 1, &p);
+    p.freq_base = 10000.0f;
+    float *yc = rope_dut(x, D, H, T, pos, 1, &p);
+    assert_true(same_floats(ya, yc, n));
+    assert_false(same_floats(ya, yb, n));
+
+    /* more distinct params than cache entries, then the first again */
+    for (int k = 0; k < 7; k++) {
+        p.freq_base = 1000.0f * (float)(k + 2);
+        free(rope_dut(x, D, H, T, pos, 1, &p));
+    }
+    p.freq_base = 10000.0f;
+    float *yd = rope_dut(x, D, H, T, pos, 1, &p);
+    assert_true(same_floats(ya, yd, n));
+
+    /* the same freq_factors pointer with new contents: not a cached table */
+    float ff[NP], ff2[NP];
+    for (int j = 0; j < NP; j++)
+        ff[j] = 1.0f;
+    p.freq_factors = ff;
+    float *y1 = rope_dut(x, D, H, T, pos, 1, &p);
+    assert_true(same_floats(ya, y1, n));
+    for (int j = 0; j < NP; j++)
+        ff[j] = ff2[j] = 2.0f + (float)j;
+    float *y2 = rope_dut(x, D, H, T, pos, 1, &p);
+    p.freq_factors = ff2;
+    float *y3 = rope_dut(x, D, H, T, pos, 1, &p);
+    assert_true(same_floats(y2, y3, n));
+    assert_false(same_floats(y1, y2, n));
+    free(x);
+    free(ya);
+    free(yb);
+    free(yc);
+    free(yd);
+    free(y1);
+    free(y2);
+    free(y3);
+}
+
 /* ---- properties -------------------------------------------------------------------------- */
 
 /* |(y_a, y_b)| = mscale |(x_a, x_b)| for every pair, NEOX with YaRN (mscale != 1). */
@@ -530,6 +594,7 @@ int main(int argc, char **argv)
     struct pc_case *cases = pc_cases(PC_OP_ROPE, &ncases);
     const struct CMUnitTest fixed[] = {
         cmocka_unit_test(test_ggml_modes),
+        cmocka_unit_test(test_table_cache),
         cmocka_unit_test(test_norm_preserved),
         cmocka_unit_test(test_relative),
         cmocka_unit_test(test_backward_inverts),

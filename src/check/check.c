@@ -222,6 +222,18 @@ static void sinusoidal_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.seed = seed++;
     name_sinusoidal(&c);
     add_case(cases, n, cap, &c);
+    /* the same in f16 (16 MiB out): the CPU F16C rows with 32-byte streaming stores; a
+     * padded view (odd element offset, padded rows) so that rows of every alignment meet
+     * both the streaming and the plain stores, and d = 264 leaves an 8-wide step and no
+     * 16-wide tail */
+    c.dtype = c.x_dtype = POSENC_DTYPE_F16;
+    c.ne[0] = 264;
+    c.ne[1] = 8192;
+    c.ne[2] = 4;
+    c.view = PC_VIEW_PADDED;
+    c.seed = seed++;
+    name_sinusoidal(&c);
+    add_case(cases, n, cap, &c);
 }
 
 struct pc_case *pc_cases(enum pc_op op, size_t *out_count)

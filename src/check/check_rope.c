@@ -275,6 +275,16 @@ void pc_rope_cases(struct pc_case **cases, size_t *n, size_t *cap)
         name_rope(&c, i == 2 ? "/ntk_switch" : "");
         add_case(cases, n, cap, &c);
     }
+
+    /* 16 MiB f16 outputs out of place, NORMAL and NeoX: the streaming-store rows of the CPU
+     * fast path (PE_FAST_NT_BYTES) and of OpenCL CPU devices (f16 through
+     * pe_nt_store_half*). Seeds of their own, so that the cases above keep theirs. */
+    for (int k = 0; k < 2; k++) {
+        c = base_case(128, 32, 2048, 1, k ? POSENC_ROPE_NEOX : POSENC_ROPE_NORMAL, 9100 + k);
+        c.dtype = c.x_dtype = POSENC_DTYPE_F16;
+        name_rope(&c, "/nt");
+        add_case(cases, n, cap, &c);
+    }
 }
 
 /* ---- running a case ---------------------------------------------------------------------- */

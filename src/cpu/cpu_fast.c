@@ -10,9 +10,12 @@
  *
  * Work is split over independent output rows (tokens for rope, blocks of tokens of one
  * batch group for sinusoidal, (q, h, b) for alibi, (t, b) for learned, segments for copy):
- * each thread takes one contiguous range of items, so every output element is written by
- * exactly one thread and results do not depend on the thread count. Small jobs run on the
- * calling thread alone (PE_FAST_MIN_BYTES_PER_THREAD).
+ * the threads take contiguous chunks of items from a shared counter (about
+ * PE_FAST_CHUNKS_PER_THREAD chunks per thread), so that a thread whose core is taken by
+ * another process does not hold the others up at the end (a static split is as slow as
+ * its slowest thread on a shared machine). Every output element is written by exactly
+ * one thread, and an item's results do not depend on the chunk or thread that computes
+ * it. Small jobs run on the calling thread alone (PE_FAST_MIN_BYTES_PER_THREAD).
  *
  * x86-64: the hot loops also have AVX2 clones (target_clones), RoPE rows with f32 or f16
  * storage use AVX2 + F16C intrinsics (8 elements per step, f16 converted in registers),
@@ -37,6 +40,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,6 +57,10 @@
  * is a third of the memory traffic of an out-of-place op (the copy ceiling's memcpy
  * avoids it too). Smaller outputs stay in the caches for whatever reads them next. */
 #define PE_FAST_NT_BYTES (16.0 * 1024 * 1024)
+/* Chunks per thread of the dynamic split: a thread finishes at most one chunk (about
+ * 1 / (n_threads * PE_FAST_CHUNKS_PER_THREAD) of the job) after the others. Each chunk
+ * starts its double-buffered sin/cos pipeline afresh (one table not overlapped). */
+#define PE_FAST_CHUNKS_PER_THREAD 16
 /* Copy segments (elements): the unit of work of pe_cpu_fast_copy. */
 #define PE_FAST_COPY_SEG 32768
 
@@ -101,10 +109,24 @@ struct pe_cpu_fast {
     int n_active;                    /* threads of the current job, the caller included */
     int remaining;                   /* workers of the current job not finished yet */
     int stop;
+    _Atomic int64_t next;            /* the first item not handed out yet (dynamic split) */
+    int64_t chunk;                   /* items per chunk of the current job */
     float **scratch;                 /* [n_threads], scratch_cap floats each, 64-aligned */
     size_t scratch_cap;
     double min_split;                /* bytes per thread worth a thread */
 };
+
+/* Take chunks of the current job until none is left. */
+static void run_chunks(struct pe_cpu_fast *f, const struct pe_fast_job *job, float *scratch)
+{
+    const int64_t n = job->n_items, chunk = f->chunk;
+    for (;;) {
+        const int64_t b = atomic_fetch_add_explicit(&f->next, chunk, memory_order_relaxed);
+        if (b >= n)
+            break;
+        job->fn(job, b, b + chunk < n ? b + chunk : n, scratch);
+    }
+}
 
 static void *worker_main(void *arg)
 {
@@ -121,10 +143,9 @@ static void *worker_main(void *arg)
         if (w->tid >= f->n_active)
             continue;
         const struct pe_fast_job *job = f->job;
-        const int64_t nt = f->n_active, tid = w->tid;
         float *scratch = f->scratch[w->tid];
         pthread_mutex_unlock(&f->mu);
-        job->fn(job, job->n_items * tid / nt, job->n_items * (tid + 1) / nt, scratch);
+        run_chunks(f, job, scratch);
         pthread_mutex_lock(&f->mu);
         if (--f->remaining == 0)
             pthread_cond_signal(&f->done);
@@ -133,8 +154,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Run job->fn over [0, n_items) split into contiguous ranges, one per thread. `bytes` (read
- * + written) decides how many threads are worth waking. */
+/* Run job->fn over [0, n_items) in contiguous chunks that the threads take in turn.
+ * `bytes` (read + written) decides how many threads are worth waking. */
 static void fast_run(struct pe_cpu_fast *f, const struct pe_fast_job *job, double bytes)
 {
     int64_t nt = f->n_threads;
@@ -147,6 +168,10 @@ static void fast_run(struct pe_cpu_fast *f, const struct pe_fast_job *job, doubl
         job->fn(job, 0, job->n_items, f->scratch[0]);
         return;
     }
+    int64_t chunk = (job->n_items + nt * PE_FAST_CHUNKS_PER_THREAD - 1) /
+                    (nt * PE_FAST_CHUNKS_PER_THREAD);
+    f->chunk = chunk < 1 ? 1 : chunk;
+    atomic_store_explicit(&f->next, 0, memory_order_relaxed);
     pthread_mutex_lock(&f->mu);
     f->job = job;
     f->n_active = (int)nt;
@@ -155,7 +180,7 @@ static void fast_run(struct pe_cpu_fast *f, const struct pe_fast_job *job, doubl
     pthread_cond_broadcast(&f->wake);
     pthread_mutex_unlock(&f->mu);
 
-    job->fn(job, 0, job->n_items / nt, f->scratch[0]);
+    run_chunks(f, job, f->scratch[0]);
 
     pthread_mutex_lock(&f->mu);
     while (f->remaining > 0)
@@ -321,8 +346,13 @@ static void pe_sincos_block(const double *restrict a, float *restrict s, float *
                             int64_t n, double scale)
 {
     const float fscale = (float)scale;
+    /* any angle outside the fast range (or NaN): an OR over the block, vectorised with
+     * the rest, so that the scalar libm pass below runs only when needed (it was scalar
+     * compares for every pair, 60% of this function's time) */
+    uint32_t far = 0;
     for (int64_t i = 0; i < n; i++) {
         const double x = a[i];
+        far |= (uint32_t)!(fabs(x) <= PE_TRIG_FAST_MAX);
         const double t = x * PE_TWO_OVER_PI + PE_ROUND_MAGIC;
         const double k = t - PE_ROUND_MAGIC;
         const uint32_t q = (uint32_t)bits64(t); /* low bits: k mod 2^32 (two's complement) */
@@ -344,11 +374,12 @@ static void pe_sincos_block(const double *restrict a, float *restrict s, float *
         s[i] = from_bits32(so) * fscale;
         c[i] = from_bits32(co) * fscale;
     }
-    for (int64_t i = 0; i < n; i++)
-        if (!(fabs(a[i]) <= PE_TRIG_FAST_MAX)) {
-            s[i] = (float)(sin(a[i]) * scale);
-            c[i] = (float)(cos(a[i]) * scale);
-        }
+    if (far)
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs(a[i]) <= PE_TRIG_FAST_MAX)) {
+                s[i] = (float)(sin(a[i]) * scale);
+                c[i] = (float)(cos(a[i]) * scale);
+            }
 }
 
 /* binary16 -> float, exact (F. Giesen's half_to_float, branch-free). */
@@ -402,15 +433,16 @@ static void f2h_row_c(const float *restrict in, uint16_t *restrict p, int64_t n)
         p[i] = f2h(in[i]);
 }
 
-/* x86-64 with AVX2 and F16C: the RoPE rows below use intrinsics (set once, pthread_once). */
-static int have_avx2_f16c;
-
 static void (*h2f_row)(const uint16_t *restrict, float *restrict, int64_t) = h2f_row_c;
 static void (*f2h_row)(const float *restrict, uint16_t *restrict, int64_t) = f2h_row_c;
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(POSENC_NO_F16C)
 #include <immintrin.h>
 #define PE_HAVE_F16C 1
+
+/* x86-64 with AVX2 and F16C: the RoPE and sinusoidal rows below use intrinsics (set once,
+ * pthread_once). */
+static int have_avx2_f16c;
 
 __attribute__((target("avx,f16c"))) static void h2f_row_f16c(const uint16_t *restrict p,
                                                                float *restrict out, int64_t n)
@@ -579,23 +611,27 @@ struct rope_job {
  * y[i] = x[i] cc[i] + x[i^1] ss[i] (what the vector rows use). */
 #define PE_ROPE_TAB(np) (6 * (size_t)(np))
 
-/* Pairs [j0, j1) of token (i2, i3)'s table. */
+/* Pairs [j0, j1) of token (i2, i3)'s table. restrict pointers and AVX2 clones, so that the
+ * angle and cc/ss loops vectorise. */
+PE_CLONES
 static void rope_table(const struct rope_job *rj, int64_t i2, int64_t i3, int64_t j0, int64_t j1,
-                       double *ang, double *pv, float *tab)
+                       double *restrict ang, double *restrict pv, float *restrict tab)
 {
     const struct pe_rope_op *op = rj->op;
     if (j1 <= j0)
         return;
     const int64_t np = op->n_pairs;
-    float *c = tab, *s = tab + np, *cc = tab + 2 * np, *ss = tab + 4 * np;
+    float *restrict c = tab, *restrict s = tab + np, *restrict cc = tab + 2 * np,
+                    *restrict ss = tab + 4 * np;
     const struct pe_view *pos = &op->pos;
     for (int64_t k = 0; k < rj->n_streams; k++)
         pv[k] = (double)op->sign * load_pos(pos, pos->offset + i2 * pos->st[0] + k * pos->st[1] +
                                                      i3 * pos->st[2]);
+    const double *restrict freq = op->freq;
     if (rj->n_streams == 1) { /* one position per token (NORMAL, NEOX): vectorises */
         const double p = pv[0];
         for (int64_t j = j0; j < j1; j++)
-            ang[j] = p * op->freq[j];
+            ang[j] = p * freq[j];
     } else {
         for (int64_t j = j0; j < j1; j++)
             ang[j] = pv[op->stream[j]] * op->freq[j];
@@ -888,78 +924,132 @@ struct sin_job {
     const struct pe_sinusoidal_op *op;
     int64_t groups2;          /* 1 when the positions are shared by dim 2, else ne[2] */
     int64_t block;            /* tokens per item */
-    bool nt;                  /* streaming stores for large out-of-place f32 outputs */
-    size_t off_ang, off_tab[2], off_in, off_out;
+    bool nt;                  /* streaming stores for large out-of-place outputs */
+    int kernel;               /* SIN_K_*: the row kernel */
+    size_t off_ang, off_sc, off_tab[2], off_in, off_out;
 };
 
-/* One output row from the pair values sv/cv (and x * scale when x is given). */
+/* The row kernels: generic (any dtypes and strides, through L1 copies of the row), or,
+ * with AVX + F16C, whole rows of f32 -> f32 or f16 -> f16 (x absent or the same dtype as
+ * dst, both with stride 1) converted in registers. */
+enum { SIN_K_GENERIC, SIN_K_F32, SIN_K_F16 };
+
+/*
+ * The per-token table is laid out as the output row itself (d = 2 half floats): sin and
+ * cos interleaved, or the two halves in the layout's order. A row is then
+ * out[k] = x[k] * scale + tab[k] (or tab[k] alone without x): one stream of independent
+ * elements, the same arithmetic as before (the product rounded, then the sum), and no
+ * shuffles in the loop.
+ */
 PE_CLONES
-static void sin_row(const float *restrict x, float *restrict out, const float *restrict sv,
-                    const float *restrict cv, int64_t half, posenc_sin_layout layout,
-                    float scale)
+static void sin_row(const float *restrict x, float *restrict out, const float *restrict tab,
+                    int64_t n, float scale)
 {
-    float *restrict first = out;        /* the block of the first kind (sin unless cos first) */
-    float *restrict second = out + half;
-    const float *restrict v1 = layout == POSENC_SIN_HALF_SPLIT_COS_FIRST ? cv : sv;
-    const float *restrict v2 = layout == POSENC_SIN_HALF_SPLIT_COS_FIRST ? sv : cv;
-    if (layout == POSENC_SIN_INTERLEAVED) {
-        if (x) {
-            for (int64_t i = 0; i < half; i++) {
-                out[2 * i] = x[2 * i] * scale + sv[i];
-                out[2 * i + 1] = x[2 * i + 1] * scale + cv[i];
-            }
-        } else {
-            for (int64_t i = 0; i < half; i++) {
-                out[2 * i] = sv[i];
-                out[2 * i + 1] = cv[i];
-            }
-        }
-        return;
-    }
     if (x) {
-        const float *restrict x1 = x, *restrict x2 = x + half;
-        for (int64_t i = 0; i < half; i++)
-            first[i] = x1[i] * scale + v1[i];
-        for (int64_t i = 0; i < half; i++)
-            second[i] = x2[i] * scale + v2[i];
+        for (int64_t k = 0; k < n; k++)
+            out[k] = x[k] * scale + tab[k];
     } else {
-        memcpy(first, v1, (size_t)half * sizeof(float));
-        memcpy(second, v2, (size_t)half * sizeof(float));
+        memcpy(out, tab, (size_t)n * sizeof(float));
     }
 }
 
-/* sin/cos of every pair of token i1 (batch group g2, i3) into tab = [sin (half) | cos
- * (half)]. */
-static void sin_table(const struct sin_job *sj, int64_t i1, int64_t g2, int64_t i3, double *ang,
-                      float *tab)
+/* sin/cos of every pair of token i1 (batch group g2, i3) into tab (the output row's
+ * layout); sc: scratch for 2 half floats. The loops use restrict pointers (and AVX2
+ * clones) so that they vectorise: the angle loop was scalar, 8% of the f16 op's time. */
+PE_CLONES
+static void sin_table(const struct sin_job *sj, int64_t i1, int64_t g2, int64_t i3,
+                      double *restrict ang, float *restrict sc, float *restrict tab)
 {
     const struct pe_sinusoidal_op *op = sj->op;
     const struct pe_view *pos = &op->pos;
     const int64_t half = op->half;
+    const double *restrict freq = op->freq;
     const double p =
         load_pos(pos, pos->offset + i1 * pos->st[0] + g2 * pos->st[1] + i3 * pos->st[2]);
     for (int64_t i = 0; i < half; i++)
-        ang[i] = p * op->freq[i];
-    pe_sincos_block(ang, tab, tab + half, half, 1.0);
+        ang[i] = p * freq[i];
+    if (op->layout == POSENC_SIN_HALF_SPLIT) {
+        pe_sincos_block(ang, tab, tab + half, half, 1.0);
+    } else if (op->layout == POSENC_SIN_HALF_SPLIT_COS_FIRST) {
+        pe_sincos_block(ang, tab + half, tab, half, 1.0);
+    } else {
+        pe_sincos_block(ang, sc, sc + half, half, 1.0);
+        const float *restrict sv = sc, *restrict cv = sc + half;
+        for (int64_t i = 0; i < half; i++) {
+            tab[2 * i] = sv[i];
+            tab[2 * i + 1] = cv[i];
+        }
+    }
 }
 
 #ifdef PE_HAVE_F16C
-/* n (a multiple of 8) floats from L1 to 32-byte aligned dst with streaming stores. */
-__attribute__((target("avx"))) static void stream_row(float *dst, const float *src, int64_t n)
+/* A row of f32: out = x * scale + tab (x NULL: tab); nt: streaming stores (out 32-byte
+ * aligned, checked by the caller). x may be out (in place): each vector is loaded before
+ * it is stored. */
+__attribute__((target("avx"))) static void sin_row_f32(const float *x, float *out,
+                                                       const float *tab, int64_t n, float scale,
+                                                       bool nt)
 {
-    for (int64_t i = 0; i < n; i += 8)
-        _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+    const __m256 sv = _mm256_set1_ps(scale);
+    int64_t k = 0;
+    if (nt) {
+        if (x)
+            for (; k + 8 <= n; k += 8)
+                _mm256_stream_ps(out + k, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k), sv),
+                                                        _mm256_loadu_ps(tab + k)));
+        else
+            for (; k + 8 <= n; k += 8)
+                _mm256_stream_ps(out + k, _mm256_loadu_ps(tab + k));
+    } else if (x) {
+        for (; k + 8 <= n; k += 8)
+            _mm256_storeu_ps(out + k, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k), sv),
+                                                    _mm256_loadu_ps(tab + k)));
+    } else {
+        for (; k + 8 <= n; k += 8)
+            _mm256_storeu_ps(out + k, _mm256_loadu_ps(tab + k));
+    }
+    for (; k < n; k++)
+        out[k] = x ? x[k] * scale + tab[k] : tab[k];
+}
+
+/* The same for f16 x (or none) and f16 out, converted with F16C (f32 -> f16 rounds to
+ * nearest even, as f2h). nt: streaming stores of 16 halves (out 32-byte aligned). */
+__attribute__((target("avx,f16c"))) static void sin_row_f16(const uint16_t *x, uint16_t *out,
+                                                            const float *tab, int64_t n,
+                                                            float scale, bool nt)
+{
+    const __m256 sv = _mm256_set1_ps(scale);
+    int64_t k = 0;
+#define PE_SIN8_F16(at)                                                                         \
+    (x ? _mm256_cvtps_ph(                                                                       \
+             _mm256_add_ps(                                                                     \
+                 _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + (at)))),   \
+                               sv),                                                             \
+                 _mm256_loadu_ps(tab + (at))),                                                  \
+             _MM_FROUND_TO_NEAREST_INT)                                                         \
+       : _mm256_cvtps_ph(_mm256_loadu_ps(tab + (at)), _MM_FROUND_TO_NEAREST_INT))
+    if (nt) {
+        for (; k + 16 <= n; k += 16) {
+            const __m128i lo = PE_SIN8_F16(k), hi = PE_SIN8_F16(k + 8);
+            _mm256_stream_si256((__m256i *)(void *)(out + k), _mm256_set_m128i(hi, lo));
+        }
+    }
+    for (; k + 8 <= n; k += 8)
+        _mm_storeu_si128((__m128i *)(void *)(out + k), PE_SIN8_F16(k));
+#undef PE_SIN8_F16
+    for (; k < n; k++)
+        out[k] = f2h(x ? h2f(x[k]) * scale + tab[k] : tab[k]);
 }
 #endif
 
 /* The tables of tokens [t0 + k0, t0 + k1) of block (t0, g2, i3) into tab (token k at
  * tab + k * 2 * half). */
 static void sin_tables(const struct sin_job *sj, int64_t t0, int64_t k0, int64_t k1, int64_t g2,
-                       int64_t i3, double *ang, float *tab)
+                       int64_t i3, double *ang, float *sc, float *tab)
 {
     const int64_t half = sj->op->half;
     for (int64_t k = k0; k < k1; k++)
-        sin_table(sj, t0 + k, g2, i3, ang, tab + k * 2 * half);
+        sin_table(sj, t0 + k, g2, i3, ang, sc, tab + k * 2 * half);
 }
 
 /*
@@ -969,27 +1059,28 @@ static void sin_tables(const struct sin_job *sj, int64_t t0, int64_t k0, int64_t
  * memory; walking one row's block at a time keeps the accesses in a few long sequential
  * runs instead of one stream per row. The sin/cos tables are double-buffered as in RoPE:
  * while the rows of one block stream through memory, the tables of the next block of this
- * thread are computed a slice after each row, so that the sin/cos work overlaps the
- * memory traffic instead of adding to it. Large out-of-place f32 outputs are written with
- * streaming stores (through an L1 copy of the row).
+ * chunk are computed a slice after each row, so that the sin/cos work overlaps the
+ * memory traffic instead of adding to it. Large out-of-place outputs are written with
+ * streaming stores.
  */
 static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
 {
     const struct sin_job *sj = (const struct sin_job *)job;
     const struct pe_sinusoidal_op *op = sj->op;
     const struct pe_view *d = &op->dst, *x = &op->x;
-    const int64_t T = d->ne[1], G2 = sj->groups2, half = op->half, n = d->ne[0];
+    const int64_t T = d->ne[1], G2 = sj->groups2, n = d->ne[0];
     const int64_t TB = sj->block, nb = (T + TB - 1) / TB;
     const bool has_x = x->mem != NULL;
     const bool in_place = has_x && same_view(x, d);
     double *ang = (double *)(void *)(scratch + sj->off_ang);
+    float *sc = scratch + sj->off_sc;
     float *tin = scratch + sj->off_in, *tout = scratch + sj->off_out;
     float *tabs[2] = {scratch + sj->off_tab[0], scratch + sj->off_tab[1]};
     /* the rows that share one position: all of dim 2 when the positions are broadcast */
     const int64_t rows = G2 == 1 ? d->ne[2] : 1;
     if (begin < end) {
         const int64_t blk = begin % nb, t0 = blk * TB, t1 = t0 + TB < T ? t0 + TB : T;
-        sin_tables(sj, t0, 0, t1 - t0, (begin / nb) % G2, begin / (nb * G2), ang, tabs[0]);
+        sin_tables(sj, t0, 0, t1 - t0, (begin / nb) % G2, begin / (nb * G2), ang, sc, tabs[0]);
     }
     for (int64_t it = begin; it < end; it++) {
         const int64_t blk = it % nb, g2 = (it / nb) % G2, i3 = it / (nb * G2);
@@ -1002,24 +1093,31 @@ static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, f
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i2 = G2 == 1 ? r : g2;
             for (int64_t t = t0; t < t1; t++) {
-                const float *sv = tabs_now + (t - t0) * 2 * half, *cv = sv + half;
+                const float *tab = tabs_now + (t - t0) * n;
                 const int64_t di = at4(d, t, i2, i3);
-                const float *xr =
-                    has_x ? input_row(x, at4(x, t, i2, i3), n, in_place, tin) : NULL;
 #ifdef PE_HAVE_F16C
-                if (sj->nt && ((uintptr_t)((float *)d->mem + di) & 31u) == 0) {
-                    sin_row(xr, tout, sv, cv, half, op->layout, op->x_scale);
-                    stream_row((float *)d->mem + di, tout, n);
+                if (sj->kernel == SIN_K_F32) {
+                    float *o = (float *)d->mem + di;
+                    sin_row_f32(has_x ? (const float *)x->mem + at4(x, t, i2, i3) : NULL, o, tab,
+                                n, op->x_scale, sj->nt && ((uintptr_t)o & 31u) == 0);
+                    continue;
+                }
+                if (sj->kernel == SIN_K_F16) {
+                    uint16_t *o = (uint16_t *)d->mem + di;
+                    sin_row_f16(has_x ? (const uint16_t *)x->mem + at4(x, t, i2, i3) : NULL, o,
+                                tab, n, op->x_scale, sj->nt && ((uintptr_t)o & 31u) == 0);
                     continue;
                 }
 #endif
+                const float *xr =
+                    has_x ? input_row(x, at4(x, t, i2, i3), n, in_place, tin) : NULL;
                 float *out = output_row(d, di, tout);
-                sin_row(xr, out, sv, cv, half, op->layout, op->x_scale);
+                sin_row(xr, out, tab, n, op->x_scale);
                 finish_row(d, di, n, out);
             }
             /* slice r of the next block's tables */
             if (next)
-                sin_tables(sj, nt0, ntok * r / rows, ntok * (r + 1) / rows, ng2, ni3, ang,
+                sin_tables(sj, nt0, ntok * r / rows, ntok * (r + 1) / rows, ng2, ni3, ang, sc,
                            tabs_next);
         }
     }
@@ -1045,17 +1143,23 @@ posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinu
     sj.block = 65536 / (8 * (op->half > 0 ? op->half : 1));
     sj.block = sj.block < 1 ? 1 : sj.block > 64 ? 64 : sj.block;
     sj.off_ang = carve(&used, 2 * (size_t)op->half);
+    sj.off_sc = carve(&used, 2 * (size_t)op->half);
     sj.off_tab[0] = carve(&used, 2 * (size_t)op->half * (size_t)sj.block);
     sj.off_tab[1] = carve(&used, 2 * (size_t)op->half * (size_t)sj.block);
     sj.off_in = carve(&used, (size_t)d->ne[0]);
     sj.off_out = carve(&used, (size_t)d->ne[0]);
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    sj.kernel = SIN_K_GENERIC;
 #ifdef PE_HAVE_F16C
-    /* large out-of-place f32 outputs with rows of whole 8-float vectors: streaming stores
-     * (rows that are not 32-byte aligned fall back to plain stores in sin_run) */
-    sj.nt = have_avx2_f16c && d->dtype == POSENC_DTYPE_F32 && d->st[0] == 1 &&
-            d->ne[0] % 8 == 0 && !(op->x.mem && same_view(&op->x, d)) &&
-            n * 4.0 >= PE_FAST_NT_BYTES;
+    const struct pe_view *x = &op->x;
+    /* whole rows in registers: dst with stride 1 and x absent or of dst's dtype with
+     * stride 1 (f16 needs F16C, which have_avx2_f16c implies) */
+    if (have_avx2_f16c && d->st[0] == 1 && (!x->mem || (x->dtype == d->dtype && x->st[0] == 1)))
+        sj.kernel = d->dtype == POSENC_DTYPE_F32 ? SIN_K_F32 : SIN_K_F16;
+    /* large out-of-place outputs: streaming stores (rows that are not 32-byte aligned fall
+     * back to plain stores in sin_run) */
+    sj.nt = sj.kernel != SIN_K_GENERIC && !(x->mem && same_view(x, d)) &&
+            n * (double)posenc_dtype_size(d->dtype) >= PE_FAST_NT_BYTES;
 #endif
     sj.base.fn = sin_run;
     sj.base.op = op;

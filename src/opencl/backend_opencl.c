@@ -1249,11 +1249,38 @@ built:;
     p->program = prog;
     p->kernel = kernel;
     p->kernel_wg_size = wg ? wg : 1;
+    p->serial = ++be->next_serial;
     p->n_args_set = 0;
     pe_log(ctx, POSENC_LOG_INFO, "opencl: %s %s:%s [%s]",
            from_binary ? "loaded from the binary cache" : "built", file, kernel_name, options);
     *out = p;
     return POSENC_OK;
+}
+
+/* The program remembered for `key` (an op's variant bits, nonzero), or NULL. */
+static struct pe_cl_program *memo_find(struct pe_cl_backend *be, uint64_t key)
+{
+    for (size_t k = 0; k < PE_ARRAY_SIZE(be->memo); k++) {
+        const struct pe_cl_memo *m = &be->memo[k];
+        if (m->key == key)
+            return m->p->serial == m->serial ? m->p : NULL;
+    }
+    return NULL;
+}
+
+static void memo_put(struct pe_cl_backend *be, uint64_t key, struct pe_cl_program *p)
+{
+    for (size_t k = 0; k < PE_ARRAY_SIZE(be->memo); k++)
+        if (be->memo[k].key == key) {
+            be->memo[k].p = p;
+            be->memo[k].serial = p->serial;
+            return;
+        }
+    struct pe_cl_memo *m = &be->memo[be->memo_next];
+    be->memo_next = (be->memo_next + 1) % (int)PE_ARRAY_SIZE(be->memo);
+    m->key = key;
+    m->p = p;
+    m->serial = p->serial;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1584,21 +1611,43 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
     if (half == 0 || dst->ne[1] == 0 || dst->ne[2] == 0 || dst->ne[3] == 0)
         return POSENC_OK;
 
-    /* The vector kernel: 8 pairs per work-item, sin/cos shared by the rows of a position. */
+    /* The vector kernel: 8 pairs per work-item, sin/cos shared by the rows of a position;
+     * on CPU devices one work-item per position (pe_sinusoidal_tok) */
     const bool vec = pe_cl_rows_aligned(dst, 16) && (!has_x || pe_cl_rows_aligned(x, 16)) &&
                      half % 8 == 0;
-    char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines),
-             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
-             "-DPE_NT_STORE=%d",
-             dst->dtype == POSENC_DTYPE_F16, has_x, has_x && x->dtype == POSENC_DTYPE_F16,
-             pos->dtype == POSENC_DTYPE_I32, cpu_order(be), be->fp64,
-             vec && !(has_x && same_view(x, dst)) &&
-                 use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)dst->ne[0] *
-                                (double)dst->ne[1] * (double)dst->ne[2] * (double)dst->ne[3]));
-    struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl", vec ? "pe_sinusoidal_vec" : "pe_sinusoidal",
-                                   defines, &p));
+    const bool tok = vec && cpu_order(be) && half / 8 <= 128;
+    const int dst_f16 = dst->dtype == POSENC_DTYPE_F16;
+    const int x_f16 = has_x && x->dtype == POSENC_DTYPE_F16;
+    const int pos_i32 = pos->dtype == POSENC_DTYPE_I32;
+    const int nt = vec && !(has_x && same_view(x, dst)) &&
+                   use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)dst->ne[0] *
+                                  (double)dst->ne[1] * (double)dst->ne[2] * (double)dst->ne[3]);
+    const int nh = tok ? (int)(half / 8) : 0;
+    /* pe_sinusoidal_tok: tokens per work-item, their tables at most 32 KiB of private
+     * memory (8 tokens of d = 1024); each row then runs PE_TB tokens in one stretch */
+    const int tb = nh ? (512 / nh > 8 ? 8 : 512 / nh < 1 ? 1 : 512 / nh) : 1;
+    /* op 2 = sinusoidal (see cl_rope) */
+    const uint64_t memo_key = 2u | (uint64_t)dst_f16 << 8 | (uint64_t)has_x << 9 |
+                              (uint64_t)x_f16 << 10 | (uint64_t)pos_i32 << 11 |
+                              (uint64_t)nt << 12 | (uint64_t)vec << 13 | (uint64_t)tok << 14 |
+                              (uint64_t)nh << 24 | (uint64_t)tb << 40;
+    struct pe_cl_program *p = memo_find(be, memo_key);
+    if (!p) {
+        char defines[PE_CL_OPTS_MAX];
+        char nh_def[40] = "";
+        if (tok)
+            snprintf(nh_def, sizeof(nh_def), " -DPE_NH=%d -DPE_TB=%d", nh, tb);
+        snprintf(defines, sizeof(defines),
+                 "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d "
+                 "-DPE_FP64=%d -DPE_NT_STORE=%d%s",
+                 dst_f16, has_x, x_f16, pos_i32, cpu_order(be), be->fp64, nt, nh_def);
+        PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl",
+                                       tok   ? "pe_sinusoidal_tok"
+                                       : vec ? "pe_sinusoidal_vec"
+                                             : "pe_sinusoidal",
+                                       defines, &p));
+        memo_put(be, memo_key, p);
+    }
     cl_mem freq = NULL;
     PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_sin, "sinusoidal frequencies", op->freq_f32,
                                    (size_t)half * sizeof(float), &freq));
@@ -1617,6 +1666,21 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
         ARG(dst_mem), ARG(dst_off), ARG(dst_st), ARG(x_mem),  ARG(x_off),   ARG(x_st),    ARG(pos_mem),
         ARG(pos_off), ARG(pos_st),  ARG(freq),   ARG(shape), ARG(layout), ARG(x_scale),
     };
+    if (tok) {
+        /* (blocks of tb tokens, batch groups); a group is up to 8 consecutive blocks, which
+         * the device runs one after another: memory order */
+        const uint64_t gt[3] = {((uint64_t)dst->ne[1] + (uint64_t)tb - 1) / (uint64_t)tb,
+                                (pos->st[1] == 0 ? 1 : (uint64_t)dst->ne[2]) *
+                                    (uint64_t)dst->ne[3],
+                                1};
+        size_t l0 = 8;
+        while (l0 > 1 && (gt[0] % l0 != 0 ||
+                          (be->max_item_size[0] && l0 > be->max_item_size[0]) ||
+                          l0 > wg_limit(be, p)))
+            l0--;
+        const size_t l[3] = {l0, 1, 1};
+        return launch_exact(be, p, args, PE_ARRAY_SIZE(args), gt, l);
+    }
     if (vec) {
         /* (units of 8 pairs, tokens, batch groups): the rows of dim 2 share a position when
          * the positions are broadcast over it (pos st[1] == 0) */
@@ -1663,28 +1727,41 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
 
     /* CPU devices: one work-item per token (and chunk of heads), pe_rope_tok */
     const bool tok = vec && cpu_order(be) && n_pairs / 8 <= 16;
-    char defines[PE_CL_OPTS_MAX];
-    char nu_def[24] = "";
-    if (tok)
-        snprintf(nu_def, sizeof(nu_def), " -DPE_NU=%d", (int)(n_pairs / 8));
-    snprintf(defines, sizeof(defines),
-             "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
-             "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
-             "-DPE_NT_STORE=%d%s",
-             x->dtype == POSENC_DTYPE_F16, dst->dtype == POSENC_DTYPE_F16, has_x2,
-             has_x2 && x2->dtype == POSENC_DTYPE_F16, has_x2 && dst2->dtype == POSENC_DTYPE_F16,
-             pos->dtype == POSENC_DTYPE_I32, has_from,
-             !has_from || pos_from->dtype == POSENC_DTYPE_I32, cpu_order(be), be->fp64,
-             vec && (flags & 1) && (!has_x2 || (flags & 2)) &&
-                 use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)n_head *
-                                (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]),
-             nu_def);
-    struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(get_program(be, "rope.cl",
-                                   tok   ? "pe_rope_tok"
-                                   : vec ? "pe_rope_vec"
-                                         : "pe_rope",
-                                   defines, &p));
+    const int x_f16 = x->dtype == POSENC_DTYPE_F16, dst_f16 = dst->dtype == POSENC_DTYPE_F16;
+    const int x2_f16 = has_x2 && x2->dtype == POSENC_DTYPE_F16;
+    const int dst2_f16 = has_x2 && dst2->dtype == POSENC_DTYPE_F16;
+    const int pos_i32 = pos->dtype == POSENC_DTYPE_I32;
+    const int pos_from_i32 = !has_from || pos_from->dtype == POSENC_DTYPE_I32;
+    const int nt = vec && (flags & 1) && (!has_x2 || (flags & 2)) &&
+                   use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)n_head *
+                                  (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]);
+    const int nu = tok ? (int)(n_pairs / 8) : 0;
+    /* the variant's bits (cpu_order and fp64 are the backend's own): op 1 = rope */
+    const uint64_t memo_key = 1u | (uint64_t)x_f16 << 8 | (uint64_t)dst_f16 << 9 |
+                              (uint64_t)has_x2 << 10 | (uint64_t)x2_f16 << 11 |
+                              (uint64_t)dst2_f16 << 12 | (uint64_t)pos_i32 << 13 |
+                              (uint64_t)has_from << 14 | (uint64_t)pos_from_i32 << 15 |
+                              (uint64_t)nt << 16 | (uint64_t)tok << 17 | (uint64_t)vec << 18 |
+                              (uint64_t)nu << 24;
+    struct pe_cl_program *p = memo_find(be, memo_key);
+    if (!p) {
+        char defines[PE_CL_OPTS_MAX];
+        char nu_def[24] = "";
+        if (tok)
+            snprintf(nu_def, sizeof(nu_def), " -DPE_NU=%d", nu);
+        snprintf(defines, sizeof(defines),
+                 "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
+                 "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
+                 "-DPE_NT_STORE=%d%s",
+                 x_f16, dst_f16, has_x2, x2_f16, dst2_f16, pos_i32, has_from, pos_from_i32,
+                 cpu_order(be), be->fp64, nt, nu_def);
+        PE_RETURN_IF_ERROR(get_program(be, "rope.cl",
+                                       tok   ? "pe_rope_tok"
+                                       : vec ? "pe_rope_vec"
+                                             : "pe_rope",
+                                       defines, &p));
+        memo_put(be, memo_key, p);
+    }
 
     /* freq, freq_from, stream, stream_from: a persistent buffer, uploaded again only when
      * the table changes. The host copy is built in the backend's scratch. */

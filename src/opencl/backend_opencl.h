@@ -29,6 +29,7 @@ struct pe_cl_program {
     cl_program program;
     cl_kernel kernel;
     size_t kernel_wg_size; /* CL_KERNEL_WORK_GROUP_SIZE */
+    uint64_t serial;       /* a new number each time the slot gets a program (pe_cl_memo) */
     /* The argument values last set on `kernel` (pe_cl_set_args): a launch with the same
      * bytes skips clSetKernelArg (PoCL allocates per call). Valid while arg_gen equals
      * the backend's mem_gen; n_args_set = 0: nothing known. */
@@ -77,6 +78,16 @@ struct pe_cl_backend {
     float *rope_scratch; /* host staging of the rope table */
     size_t rope_scratch_size;
     int used_clblast;    /* a CLBlast routine ran on this context (cleared at destroy) */
+    /* The program each (op, variant key) resolved to last (pe_cl_memo_find): the hot ops
+     * skip formatting their -D options and searching the program list. An entry is valid
+     * while the slot's serial is the one recorded (a recycled slot gets a new serial). */
+    uint64_t next_serial;
+    struct pe_cl_memo {
+        uint64_t key; /* 0: empty */
+        struct pe_cl_program *p;
+        uint64_t serial;
+    } memo[16];
+    int memo_next;
 };
 
 /* One kernel argument (clSetKernelArg's size and value). */
