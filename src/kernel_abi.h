@@ -100,14 +100,15 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
  * i3: their sin and cos are computed once per unit and reused across all heads. Units
  * n_rot <= u < n_units copy G dims outside the rotated window in every head.
  *
- * Geometry G (1, 2 or 4; flags): the unit's dims come in runs of G consecutive dims
+ * Geometry G (1, 2, 4 or 8; flags): the unit's dims come in runs of G consecutive dims
  * starting on a multiple of G: pairing 0 (adjacent pairs) has PU = max(G/2, 1) pairs in
  * one run of 2*PU dims from a; pairing 1 (a, a + n_pairs) has PU = G pairs in two runs of
  * G dims, from a and from b. The host picks the largest G that n_offs, head_dim and
- * n_pairs allow. A tensor whose rows are contiguous (st0 == 1) and start on multiples of
- * 2 or 4 elements gets access level 1 or 2 (at most log2 G): a run is one vec2 / vec4
- * (f32) or one word / uvec2 (f16) access; level 0 accesses element by element, and f16
- * elements are then written with atomicAnd/Or on their word.
+ * n_pairs allow; G = 8 only when a tensor is f16 and every tensor is at access level 3.
+ * A tensor whose rows are contiguous (st0 == 1) and start on multiples of 2, 4 or 8
+ * elements gets access level 1, 2 or 3 (at most log2 G): a run is one vec2 / vec4 / two
+ * vec4 (f32) or one word / uvec2 / uvec4 (f16) access; level 0 accesses element by
+ * element, and f16 elements are then written with atomicAnd/Or on their word.
  *
  * What does not fit in 128 bytes lives in the table (binding 6, uvec4 records, written
  * per call into a host-visible buffer):
@@ -134,7 +135,7 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
 #define PE_ROPE_FLAG_COPY_X2   0x40u  /* ... x2 -> dst2 */
 #define PE_ROPE_FLAG_HAS_X2    0x80u  /* fused Q/K */
 #define PE_ROPE_GEOM_SHIFT     8      /* 2 bits: log2 G */
-#define PE_ROPE_X_ACC_SHIFT    10     /* 2 bits each: access levels 0..2 */
+#define PE_ROPE_X_ACC_SHIFT    10     /* 2 bits each: access levels 0..3 */
 #define PE_ROPE_DST_ACC_SHIFT  12
 #define PE_ROPE_X2_ACC_SHIFT   14
 #define PE_ROPE_DST2_ACC_SHIFT 16
