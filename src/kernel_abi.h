@@ -26,9 +26,12 @@
                                        * sin values share a word and cos values share one */
 
 /* Specialization constant 0 of sinusoidal.comp: 0 for the general path, or the vector
- * path (f32 dst and x, d/2 a multiple of 4, rows contiguous and starting on multiples of
- * 4 elements): a unit is 4 pairs (n_units = n_half / 4) of one (i1, i3) for every i2,
- * idx = u + n_units*(i1 + ne1*i3), two vec4 accesses per row; the layout is bits 3-4. */
+ * path (rows contiguous, starting on multiples of 4 elements (f32 views) or 8 (f16
+ * views)): with f32 dst and x, d/2 a multiple of 4, a unit is 4 pairs (n_units =
+ * n_half / 4), two vec4 accesses per row; in the variants with an f16 dst or x, d/2 a
+ * multiple of 8, a unit is 8 pairs (n_units = n_half / 8), two runs of 8 elements per
+ * row, each one uvec4 of halves (f16) or two vec4 (f32). A unit covers one (i1, i3) for
+ * every i2, idx = u + n_units*(i1 + ne1*i3); the layout is bits 3-4. */
 #define PE_SIN_SPEC_VEC          0x1u
 #define PE_SIN_SPEC_HAS_X        0x2u
 #define PE_SIN_SPEC_POS_SHARED   0x4u  /* pos_st1 == 0: one position for every i2 */
