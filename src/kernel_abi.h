@@ -211,10 +211,12 @@ _Static_assert(offsetof(struct pe_vk_copy_push, n_total) == 68, "abi");
 #define PE_ENC_FLAG_CAUSAL    0x4u /* alibi */
 #define PE_ENC_FLAG_SYMMETRIC 0x8u /* alibi */
 
-/* alibi.comp specialization constant 0: 0 for the general path, or the vector path (f32
- * dst and logits, K and Q multiples of 4, rows contiguous and starting on multiples of 4
- * elements): a unit is keys 4u .. 4u+3 of PE_ALIBI_VEC_Q queries, n_units = K/4, ne1 =
- * Q/PE_ALIBI_VEC_Q, with the op's flags as constants. */
+/* alibi.comp specialization constant 0: 0 for the general path, or the vector path (rows
+ * contiguous and starting on multiples of 4 elements (f32 views) or 8 (f16 views), Q a
+ * multiple of 4): f32 dst and logits, K a multiple of 4: a unit is keys 4u .. 4u+3 of
+ * PE_ALIBI_VEC_Q queries, n_units = K/4; the variants with an f16 dst or logits, K a
+ * multiple of 8: keys 8u .. 8u+7 (one uvec4 of halves or two vec4 per row), n_units =
+ * K/8. ne1 = Q/PE_ALIBI_VEC_Q; the op's flags are constants. */
 #define PE_ALIBI_SPEC_VEC       0x1u
 #define PE_ALIBI_SPEC_HAS_X     0x2u
 #define PE_ALIBI_SPEC_CAUSAL    0x4u
