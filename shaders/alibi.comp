@@ -19,7 +19,9 @@ layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in; // PE_VK_ENC_W
 layout(std430, set = 0, binding = 2) readonly buffer Slopes { float slopes[]; };
 
 // PE_ALIBI_SPEC_* (src/kernel_abi.h): 0 = the general path; else the vector path with the
-// op's flags as constants (a pipeline holds only the path it runs).
+// op's flags as constants (a pipeline holds only the path it runs): 4 keys per row as a
+// vec4 in the f32 variant, 8 keys per row as a uvec4 of halves (or two vec4) in the
+// variants with an f16 tensor.
 layout(constant_id = 0) const uint SPEC = 0u;
 const bool VEC = (SPEC & PE_ALIBI_SPEC_VEC) != 0u;
 const bool VEC_HAS_X = (SPEC & PE_ALIBI_SPEC_HAS_X) != 0u;
@@ -61,6 +63,84 @@ void pe_vec_main()
         }
     }
 }
+#else
+// The vector path of the variants with an f16 dst or logits: keys 8u .. 8u+7 of
+// PE_ALIBI_VEC_Q queries (n_units = K/8), each row's 8 keys one uvec4 of halves (f16,
+// rows aligned to 8 elements) or two vec4 (f32); f32 math as above, one rounding to f16.
+#if DST_F16
+layout(std430, set = 0, binding = 0) writeonly buffer DstBuf8 { uvec4 dst_h8[]; };
+#else
+layout(std430, set = 0, binding = 0) writeonly buffer DstBuf4 { vec4 dst_v[]; };
+#endif
+#if X_F16
+layout(std430, set = 0, binding = 1) readonly buffer XBuf8 { uvec4 x_h8[]; };
+#else
+layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
+#endif
+
+void pe_ld8_x(uint e, out vec4 lo, out vec4 hi)
+{
+#if X_F16
+    uvec4 w = x_h8[e >> 3];
+    lo = vec4(pe_f16_to_f32(w.x & 0xffffu), pe_f16_to_f32(w.x >> 16),
+              pe_f16_to_f32(w.y & 0xffffu), pe_f16_to_f32(w.y >> 16));
+    hi = vec4(pe_f16_to_f32(w.z & 0xffffu), pe_f16_to_f32(w.z >> 16),
+              pe_f16_to_f32(w.w & 0xffffu), pe_f16_to_f32(w.w >> 16));
+#else
+    lo = x_v[e >> 2];
+    hi = x_v[(e >> 2) + 1u];
+#endif
+}
+
+void pe_st8_dst(uint e, vec4 lo, vec4 hi)
+{
+#if DST_F16
+    dst_h8[e >> 3] = uvec4(pe_f32_to_f16(lo.x) | (pe_f32_to_f16(lo.y) << 16),
+                           pe_f32_to_f16(lo.z) | (pe_f32_to_f16(lo.w) << 16),
+                           pe_f32_to_f16(hi.x) | (pe_f32_to_f16(hi.y) << 16),
+                           pe_f32_to_f16(hi.z) | (pe_f32_to_f16(hi.w) << 16));
+#else
+    dst_v[e >> 2] = lo;
+    dst_v[(e >> 2) + 1u] = hi;
+#endif
+}
+
+void pe_vec_main()
+{
+    const float ninf = uintBitsToFloat(0xff800000u);
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu);
+        uint k = (idx - row * pc.n_units) * 8u;
+        uint hb = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint q = (row - hb * pc.ne1) * PE_ALIBI_VEC_Q;
+        uint b = pe_udiv(hb, pc.ne2_magic, (pc.shifts >> 16) & 0xffu);
+        uint h = hb - b * pc.ne2;
+        float slope = slopes[h];
+        uint e = pc.dst_off + k + q * pc.dst_st1 + h * pc.dst_st2 + b * pc.dst_st3;
+        uint l = pc.lg_off + k + q * pc.lg_st1 + h * pc.lg_st2 + b * pc.lg_st3;
+        ivec4 d0 = ivec4(int(q) - int(k) + pc.base) - ivec4(0, 1, 2, 3);
+        ivec4 d1 = d0 - 4;
+        for (uint r = 0u; r < PE_ALIBI_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1, d0 += 1,
+                  d1 += 1) {
+            ivec4 dd0 = VEC_SYMMETRIC ? abs(d0) : d0;
+            ivec4 dd1 = VEC_SYMMETRIC ? abs(d1) : d1;
+            precise vec4 v0 = -(slope * vec4(dd0));
+            precise vec4 v1 = -(slope * vec4(dd1));
+            if (VEC_HAS_X) {
+                vec4 x0, x1;
+                pe_ld8_x(l, x0, x1);
+                v0 = x0 + v0;
+                v1 = x1 + v1;
+            }
+            if (VEC_CAUSAL) {
+                v0 = mix(v0, vec4(ninf), lessThan(d0, ivec4(0)));
+                v1 = mix(v1, vec4(ninf), lessThan(d1, ivec4(0)));
+            }
+            pe_st8_dst(e, v0, v1);
+        }
+    }
+}
 #endif
 
 float value(uint k, uint q, uint h, uint b)
@@ -78,12 +158,10 @@ float value(uint k, uint q, uint h, uint b)
 
 void main()
 {
-#if !DST_F16 && !X_F16
     if (VEC) {
         pe_vec_main();
         return;
     }
-#endif
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint np = (pc.flags & PE_ENC_FLAG_PAIRS) != 0u ? 2u : 1u;
     for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {

@@ -11,7 +11,7 @@
 // src/kernel_abi.h.
 //
 // Work decomposition: one loop iteration = one unit = (PU rotated pairs, token, batch),
-// PU = 1, 2 or 4. It reads the position(s), forms each angle in f32 (one rounding per
+// PU = 1, 2, 4 or 8. It reads the position(s), forms each angle in f32 (one rounding per
 // product, `precise`) and takes sin and cos with posenc's own range reduction and
 // polynomials (common.glsl) ONCE, then rotates those pairs in every head of x and of x2
 // (fused Q/K: x2 may have another head count). Units past n_rot copy G dims outside the
@@ -20,10 +20,12 @@
 // as x. Invocations of a subgroup take consecutive units of one token, so their accesses
 // in each head are adjacent.
 //
-// Memory access: a unit's dims come in runs of W = 1, 2 or 4 consecutive dims (the
+// Memory access: a unit's dims come in runs of W = 1, 2, 4 or 8 consecutive dims (the
 // geometry G); a tensor whose rows are contiguous and aligned reads / writes a run as one
-// vec2 / vec4 (f32) or one word / uvec2 (f16) access (its ACC level), otherwise element by
-// element. f16 elements not written as whole words use atomicAnd/atomicOr on their word,
+// vec2 / vec4 / two vec4 (f32) or one word / uvec2 / uvec4 (f16) access (its ACC level),
+// otherwise element by element. G = 8 (f16 only, every tensor aligned to 8 elements) is
+// for lavapipe, which scalarizes each access per 32-bit component with a bounds check:
+// 16 bytes per access instead of 8 puts f16 at f32's bytes per access. f16 elements not written as whole words use atomicAnd/atomicOr on their word,
 // since another invocation may own the other half.
 #extension GL_GOOGLE_include_directive : require
 
@@ -50,9 +52,9 @@ layout(constant_id = 0) const uint FLAGS = 0u;
 
 const bool HAS_X2 = (FLAGS & PE_ROPE_FLAG_HAS_X2) != 0u;
 const bool PAIRING1 = (FLAGS & PE_ROPE_FLAG_PAIRING1) != 0u;
-const uint GEOM = (FLAGS >> PE_ROPE_GEOM_SHIFT) & 3u;  // 0, 1, 2: runs of 1, 2, 4 dims
+const uint GEOM = (FLAGS >> PE_ROPE_GEOM_SHIFT) & 3u;  // 0..3: runs of 1, 2, 4, 8 dims
 const uint G = 1u << GEOM;
-const uint PU = PAIRING1 ? G : (G == 4u ? 2u : 1u);   // pairs per unit
+const uint PU = PAIRING1 ? G : (G >= 4u ? G / 2u : 1u); // pairs per unit
 const uint RUN = PAIRING1 ? PU : 2u * PU;              // dims per run (a.., and b..)
 const uint X_ACC = (FLAGS >> PE_ROPE_X_ACC_SHIFT) & 3u;
 const uint DST_ACC = (FLAGS >> PE_ROPE_DST_ACC_SHIFT) & 3u;
@@ -74,6 +76,8 @@ uint pe_pack2(vec2 v)
 // dst2 are bound to x when absent (then never touched); dst may be the same memory as x.
 // ldv_T(e, st, n): elements e, e+st, .. (n = 1, 2, 4) in a vec4; with ACC >= 1 (st == 1,
 // e a multiple of 2; ACC 2: of 4) as whole 2- / 4-element accesses. stv_T likewise.
+// ld8v_T / st8v_T: 8 elements as (lo, hi); ACC 3 (e a multiple of 8): one uvec4 (f16) or
+// two vec4 (f32), else two ldv / stv of 4.
 
 #define PE_LOAD_F32(T, B, ACC)                                                             \
     layout(std430, set = 0, binding = B) readonly buffer T##B1 { float T##_1[]; };          \
@@ -81,17 +85,29 @@ uint pe_pack2(vec2 v)
     layout(std430, set = 0, binding = B) readonly buffer T##B4 { vec4 T##_4[]; };           \
     float ld_##T(uint e) { return T##_1[e]; }                                              \
     vec2 ld2_##T(uint e) { return T##_2[e >> 1]; }                                         \
-    vec4 ld4_##T(uint e) { return T##_4[e >> 2]; }
+    vec4 ld4_##T(uint e) { return T##_4[e >> 2]; }                                         \
+    void ld8_##T(uint e, out vec4 lo, out vec4 hi)                                         \
+    {                                                                                      \
+        lo = T##_4[e >> 2];                                                                \
+        hi = T##_4[(e >> 2) + 1u];                                                         \
+    }
 
 #define PE_LOAD_F16(T, B, ACC)                                                             \
     layout(std430, set = 0, binding = B) readonly buffer T##B1 { uint T##_1[]; };           \
     layout(std430, set = 0, binding = B) readonly buffer T##B2 { uvec2 T##_2[]; };          \
+    layout(std430, set = 0, binding = B) readonly buffer T##B4 { uvec4 T##_4[]; };          \
     float ld_##T(uint e) { return pe_load_f16(T##_1[e >> 1], e & 1u); }                    \
     vec2 ld2_##T(uint e) { return pe_unpack2(T##_1[e >> 1]); }                             \
     vec4 ld4_##T(uint e)                                                                   \
     {                                                                                      \
         uvec2 w = T##_2[e >> 2];                                                           \
         return vec4(pe_unpack2(w.x), pe_unpack2(w.y));                                     \
+    }                                                                                      \
+    void ld8_##T(uint e, out vec4 lo, out vec4 hi)                                         \
+    {                                                                                      \
+        uvec4 w = T##_4[e >> 3];                                                           \
+        lo = vec4(pe_unpack2(w.x), pe_unpack2(w.y));                                       \
+        hi = vec4(pe_unpack2(w.z), pe_unpack2(w.w));                                       \
     }
 
 #define PE_LOADV(T, ACC)                                                                   \
@@ -102,11 +118,20 @@ uint pe_pack2(vec2 v)
         if (n == 2u)                                                                       \
             return ACC >= 1u ? vec4(ld2_##T(e), 0.0, 0.0)                                  \
                              : vec4(ld_##T(e), ld_##T(e + st), 0.0, 0.0);                  \
-        if (ACC == 2u)                                                                     \
+        if (ACC >= 2u)                                                                     \
             return ld4_##T(e);                                                             \
         if (ACC == 1u)                                                                     \
             return vec4(ld2_##T(e), ld2_##T(e + 2u));                                      \
         return vec4(ld_##T(e), ld_##T(e + st), ld_##T(e + 2u * st), ld_##T(e + 3u * st));  \
+    }                                                                                      \
+    void ld8v_##T(uint e, uint st, out vec4 lo, out vec4 hi)                               \
+    {                                                                                      \
+        if (ACC == 3u) {                                                                   \
+            ld8_##T(e, lo, hi);                                                            \
+        } else {                                                                           \
+            lo = ldv_##T(e, st, 4u);                                                       \
+            hi = ldv_##T(e + 4u * st, st, 4u);                                             \
+        }                                                                                  \
     }
 
 #define PE_STORE_F32(T, B, ACC)                                                            \
@@ -115,11 +140,17 @@ uint pe_pack2(vec2 v)
     layout(std430, set = 0, binding = B) writeonly buffer T##B4 { vec4 T##_4[]; };          \
     void st_##T(uint e, float v) { T##_1[e] = v; }                                         \
     void st2_##T(uint e, vec2 v) { T##_2[e >> 1] = v; }                                    \
-    void st4_##T(uint e, vec4 v) { T##_4[e >> 2] = v; }
+    void st4_##T(uint e, vec4 v) { T##_4[e >> 2] = v; }                                    \
+    void st8_##T(uint e, vec4 lo, vec4 hi)                                                 \
+    {                                                                                      \
+        T##_4[e >> 2] = lo;                                                                \
+        T##_4[(e >> 2) + 1u] = hi;                                                         \
+    }
 
 #define PE_STORE_F16(T, B, ACC)                                                            \
     layout(std430, set = 0, binding = B) buffer T##B1 { uint T##_1[]; };                    \
     layout(std430, set = 0, binding = B) writeonly buffer T##B2 { uvec2 T##_2[]; };         \
+    layout(std430, set = 0, binding = B) writeonly buffer T##B4 { uvec4 T##_4[]; };         \
     void st_##T(uint e, float v)                                                           \
     {                                                                                      \
         uint sh = (e & 1u) * 16u;                                                          \
@@ -127,7 +158,12 @@ uint pe_pack2(vec2 v)
         atomicOr(T##_1[e >> 1], pe_f32_to_f16(v) << sh);                                   \
     }                                                                                      \
     void st2_##T(uint e, vec2 v) { T##_1[e >> 1] = pe_pack2(v); }                          \
-    void st4_##T(uint e, vec4 v) { T##_2[e >> 2] = uvec2(pe_pack2(v.xy), pe_pack2(v.zw)); }
+    void st4_##T(uint e, vec4 v) { T##_2[e >> 2] = uvec2(pe_pack2(v.xy), pe_pack2(v.zw)); } \
+    void st8_##T(uint e, vec4 lo, vec4 hi)                                                 \
+    {                                                                                      \
+        T##_4[e >> 3] = uvec4(pe_pack2(lo.xy), pe_pack2(lo.zw), pe_pack2(hi.xy),           \
+                              pe_pack2(hi.zw));                                            \
+    }
 
 #define PE_STOREV(T, ACC)                                                                  \
     void stv_##T(uint e, uint st, uint n, vec4 v)                                          \
@@ -141,7 +177,7 @@ uint pe_pack2(vec2 v)
                 st_##T(e, v.x);                                                            \
                 st_##T(e + st, v.y);                                                       \
             }                                                                              \
-        } else if (ACC == 2u) {                                                            \
+        } else if (ACC >= 2u) {                                                            \
             st4_##T(e, v);                                                                 \
         } else if (ACC == 1u) {                                                            \
             st2_##T(e, v.xy);                                                              \
@@ -151,6 +187,15 @@ uint pe_pack2(vec2 v)
             st_##T(e + st, v.y);                                                           \
             st_##T(e + 2u * st, v.z);                                                      \
             st_##T(e + 3u * st, v.w);                                                      \
+        }                                                                                  \
+    }                                                                                      \
+    void st8v_##T(uint e, uint st, vec4 lo, vec4 hi)                                       \
+    {                                                                                      \
+        if (ACC == 3u) {                                                                   \
+            st8_##T(e, lo, hi);                                                            \
+        } else {                                                                           \
+            stv_##T(e, st, 4u, lo);                                                        \
+            stv_##T(e + 4u * st, st, 4u, hi);                                              \
         }                                                                                  \
     }
 
@@ -211,12 +256,43 @@ vec4 pe_rot0(vec4 v, vec4 c, vec4 s)
         }                                                                                  \
     }
 
+// G == 8: the same with runs of 8 dims as (lo, hi) halves; pairs 0-3 of the unit use
+// (c, s), pairs 4-7 (pairing 1 only) (c1, s1). Pairing 0: 4 adjacent pairs in one run.
+#define PE_ROT_HEADS8(T, D, n_head, xr, xs0, xs1, dr, ds0, ds1)                              \
+    {                                                                                      \
+        uint xa = (xr) + a * (xs0), da = (dr) + a * (ds0);                                 \
+        if (!PAIRING1) {                                                                   \
+            for (uint h = 0u; h < (n_head); h++, xa += (xs1), da += (ds1)) {               \
+                vec4 lo, hi;                                                               \
+                ld8v_##T(xa, (xs0), lo, hi);                                               \
+                st8v_##D(da, (ds0), pe_rot0(lo, c, s), pe_rot0(hi, c.zwzw, s.zwzw));       \
+            }                                                                              \
+        } else {                                                                           \
+            uint xb = (xr) + b * (xs0), db = (dr) + b * (ds0);                             \
+            for (uint h = 0u; h < (n_head); h++, xa += (xs1), da += (ds1), xb += (xs1),    \
+                      db += (ds1)) {                                                       \
+                vec4 al, ah, bl, bh;                                                       \
+                ld8v_##T(xa, (xs0), al, ah);                                               \
+                ld8v_##T(xb, (xs0), bl, bh);                                               \
+                st8v_##D(da, (ds0), al * c - bl * s, ah * c1 - bh * s1);                   \
+                st8v_##D(db, (ds0), al * s + bl * c, ah * s1 + bh * c1);                   \
+            }                                                                              \
+        }                                                                                  \
+    }
+
 // Copy the G dims from cd of every head.
 #define PE_COPY_HEADS(T, D, n_head, xr, xs0, xs1, dr, ds0, ds1)                              \
     {                                                                                      \
         uint xe = (xr) + cd * (xs0), de = (dr) + cd * (ds0);                               \
-        for (uint h = 0u; h < (n_head); h++, xe += (xs1), de += (ds1))                     \
-            stv_##D(de, (ds0), G, ldv_##T(xe, (xs0), G));                                  \
+        for (uint h = 0u; h < (n_head); h++, xe += (xs1), de += (ds1)) {                   \
+            if (G == 8u) {                                                                 \
+                vec4 lo, hi;                                                               \
+                ld8v_##T(xe, (xs0), lo, hi);                                               \
+                st8v_##D(de, (ds0), lo, hi);                                               \
+            } else {                                                                       \
+                stv_##D(de, (ds0), G, ldv_##T(xe, (xs0), G));                              \
+            }                                                                              \
+        }                                                                                  \
     }
 
 // cos and sin (times mscale) of pair record r at token i2, batch i3.
@@ -270,18 +346,31 @@ void main()
         uint j = PU * u; // the unit's first pair
         uvec4 r1 = tab[3u + 2u * j];
         uint a = r1.x, b = r1.y;
-        vec4 c = vec4(0.0), s = vec4(0.0);
+        vec4 c = vec4(0.0), s = vec4(0.0), c1 = vec4(0.0), s1 = vec4(0.0);
         pe_rope_cs(tab[2u + 2u * j], i2, i3, c.x, s.x);
         if (PU >= 2u)
             pe_rope_cs(tab[4u + 2u * j], i2, i3, c.y, s.y);
-        if (PU == 4u) {
+        if (PU >= 4u) {
             pe_rope_cs(tab[6u + 2u * j], i2, i3, c.z, s.z);
             pe_rope_cs(tab[8u + 2u * j], i2, i3, c.w, s.w);
         }
+        if (PU == 8u) {
+            pe_rope_cs(tab[10u + 2u * j], i2, i3, c1.x, s1.x);
+            pe_rope_cs(tab[12u + 2u * j], i2, i3, c1.y, s1.y);
+            pe_rope_cs(tab[14u + 2u * j], i2, i3, c1.z, s1.z);
+            pe_rope_cs(tab[16u + 2u * j], i2, i3, c1.w, s1.w);
+        }
 
-        PE_ROT_HEADS(x, dst, pc.ne1, xr, pc.x_st0, pc.x_st1, dr, pc.dst_st0, pc.dst_st1)
-        if (HAS_X2)
-            PE_ROT_HEADS(x2, dst2, pc.ne1b, x2r, pc.x2_st0, pc.x2_st1, d2r, pc.dst2_st0,
-                         pc.dst2_st1)
+        if (G == 8u) {
+            PE_ROT_HEADS8(x, dst, pc.ne1, xr, pc.x_st0, pc.x_st1, dr, pc.dst_st0, pc.dst_st1)
+            if (HAS_X2)
+                PE_ROT_HEADS8(x2, dst2, pc.ne1b, x2r, pc.x2_st0, pc.x2_st1, d2r, pc.dst2_st0,
+                              pc.dst2_st1)
+        } else {
+            PE_ROT_HEADS(x, dst, pc.ne1, xr, pc.x_st0, pc.x_st1, dr, pc.dst_st0, pc.dst_st1)
+            if (HAS_X2)
+                PE_ROT_HEADS(x2, dst2, pc.ne1b, x2r, pc.x2_st0, pc.x2_st1, d2r, pc.dst2_st0,
+                             pc.dst2_st1)
+        }
     }
 }

@@ -7,6 +7,9 @@
 // src/kernel_abi.h): the (sin, cos) pair i, whose angle pos*freq[i] is computed once for
 // both elements, or two adjacent pairs in the f16 PE_SIN_FLAG_DST_PAIR2 path.
 //
+// Aligned contiguous rows take the vector paths instead (PE_SIN_SPEC_VEC, below): 4
+// pairs per unit as vec4 in f32, 8 pairs per unit as uvec4 of 8 halves with f16.
+//
 // f16 dst: a general strided view writes each element with two atomics on its word
 // (store_dst); when rows are contiguous and start on even elements, whole words are
 // stored plainly: (sin, cos) of a pair when interleaved (PE_SIN_FLAG_DST_WORDS), the two
@@ -48,12 +51,19 @@ layout(std430, set = 0, binding = 1) readonly buffer XBuf { float x_f[]; };
 #endif
 layout(std430, set = 0, binding = 2) readonly buffer PosBuf { int pos_i[]; };
 layout(std430, set = 0, binding = 3) readonly buffer FreqBuf { float freq[]; };
-#if !DST_F16 && !X_F16
-// The same bindings as vec4 arrays (the vector path: f32, rows aligned to 4 elements).
+// The same bindings as vec4 arrays (the vector paths: f32 rows aligned to 4 elements)
+// and uvec4 arrays of 8 halves (f16 rows aligned to 8 elements).
+#if DST_F16
+layout(std430, set = 0, binding = 0) writeonly buffer DstBuf8 { uvec4 dst_h8[]; };
+#else
 layout(std430, set = 0, binding = 0) writeonly buffer DstBuf4 { vec4 dst_v[]; };
-layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
-layout(std430, set = 0, binding = 3) readonly buffer FreqBuf4 { vec4 freq_v[]; };
 #endif
+#if X_F16
+layout(std430, set = 0, binding = 1) readonly buffer XBuf8 { uvec4 x_h8[]; };
+#else
+layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
+#endif
+layout(std430, set = 0, binding = 3) readonly buffer FreqBuf4 { vec4 freq_v[]; };
 
 float load_x(uint e)
 {
@@ -99,7 +109,6 @@ void pe_pair(uint i, float p, uint lay, uint xb, out uint i0s, out uint i0c, out
     }
 }
 
-#if !DST_F16 && !X_F16
 // The vector path (PE_SIN_SPEC_VEC; host conditions in ops_vulkan.c): a unit is 4 pairs
 // (4u .. 4u+3) of token i1, batch i3, for every i2 of dim 2. Its (sin, cos) values are
 // two vec4 at element offsets oa and ob of a row: (s0 c0 s1 c1) at 8u and (s2 c2 s3 c3)
@@ -128,6 +137,8 @@ void pe_vec_values(int praw, vec4 f, out vec4 ea, out vec4 eb)
         eb = s;
     }
 }
+
+#if !DST_F16 && !X_F16
 
 void pe_vec_main()
 {
@@ -164,14 +175,107 @@ void pe_vec_main()
 }
 #endif
 
-void main()
+#if DST_F16 || X_F16
+// The vector path of the variants with an f16 tensor (PE_SIN_SPEC_VEC): as above with
+// units of 8 pairs (8u .. 8u+7), so that every access is 16 bytes: a run of 8 elements is
+// one uvec4 of halves (f16, rows aligned to 8 elements) or two vec4 (f32). The two runs
+// of a unit: elements 16u .. 16u+7 and 16u+8 .. 16u+15 when interleaved, the 8 sin at 8u
+// and the 8 cos at n_half+8u in the half-split layouts (cos first: the other way round).
+// f32 arithmetic as the general path (x*x_scale + value), then one rounding to f16.
+void pe_vec8_values(int praw, vec4 f0, vec4 f1, out vec4 a0, out vec4 a1, out vec4 b0,
+                    out vec4 b1)
 {
-#if !DST_F16 && !X_F16
-    if (VEC) {
-        pe_vec_main();
+    vec4 s0, c0, s1, c1;
+    pe_vec_values(praw, f0, a0, a1); // (s c s c | s c s c) or (s | c) of pairs 0-3
+    pe_vec_values(praw, f1, b0, b1); // pairs 4-7
+    if (VEC_LAY == PE_SIN_INTERLEAVED) {
+        // runs: pairs 0-3 (a0 a1), pairs 4-7 (b0 b1): already in order
         return;
     }
+    // half-split: run A = first values of pairs 0-7, run B = second values
+    s0 = a0;
+    c0 = a1;
+    s1 = b0;
+    c1 = b1;
+    a0 = s0;
+    a1 = s1;
+    b0 = c0;
+    b1 = c1;
+}
+
+void pe_ld8_x(uint e, out vec4 lo, out vec4 hi)
+{
+#if X_F16
+    uvec4 w = x_h8[e >> 3];
+    lo = vec4(pe_f16_to_f32(w.x & 0xffffu), pe_f16_to_f32(w.x >> 16),
+              pe_f16_to_f32(w.y & 0xffffu), pe_f16_to_f32(w.y >> 16));
+    hi = vec4(pe_f16_to_f32(w.z & 0xffffu), pe_f16_to_f32(w.z >> 16),
+              pe_f16_to_f32(w.w & 0xffffu), pe_f16_to_f32(w.w >> 16));
+#else
+    lo = x_v[e >> 2];
+    hi = x_v[(e >> 2) + 1u];
 #endif
+}
+
+void pe_st8_dst(uint e, vec4 lo, vec4 hi)
+{
+#if DST_F16
+    dst_h8[e >> 3] = uvec4(pe_f32_to_f16(lo.x) | (pe_f32_to_f16(lo.y) << 16),
+                           pe_f32_to_f16(lo.z) | (pe_f32_to_f16(lo.w) << 16),
+                           pe_f32_to_f16(hi.x) | (pe_f32_to_f16(hi.y) << 16),
+                           pe_f32_to_f16(hi.z) | (pe_f32_to_f16(hi.w) << 16));
+#else
+    dst_v[e >> 2] = lo;
+    dst_v[(e >> 2) + 1u] = hi;
+#endif
+}
+
+void pe_vec8_main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu); // i1 + ne1 * i3
+        uint u = idx - row * pc.n_units;
+        uint i3 = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint i1 = row - i3 * pc.ne1;
+        uint oa = VEC_LAY == PE_SIN_INTERLEAVED ? 16u * u : 8u * u;
+        uint ob = VEC_LAY == PE_SIN_INTERLEAVED ? oa + 8u : pc.n_half + oa;
+        uint pb = pc.pos_off + i1 * pc.pos_st0 + i3 * pc.pos_st2;
+        uint xb = pc.x_off + i1 * pc.x_st1 + i3 * pc.x_st3;
+        uint db = pc.dst_off + i1 * pc.dst_st1 + i3 * pc.dst_st3;
+        vec4 f0 = freq_v[2u * u], f1 = freq_v[2u * u + 1u];
+        vec4 a0, a1, b0, b1;
+        pe_vec8_values(pos_i[pb], f0, f1, a0, a1, b0, b1);
+        for (uint i2 = 0u; i2 < pc.ne2; i2++) {
+            if (!VEC_POS_SHARED && i2 > 0u)
+                pe_vec8_values(pos_i[pb + i2 * pc.pos_st1], f0, f1, a0, a1, b0, b1);
+            uint d = db + i2 * pc.dst_st2;
+            if (VEC_HAS_X) {
+                uint x = xb + i2 * pc.x_st2;
+                vec4 xa0, xa1, xb0, xb1;
+                pe_ld8_x(x + oa, xa0, xa1);
+                pe_ld8_x(x + ob, xb0, xb1);
+                pe_st8_dst(d + oa, xa0 * pc.x_scale + a0, xa1 * pc.x_scale + a1);
+                pe_st8_dst(d + ob, xb0 * pc.x_scale + b0, xb1 * pc.x_scale + b1);
+            } else {
+                pe_st8_dst(d + oa, a0, a1);
+                pe_st8_dst(d + ob, b0, b1);
+            }
+        }
+    }
+}
+#endif
+
+void main()
+{
+    if (VEC) {
+#if DST_F16 || X_F16
+        pe_vec8_main();
+#else
+        pe_vec_main();
+#endif
+        return;
+    }
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint lay = pc.flags & PE_SIN_FLAG_LAYOUT_MASK;
     bool pos_f32 = (pc.flags & PE_SIN_FLAG_POS_F32) != 0u;

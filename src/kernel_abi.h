@@ -26,9 +26,12 @@
                                        * sin values share a word and cos values share one */
 
 /* Specialization constant 0 of sinusoidal.comp: 0 for the general path, or the vector
- * path (f32 dst and x, d/2 a multiple of 4, rows contiguous and starting on multiples of
- * 4 elements): a unit is 4 pairs (n_units = n_half / 4) of one (i1, i3) for every i2,
- * idx = u + n_units*(i1 + ne1*i3), two vec4 accesses per row; the layout is bits 3-4. */
+ * path (rows contiguous, starting on multiples of 4 elements (f32 views) or 8 (f16
+ * views)): with f32 dst and x, d/2 a multiple of 4, a unit is 4 pairs (n_units =
+ * n_half / 4), two vec4 accesses per row; in the variants with an f16 dst or x, d/2 a
+ * multiple of 8, a unit is 8 pairs (n_units = n_half / 8), two runs of 8 elements per
+ * row, each one uvec4 of halves (f16) or two vec4 (f32). A unit covers one (i1, i3) for
+ * every i2, idx = u + n_units*(i1 + ne1*i3); the layout is bits 3-4. */
 #define PE_SIN_SPEC_VEC          0x1u
 #define PE_SIN_SPEC_HAS_X        0x2u
 #define PE_SIN_SPEC_POS_SHARED   0x4u  /* pos_st1 == 0: one position for every i2 */
@@ -100,14 +103,15 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
  * i3: their sin and cos are computed once per unit and reused across all heads. Units
  * n_rot <= u < n_units copy G dims outside the rotated window in every head.
  *
- * Geometry G (1, 2 or 4; flags): the unit's dims come in runs of G consecutive dims
+ * Geometry G (1, 2, 4 or 8; flags): the unit's dims come in runs of G consecutive dims
  * starting on a multiple of G: pairing 0 (adjacent pairs) has PU = max(G/2, 1) pairs in
  * one run of 2*PU dims from a; pairing 1 (a, a + n_pairs) has PU = G pairs in two runs of
  * G dims, from a and from b. The host picks the largest G that n_offs, head_dim and
- * n_pairs allow. A tensor whose rows are contiguous (st0 == 1) and start on multiples of
- * 2 or 4 elements gets access level 1 or 2 (at most log2 G): a run is one vec2 / vec4
- * (f32) or one word / uvec2 (f16) access; level 0 accesses element by element, and f16
- * elements are then written with atomicAnd/Or on their word.
+ * n_pairs allow; G = 8 only when a tensor is f16 and every tensor is at access level 3.
+ * A tensor whose rows are contiguous (st0 == 1) and start on multiples of 2, 4 or 8
+ * elements gets access level 1, 2 or 3 (at most log2 G): a run is one vec2 / vec4 / two
+ * vec4 (f32) or one word / uvec2 / uvec4 (f16) access; level 0 accesses element by
+ * element, and f16 elements are then written with atomicAnd/Or on their word.
  *
  * What does not fit in 128 bytes lives in the table (binding 6, uvec4 records, written
  * per call into a host-visible buffer):
@@ -134,7 +138,7 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
 #define PE_ROPE_FLAG_COPY_X2   0x40u  /* ... x2 -> dst2 */
 #define PE_ROPE_FLAG_HAS_X2    0x80u  /* fused Q/K */
 #define PE_ROPE_GEOM_SHIFT     8      /* 2 bits: log2 G */
-#define PE_ROPE_X_ACC_SHIFT    10     /* 2 bits each: access levels 0..2 */
+#define PE_ROPE_X_ACC_SHIFT    10     /* 2 bits each: access levels 0..3 */
 #define PE_ROPE_DST_ACC_SHIFT  12
 #define PE_ROPE_X2_ACC_SHIFT   14
 #define PE_ROPE_DST2_ACC_SHIFT 16
@@ -207,10 +211,12 @@ _Static_assert(offsetof(struct pe_vk_copy_push, n_total) == 68, "abi");
 #define PE_ENC_FLAG_CAUSAL    0x4u /* alibi */
 #define PE_ENC_FLAG_SYMMETRIC 0x8u /* alibi */
 
-/* alibi.comp specialization constant 0: 0 for the general path, or the vector path (f32
- * dst and logits, K and Q multiples of 4, rows contiguous and starting on multiples of 4
- * elements): a unit is keys 4u .. 4u+3 of PE_ALIBI_VEC_Q queries, n_units = K/4, ne1 =
- * Q/PE_ALIBI_VEC_Q, with the op's flags as constants. */
+/* alibi.comp specialization constant 0: 0 for the general path, or the vector path (rows
+ * contiguous and starting on multiples of 4 elements (f32 views) or 8 (f16 views), Q a
+ * multiple of 4): f32 dst and logits, K a multiple of 4: a unit is keys 4u .. 4u+3 of
+ * PE_ALIBI_VEC_Q queries, n_units = K/4; the variants with an f16 dst or logits, K a
+ * multiple of 8: keys 8u .. 8u+7 (one uvec4 of halves or two vec4 per row), n_units =
+ * K/8. ne1 = Q/PE_ALIBI_VEC_Q; the op's flags are constants. */
 #define PE_ALIBI_SPEC_VEC       0x1u
 #define PE_ALIBI_SPEC_HAS_X     0x2u
 #define PE_ALIBI_SPEC_CAUSAL    0x4u

@@ -345,6 +345,34 @@ static void alibi_cases(struct pc_case **cases, size_t *n, size_t *cap)
                 name_case(&c);
                 add_case(cases, n, cap, &c);
             }
+    /* Contiguous rows of 8-multiples with logits added and in place (the loop above adds
+     * contiguous views without logits only): the f16 vector kernels (Vulkan: 8 keys as one
+     * uvec4 of halves), f16 and mixed dtypes, every flag combination. Seeds of their own. */
+    static const struct alibi_cfg vec8[] = {
+        {{64, 12, 3, 2}, 1, 0, 0, 0, 0.0f, 0},  /* f16 + f16 logits, causal */
+        {{64, 12, 3, 2}, 1, 0, 7, 0, 0.0f, 0},  /* f16 in place, causal */
+        {{40, 8, 4, 1}, 0, 1, 3, 0, 0.0f, 0},   /* f16 + f32 logits, symmetric */
+        {{40, 8, 4, 1}, 0, 0, 0, 3, 0.0f, 0},   /* f32 + f16 logits, neither */
+        {{24, 16, 2, 2}, 1, 1, 0, 0, 8.0f, 0},  /* f16 in place, causal and symmetric */
+        {{24, 8, 5, 1}, 1, 0, 16, 0, 0.0f, 0},  /* f16 table only */
+    };
+    for (int i = 0; i < (int)(sizeof(vec8) / sizeof(vec8[0])); i++) {
+        const struct alibi_cfg *g = &vec8[i];
+        struct pc_case c = blank(PC_OP_ALIBI, 7600 + (uint64_t)i);
+        memcpy(c.ne, g->ne, sizeof(c.ne));
+        c.dtype = c.x_dtype = i == 3 ? POSENC_DTYPE_F32 : POSENC_DTYPE_F16;
+        c.view = PC_VIEW_CONTIGUOUS;
+        c.has_x = i == 5 ? 0 : (i == 1 || i == 4) ? 2 : 1;
+        if (i == 2 || i == 3)
+            c.x_dtype = other(c.dtype);
+        c.alibi.causal = g->causal;
+        c.alibi.symmetric = g->symmetric;
+        c.alibi.q_offset = g->q_offset;
+        c.alibi.k_offset = g->k_offset;
+        c.alibi.max_bias = g->max_bias;
+        name_case(&c);
+        add_case(cases, n, cap, &c);
+    }
 }
 
 void pc_encoding_cases(enum pc_op op, struct pc_case **cases, size_t *n, size_t *cap)

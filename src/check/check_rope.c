@@ -285,6 +285,31 @@ void pc_rope_cases(struct pc_case **cases, size_t *n, size_t *cap)
         name_rope(&c, "/nt");
         add_case(cases, n, cap, &c);
     }
+
+    /* f16 with runs of 8 dims (Vulkan: one uvec4 of 8 halves per access, G = 8 in
+     * rope.comp): partial rotation and window offsets (copy units of 8 dims), f32 -> f16,
+     * fused Q/K in place, NORMAL and NeoX. Seeds of their own. */
+    for (int k = 0; k < 8; k++) {
+        const posenc_rope_mode mode = k % 2 ? POSENC_ROPE_NEOX : POSENC_ROPE_NORMAL;
+        c = base_case(k < 2 ? 80 : 64, 6, 5, 2, mode, 9200 + (uint64_t)k);
+        c.dtype = c.x_dtype = POSENC_DTYPE_F16;
+        if (k < 2) {
+            c.rope.n_dims = 32; /* 48 dims copied */
+        } else if (k < 4) {
+            c.rope.n_offs = 8; /* window at 8, 24 dims copied */
+            c.rope.n_dims = 32;
+            c.has_x = k == 3 ? 2 : 0;
+        } else if (k < 6) {
+            c.x_dtype = POSENC_DTYPE_F32; /* f32 -> f16 */
+        } else {
+            c.ne[0] = 128;
+            c.rope_call = PC_ROPE_QK;
+            c.k_heads = 2;
+            c.has_x = 2;
+        }
+        name_rope(&c, "/g8");
+        add_case(cases, n, cap, &c);
+    }
 }
 
 /* ---- running a case ---------------------------------------------------------------------- */

@@ -476,25 +476,30 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
     const int v = f16(dst) * 2 + (has_x && f16(lg));
 
     /* The vector path (kernel_abi.h): CPU implementations scalarize every buffer access
-     * per invocation and component, so one slope load per 16 elements and whole vec4
-     * accesses are most of the speed there. Same grid size or smaller than the general
-     * one, so it fits where that one did. */
-    const uint32_t a4 = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3 |
-                        (has_x ? pc.lg_off | pc.lg_st1 | pc.lg_st2 | pc.lg_st3 : 0u);
-    if (v == 0 && pc.dst_st0 == 1 && (!has_x || pc.lg_st0 == 1) && (a4 & 3u) == 0 &&
-        dst->ne[0] % 4 == 0 && dst->ne[1] % PE_ALIBI_VEC_Q == 0) {
+     * per invocation and component, so one slope load per 16 or 32 elements and whole
+     * vec4 / uvec4 accesses are most of the speed there: 4 keys per row in f32, 8 (one
+     * uvec4 of halves) in the variants with an f16 tensor, whose views must then start
+     * their rows on multiples of 8 elements (f32 views: 4). Same grid size or smaller than
+     * the general one, so it fits where that one did. */
+    const int64_t vk = v != 0 ? 8 : 4; /* keys per unit */
+    const uint32_t a_dst = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3;
+    const uint32_t a_lg = has_x ? pc.lg_off | pc.lg_st1 | pc.lg_st2 | pc.lg_st3 : 0u;
+    if (pc.dst_st0 == 1 && (!has_x || pc.lg_st0 == 1) && (a_dst & (f16(dst) ? 7u : 3u)) == 0 &&
+        (a_lg & (has_x && f16(lg) ? 7u : 3u)) == 0 && dst->ne[0] % vk == 0 &&
+        dst->ne[1] % PE_ALIBI_VEC_Q == 0) {
         const uint32_t spec = PE_ALIBI_SPEC_VEC | (has_x ? PE_ALIBI_SPEC_HAS_X : 0u) |
                               (op->causal ? PE_ALIBI_SPEC_CAUSAL : 0u) |
                               (op->symmetric ? PE_ALIBI_SPEC_SYMMETRIC : 0u);
-        pc.n_units = (uint32_t)(dst->ne[0] / 4);
+        pc.n_units = (uint32_t)(dst->ne[0] / vk);
         pc.ne1 = (uint32_t)(dst->ne[1] / PE_ALIBI_VEC_Q);
-        pc.n_total /= 4 * PE_ALIBI_VEC_Q; /* K * Q * H * B (no PAIRS: f32) */
+        /* K/vk * Q/VEC_Q * H * B: fits, the general grid (K or K/2 per row) did */
+        pc.n_total = (uint32_t)((int64_t)pc.n_units * pc.ne1 * dst->ne[2] * dst->ne[3]);
         pc.shifts &= ~0xffffu;
         magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
         magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
         VkPipeline pipe;
-        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, alibi_shaders[0].name, alibi_shaders[0].code,
-                                               alibi_shaders[0].size, &spec, 1, &pipe));
+        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, alibi_shaders[v].name, alibi_shaders[v].code,
+                                               alibi_shaders[v].size, &spec, 1, &pipe));
         const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
         return pe_vk_dispatch(be, pipe, 3, bufs, &pc, sizeof pc, gx, 1, 1);
     }

@@ -129,14 +129,14 @@ static posenc_status put_x_view(struct pe_vk_backend *be, const struct pe_view *
 }
 
 /* Access level of a view for runs of 2^geom dims (p: off, st0..st3 as sent; unused
- * strides are 0): 2 when rows are contiguous and start on multiples of 4 elements, 1 on
- * multiples of 2, else 0; never above geom. */
+ * strides are 0): 3 when rows are contiguous and start on multiples of 8 elements, 2 on
+ * multiples of 4, 1 on multiples of 2, else 0; never above geom. */
 static uint32_t access_level(const uint32_t *p, uint32_t geom)
 {
     if (p[1] != 1u)
         return 0;
     const uint32_t any = p[0] | p[2] | p[3] | p[4];
-    const uint32_t lvl = (any & 3u) == 0 ? 2 : (any & 1u) == 0 ? 1 : 0;
+    const uint32_t lvl = (any & 7u) == 0 ? 3 : (any & 3u) == 0 ? 2 : (any & 1u) == 0 ? 1 : 0;
     return lvl < geom ? lvl : geom;
 }
 
@@ -197,16 +197,23 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.ne2, ne2, "tokens"));
 
     /* Geometry: the largest G (runs of G dims starting on multiples of G) that n_offs,
-     * head_dim and n_pairs allow (kernel_abi.h). */
+     * head_dim and n_pairs allow (kernel_abi.h). G = 8 only with an f16 tensor and every
+     * tensor at access level 3 (one uvec4 of 8 halves per run; f32 keeps G <= 4). */
     const bool pairing1 = op->pairing != 0;
+    const bool any_f16 = x->dtype == POSENC_DTYPE_F16 || dst->dtype == POSENC_DTYPE_F16 ||
+                         (has_x2 && (x2->dtype == POSENC_DTYPE_F16 ||
+                                     dst2->dtype == POSENC_DTYPE_F16));
+    const bool aligned8 = access_level(&pc.x_off, 3) == 3 && access_level(&pc.dst_off, 3) == 3 &&
+                          (!has_x2 || (access_level(&pc.x2_off, 3) == 3 &&
+                                       access_level(&pc.dst2_off, 3) == 3));
     uint32_t geom = 0;
-    for (uint32_t g = 2; g >= 1 && geom == 0; g--) {
+    for (uint32_t g = any_f16 && aligned8 ? 3 : 2; g >= 1 && geom == 0; g--) {
         const int64_t m = (int64_t)1 << g; /* G */
         const int64_t pm = pairing1 ? m : m / 2; /* pairs per unit */
         if (n_offs % m == 0 && d % m == 0 && n_pairs % pm == 0)
             geom = g;
     }
-    const int64_t pu = pairing1 ? (int64_t)1 << geom : (geom == 2 ? 2 : 1);
+    const int64_t pu = pairing1 ? (int64_t)1 << geom : (geom >= 2 ? (int64_t)1 << (geom - 1) : 1);
     if (pos->dtype == POSENC_DTYPE_F32)
         pc.flags |= PE_ROPE_FLAG_POS_F32;
     if (has_from && from->dtype == POSENC_DTYPE_F32)

@@ -504,29 +504,33 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     }
     pc.x_scale = has_x ? op->x_scale : 1.0f;
 
-    /* The vector path (kernel_abi.h): f32, whole vec4 accesses and sin/cos shared by the
-     * rows of dim 2. CPU implementations scalarize every buffer access per invocation and
+    /* The vector path (kernel_abi.h): whole vec4 (f32) or uvec4 of 8 halves (f16)
+     * accesses and sin/cos shared by the rows of dim 2, units of 4 pairs (f32) or 8 (any
+     * f16 tensor). CPU implementations scalarize every buffer access per invocation and
      * component (lavapipe: about 10 instructions each), so this is most of the time. */
-    const uint32_t a4 = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3 |
-                        (has_x ? pc.x_off | pc.x_st1 | pc.x_st2 | pc.x_st3 : 0u);
-    const bool vec = !dst_f16 && !x_f16 && (pc.n_half & 3u) == 0 && pc.dst_st0 == 1 &&
-                     (!has_x || pc.x_st0 == 1) && (a4 & 3u) == 0 &&
-                     rows / dst->ne[2] <= INT64_MAX / (pc.n_half / 4) &&
-                     pe_vk_grid_fits(be, (uint64_t)(pc.n_half / 4) * (uint64_t)(rows / dst->ne[2]),
+    const uint32_t vp = dst_f16 || x_f16 ? 8u : 4u; /* pairs per unit */
+    const uint32_t a_dst = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3;
+    const uint32_t a_x = has_x ? pc.x_off | pc.x_st1 | pc.x_st2 | pc.x_st3 : 0u;
+    const bool vec = pc.n_half % vp == 0 && pc.dst_st0 == 1 && (!has_x || pc.x_st0 == 1) &&
+                     (a_dst & (dst_f16 ? 7u : 3u)) == 0 && (a_x & (x_f16 ? 7u : 3u)) == 0 &&
+                     rows / dst->ne[2] <= INT64_MAX / (pc.n_half / vp) &&
+                     pe_vk_grid_fits(be, (uint64_t)(pc.n_half / vp) * (uint64_t)(rows / dst->ne[2]),
                                      PE_VK_SIN_WG);
+    const int variant = (dst_f16 ? 2 : 0) + (x_f16 ? 1 : 0);
     if (vec) {
         const uint32_t spec = PE_SIN_SPEC_VEC | (has_x ? PE_SIN_SPEC_HAS_X : 0u) |
                               (pc.pos_st1 == 0 ? PE_SIN_SPEC_POS_SHARED : 0u) |
                               ((uint32_t)op->layout & 3u) << PE_SIN_SPEC_LAYOUT_SHIFT;
-        pc.n_units = pc.n_half / 4;
+        pc.n_units = pc.n_half / vp;
         pc.n_total = (uint32_t)((int64_t)pc.n_units * (rows / dst->ne[2]));
         uint32_t l_units, l_ne1;
         pe_vk_magic(pc.n_units, &pc.units_magic, &l_units);
         pe_vk_magic(pc.ne1, &pc.ne1_magic, &l_ne1);
         pc.shifts = l_units | l_ne1 << 8;
         VkPipeline pipe;
-        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, sin_shaders[0].name, sin_shaders[0].code,
-                                               sin_shaders[0].size, &spec, 1, &pipe));
+        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, sin_shaders[variant].name,
+                                               sin_shaders[variant].code,
+                                               sin_shaders[variant].size, &spec, 1, &pipe));
         PE_RETURN_IF_ERROR(
             pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &binds[3]));
         const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
@@ -548,7 +552,6 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     pc.shifts = l_units | l_ne1 << 8 | l_ne2 << 16;
 
     /* Pipeline for this variant. */
-    const int variant = (dst_f16 ? 2 : 0) + (x_f16 ? 1 : 0);
     VkPipeline pipe;
     const uint32_t spec = 0; /* the general path */
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, sin_shaders[variant].name,
