@@ -574,22 +574,25 @@ void pe_rope_table_free(struct pe_rope_table *t)
 /*
  * The context's cache of resolved tables. A decode step calls posenc_rope with the same
  * params every time; resolving them again (a pow per pair, the checks, three mallocs) was
- * about a third of the host instructions of a decode call on OpenCL. Entries are keyed
- * by the content of every scalar field of the params, head_dim and the sequence length
- * used; params with pointer fields (pair_stream, freq_factors, freqs, LongRoPE's factor
- * arrays) are not cached, as the arrays they point to may change between calls. A hit
- * returns the same table the same params resolved to before: resolution is a pure
- * function of the key. Least recently used entries are replaced, so that the two tables
- * of posenc_rope_rerotate are both alive at once. One thread at a time per context, as
- * every context call.
+ * about a third of the host instructions of a decode call on OpenCL. An entry is keyed by
+ * head_dim, the sequence length used and the bytes of the whole params struct, so a field
+ * added to the struct joins the key by itself (padding bytes that differ between calls
+ * only cost a miss). Params with pointer fields (pair_stream, freq_factors, freqs,
+ * LongRoPE's factor arrays) are not cached, as the arrays they point to may change between
+ * calls. A hit returns the same table the same params resolved to before: resolution is a
+ * pure function of the key. Least recently used entries are replaced, so that the two
+ * tables of posenc_rope_rerotate are both alive at once. One thread at a time per context,
+ * as every context call.
  */
 #define PE_ROPE_CACHE_ENTRIES 4
-#define PE_ROPE_KEY_WORDS 32
 
 struct pe_rope_cache_entry {
     bool used;
+    bool has_params;
+    int32_t seq_len;
+    int64_t head_dim;
     uint64_t last_use;
-    uint32_t key[PE_ROPE_KEY_WORDS];
+    struct posenc_rope_params params; /* a byte copy of the caller's (when has_params) */
     struct pe_rope_table table;
 };
 
@@ -598,66 +601,25 @@ struct pe_rope_cache {
     struct pe_rope_cache_entry e[PE_ROPE_CACHE_ENTRIES];
 };
 
-/* The key of (head_dim, params, seq_len); false when the params are not cacheable. */
-static bool rope_key(int64_t head_dim, const struct posenc_rope_params *p, int32_t seq_len,
-                     uint32_t key[PE_ROPE_KEY_WORDS])
+static bool rope_cacheable(const struct posenc_rope_params *p)
 {
-    memset(key, 0, PE_ROPE_KEY_WORDS * sizeof(uint32_t));
-    size_t n = 0;
-#define PE_KEY(v)                                                                           \
-    do {                                                                                    \
-        uint32_t w_;                                                                        \
-        _Static_assert(sizeof(v) == 4, "rope key fields are 4 bytes");                     \
-        memcpy(&w_, &(v), 4);                                                               \
-        key[n++] = w_;                                                                      \
-    } while (0)
-    key[n++] = (uint32_t)head_dim;
-    key[n++] = (uint32_t)((uint64_t)head_dim >> 32);
-    PE_KEY(seq_len);
-    if (!p) {
-        key[n++] = 1; /* NULL params */
-        return true;
-    }
-    key[n++] = 2;
-    if (p->pair_stream || p->freq_factors || p->freqs || p->scaling.short_factor ||
-        p->scaling.long_factor)
-        return false;
-    const int32_t mode = (int32_t)p->mode, kind = (int32_t)p->scaling.kind;
-    PE_KEY(mode);
-    PE_KEY(p->n_dims);
-    PE_KEY(p->n_offs);
-    PE_KEY(p->freq_base);
-    PE_KEY(p->attn_factor);
-    for (size_t i = 0; i < 4; i++)
-        PE_KEY(p->sections[i]);
-    PE_KEY(p->flags);
-    for (size_t i = 0; i < 4; i++)
-        PE_KEY(p->reserved[i]);
-    const struct posenc_rope_scaling *s = &p->scaling;
-    PE_KEY(kind);
-    PE_KEY(s->factor);
-    PE_KEY(s->original_ctx);
-    PE_KEY(s->seq_len);
-    PE_KEY(s->beta_fast);
-    PE_KEY(s->beta_slow);
-    PE_KEY(s->attention_factor);
-    PE_KEY(s->mscale);
-    PE_KEY(s->mscale_all_dim);
-    PE_KEY(s->ext_factor);
-    PE_KEY(s->low_freq_factor);
-    PE_KEY(s->high_freq_factor);
-    PE_KEY(s->flags);
-#undef PE_KEY
-    return n <= PE_ROPE_KEY_WORDS;
+    return !p || !(p->pair_stream || p->freq_factors || p->freqs || p->scaling.short_factor ||
+                   p->scaling.long_factor);
+}
+
+static bool rope_entry_matches(const struct pe_rope_cache_entry *e, int64_t head_dim,
+                               const struct posenc_rope_params *p, int32_t seq_len)
+{
+    return e->used && e->head_dim == head_dim && e->seq_len == seq_len &&
+           e->has_params == (p != NULL) && (!p || memcmp(&e->params, p, sizeof(*p)) == 0);
 }
 
 posenc_status pe_rope_table_cached(posenc_context *ctx, int64_t head_dim,
                                    const struct posenc_rope_params *params, int32_t seq_len,
                                    struct pe_rope_table *out, bool *owned)
 {
-    uint32_t key[PE_ROPE_KEY_WORDS];
     *owned = true;
-    if (!ctx || !rope_key(head_dim, params, seq_len, key))
+    if (!ctx || !rope_cacheable(params))
         return pe_rope_table_build(ctx, head_dim, params, seq_len, out);
     if (!ctx->rope_cache) {
         ctx->rope_cache = calloc(1, sizeof(*ctx->rope_cache));
@@ -668,7 +630,7 @@ posenc_status pe_rope_table_cached(posenc_context *ctx, int64_t head_dim,
     struct pe_rope_cache_entry *victim = &c->e[0];
     for (int k = 0; k < PE_ROPE_CACHE_ENTRIES; k++) {
         struct pe_rope_cache_entry *e = &c->e[k];
-        if (e->used && memcmp(e->key, key, sizeof(key)) == 0) {
+        if (rope_entry_matches(e, head_dim, params, seq_len)) {
             e->last_use = ++c->clock;
             *out = e->table;
             *owned = false;
@@ -682,8 +644,12 @@ posenc_status pe_rope_table_cached(posenc_context *ctx, int64_t head_dim,
     if (victim->used)
         pe_rope_table_free(&victim->table);
     victim->used = true;
+    victim->has_params = params != NULL;
+    victim->seq_len = seq_len;
+    victim->head_dim = head_dim;
+    if (params)
+        memcpy(&victim->params, params, sizeof(*params));
     victim->last_use = ++c->clock;
-    memcpy(victim->key, key, sizeof(key));
     victim->table = t;
     *out = t;
     *owned = false;
