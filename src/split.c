@@ -83,6 +83,9 @@ struct split_desc {
     struct split_view views[6]; /* the views whose span must fit ({0, NULL} ends) */
     void (*slice)(union pe_any_op *op, int d, int64_t a, int64_t n);
     posenc_status (*run)(struct pe_backend *be, const union pe_any_op *op);
+    /* Optional: when dimension d cannot be cut, split the op into two independent ops
+     * (written to parts) and return true; the driver goes on with each. */
+    bool (*apart)(const union pe_any_op *op, int d, union pe_any_op parts[2]);
 };
 
 static const struct pe_view *view_at(const union pe_any_op *op, size_t off)
@@ -153,6 +156,21 @@ static posenc_status rope_run(struct pe_backend *be, const union pe_any_op *op)
 {
     return be->vt->rope(be, &op->rope);
 }
+/* posenc_rope_qk: q and k have different head counts, so heads are not cut while both are
+ * in the op; rotate them apart instead. */
+static bool rope_apart(const union pe_any_op *op, int d, union pe_any_op parts[2])
+{
+    if (d != 1 || !op->rope.x2.mem)
+        return false;
+    parts[0] = parts[1] = *op;
+    parts[1].rope.x = op->rope.x2;
+    parts[1].rope.dst = op->rope.dst2;
+    for (int i = 0; i < 2; i++) {
+        memset(&parts[i].rope.x2, 0, sizeof parts[i].rope.x2);
+        memset(&parts[i].rope.dst2, 0, sizeof parts[i].rope.dst2);
+    }
+    return true;
+}
 
 /* learned: x, dst [d, T, B]; pos [T, B]; the table is read at any row and not cut. */
 static void learned_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
@@ -207,27 +225,27 @@ static posenc_status relbias_run(struct pe_backend *be, const union pe_any_op *o
 
 static const struct split_desc copy_desc = {
     "copy", 0, offsetof(union pe_any_op, copy.dst),
-    {V(copy.src, "src"), V(copy.dst, "dst")}, copy_slice, copy_run};
+    {V(copy.src, "src"), V(copy.dst, "dst")}, copy_slice, copy_run, NULL};
 static const struct split_desc sin_desc = {
     "sinusoidal", 1, offsetof(union pe_any_op, sin.dst),
-    {V(sin.dst, "dst"), V(sin.x, "x"), V(sin.pos, "pos")}, sin_slice, sin_run};
+    {V(sin.dst, "dst"), V(sin.x, "x"), V(sin.pos, "pos")}, sin_slice, sin_run, NULL};
 static const struct split_desc rope_desc = {
     "rope", 1, offsetof(union pe_any_op, rope.x),
     {V(rope.x, "x"), V(rope.dst, "dst"), V(rope.x2, "k"), V(rope.dst2, "k_out"),
      V(rope.pos, "pos"), V(rope.pos_from, "pos_from")},
-    rope_slice, rope_run};
+    rope_slice, rope_run, rope_apart};
 static const struct split_desc learned_desc = {
     "learned", 1, offsetof(union pe_any_op, learned.dst),
     {V(learned.dst, "dst"), V(learned.x, "x"), V(learned.pos, "pos"),
      V(learned.table, "table")},
-    learned_slice, learned_run};
+    learned_slice, learned_run, NULL};
 static const struct split_desc alibi_desc = {
     "alibi", 0, offsetof(union pe_any_op, alibi.dst),
-    {V(alibi.dst, "dst"), V(alibi.logits, "logits")}, alibi_slice, alibi_run};
+    {V(alibi.dst, "dst"), V(alibi.logits, "logits")}, alibi_slice, alibi_run, NULL};
 static const struct split_desc relbias_desc = {
     "relbias", 0, offsetof(union pe_any_op, relbias.dst),
     {V(relbias.dst, "dst"), V(relbias.logits, "logits"), V(relbias.table, "table")},
-    relbias_slice, relbias_run};
+    relbias_slice, relbias_run, NULL};
 #undef V
 
 /* ------------------------------------------------------------------------------------ */
@@ -269,17 +287,10 @@ static posenc_status split_rec(struct split_run *r, const union pe_any_op *op, i
     const int64_t *ne = view_at(op, r->sd->shape)->ne;
     while (d >= r->sd->min_dim && ne[d] <= 1)
         d--;
-    if (r->sd == &rope_desc && d == 1 && op->rope.x2.mem) {
-        /* posenc_rope_qk: q and k have different head counts; rotate them apart. */
-        union pe_any_op qo = *op, ko = *op;
-        memset(&qo.rope.x2, 0, sizeof qo.rope.x2);
-        memset(&qo.rope.dst2, 0, sizeof qo.rope.dst2);
-        ko.rope.x = op->rope.x2;
-        ko.rope.dst = op->rope.dst2;
-        memset(&ko.rope.x2, 0, sizeof ko.rope.x2);
-        memset(&ko.rope.dst2, 0, sizeof ko.rope.dst2);
-        PE_RETURN_IF_ERROR(split_rec(r, &qo, d));
-        return split_rec(r, &ko, d);
+    union pe_any_op parts[2];
+    if (r->sd->apart && r->sd->apart(op, d, parts)) {
+        PE_RETURN_IF_ERROR(split_rec(r, &parts[0], d));
+        return split_rec(r, &parts[1], d);
     }
     if (d < r->sd->min_dim)
         return pe_error(r->ctx, POSENC_ERR_UNSUPPORTED,
