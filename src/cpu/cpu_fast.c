@@ -1175,8 +1175,14 @@ posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinu
 struct alibi_job {
     struct pe_fast_job base;
     const struct pe_alibi_op *op;
+    int kernel; /* ALIBI_K_*: the row kernel */
     size_t off_in, off_out;
 };
+
+/* The row kernels: generic (any dtypes and strides, through L1 copies of the row), or,
+ * with AVX2 + F16C, whole rows of f32 -> f32 or f16 -> f16 (logits absent or of dst's
+ * dtype, both with stride 1) converted in registers. */
+enum { ALIBI_K_GENERIC, ALIBI_K_F32, ALIBI_K_F16 };
 
 /* out[k] = x[k] - m * (float)(base - k) for k in [k0, k1) (x NULL: -(m * dist)); the
  * distance base - k is exact in int32 (positions <= 2^24, checked by the front end). */
@@ -1207,6 +1213,54 @@ static void alibi_span_after(const float *restrict x, float *restrict out, int32
     }
 }
 
+#ifdef PE_HAVE_F16C
+/*
+ * A whole ALiBi row with AVX2 (and F16C for f16 storage), converted in registers:
+ * out[k] = x[k] - m * (float)dist(k) with dist = base - k for k <= kq and, after kq,
+ * -inf (causal), k - base (symmetric) or base - k again. The same operations in the same
+ * order as alibi_span / alibi_span_after (int32 distance -> float, one product, one
+ * difference; float(-d) == -float(d) and m * -d == -(m * d) exactly), so the results are
+ * bit-identical to the portable rows. x may be out (in place: each vector is loaded before
+ * it is stored) or NULL (no logits: -(m * dist)).
+ */
+#define PE_ALIBI_ROW_AVX2(NAME, T, LOAD8, STORE8, TOF, FROMF)                                  \
+    __attribute__((target("avx2,f16c"))) static void NAME(const T *x, T *out, int32_t K,       \
+                                                          int32_t kq, int32_t base, float m,   \
+                                                          int after)                           \
+    {                                                                                          \
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                        \
+        const __m256 mv = _mm256_set1_ps(m);                                                   \
+        const __m256 ninf = _mm256_set1_ps(-INFINITY);                                         \
+        /* segment 0: [0, kq] at base - k; segment 1: (kq, K) as `after` says */              \
+        for (int seg = 0; seg < 2; seg++) {                                                    \
+            const int32_t k0 = seg ? kq + 1 : 0, k1 = seg ? K : kq + 1;                        \
+            const int mode = seg ? after : 0; /* 0: base - k, 1: k - base, 2: -inf */         \
+            int32_t k = k0;                                                                    \
+            if (mode == 2) {                                                                   \
+                for (; k + 8 <= k1; k += 8)                                                    \
+                    STORE8(out + k, ninf);                                                     \
+                for (; k < k1; k++)                                                            \
+                    out[k] = FROMF(-INFINITY);                                                 \
+                continue;                                                                      \
+            }                                                                                  \
+            const __m256i bv = _mm256_set1_epi32(base);                                        \
+            for (; k + 8 <= k1; k += 8) {                                                      \
+                const __m256i kv = _mm256_add_epi32(_mm256_set1_epi32(k), iota);               \
+                const __m256i dv = mode ? _mm256_sub_epi32(kv, bv) : _mm256_sub_epi32(bv, kv); \
+                const __m256 b = _mm256_mul_ps(mv, _mm256_cvtepi32_ps(dv));                    \
+                STORE8(out + k, x ? _mm256_sub_ps(LOAD8(x + k), b)                             \
+                                  : _mm256_xor_ps(b, _mm256_set1_ps(-0.0f)));                  \
+            }                                                                                  \
+            for (; k < k1; k++) {                                                              \
+                const float b = m * (float)(mode ? k - base : base - k);                       \
+                out[k] = FROMF(x ? TOF(x[k]) - b : -b);                                        \
+            }                                                                                  \
+        }                                                                                      \
+    }
+PE_ALIBI_ROW_AVX2(alibi_row_avx2_f32, float, PE_LOAD8_F32, PE_STORE8_F32, PE_ID, PE_ID)
+PE_ALIBI_ROW_AVX2(alibi_row_avx2_f16, uint16_t, PE_LOAD8_F16, PE_STORE8_F16, h2f, f2h)
+#endif
+
 static void alibi_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
 {
     const struct alibi_job *aj = (const struct alibi_job *)job;
@@ -1219,13 +1273,26 @@ static void alibi_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
     for (int64_t it = begin; it < end; it++) {
         const int64_t q = it % Q, h = (it / Q) % H, b = it / (Q * H);
         const int64_t di = at4(d, q, h, b);
-        const float *xr = has_x ? input_row(x, at4(x, q, h, b), K, in_place, tin) : NULL;
-        float *out = output_row(d, di, tout);
         const float m = op->slopes_f32[h];
         /* dist(k) = base - k with base = (q + q_offset) - k_offset; keys k <= base are at
          * or before the query */
         const int64_t base = q + op->q_offset - op->k_offset;
         const int32_t kq = (int32_t)(base < -1 ? -1 : base > K - 1 ? K - 1 : base);
+#ifdef PE_HAVE_F16C
+        if (aj->kernel != ALIBI_K_GENERIC) {
+            const int after = op->causal ? 2 : op->symmetric ? 1 : 0;
+            if (aj->kernel == ALIBI_K_F32)
+                alibi_row_avx2_f32(has_x ? (const float *)x->mem + at4(x, q, h, b) : NULL,
+                                   (float *)d->mem + di, (int32_t)K, kq, (int32_t)base, m, after);
+            else
+                alibi_row_avx2_f16(has_x ? (const uint16_t *)x->mem + at4(x, q, h, b) : NULL,
+                                   (uint16_t *)d->mem + di, (int32_t)K, kq, (int32_t)base, m,
+                                   after);
+            continue;
+        }
+#endif
+        const float *xr = has_x ? input_row(x, at4(x, q, h, b), K, in_place, tin) : NULL;
+        float *out = output_row(d, di, tout);
         alibi_span(xr, out, 0, kq + 1, (int32_t)base, m);
         if (op->causal) {
             for (int64_t k = kq + 1; k < K; k++)
@@ -1249,6 +1316,13 @@ posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op 
     aj.off_in = carve(&used, (size_t)d->ne[0]);
     aj.off_out = carve(&used, (size_t)d->ne[0]);
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    aj.kernel = ALIBI_K_GENERIC;
+#ifdef PE_HAVE_F16C
+    const struct pe_view *x = &op->logits;
+    if (have_avx2_f16c && d->st[0] == 1 && d->ne[0] <= INT32_MAX &&
+        (!x->mem || (x->dtype == d->dtype && x->st[0] == 1)))
+        aj.kernel = d->dtype == POSENC_DTYPE_F32 ? ALIBI_K_F32 : ALIBI_K_F16;
+#endif
     aj.base.fn = alibi_run;
     aj.base.op = op;
     aj.base.n_items = d->ne[1] * d->ne[2] * d->ne[3];
