@@ -38,6 +38,8 @@ void pe_strlcpy(char *dst, const char *src, size_t size)
 }
 
 static void pe_vlog(posenc_context *ctx, posenc_log_level level, const char *fmt, va_list ap)
+    PE_PRINTF(3, 0);
+static void pe_vlog(posenc_context *ctx, posenc_log_level level, const char *fmt, va_list ap)
 {
     if (!ctx || !ctx->log_fn || level > ctx->log_level)
         return;

@@ -66,8 +66,11 @@
 
 /* AVX2 clones (8 floats per instruction instead of SSE2's 4) of the loops that are
  * compute-bound or close to it in L1: sin/cos, the rotation, the fused adds. Picked at load
- * time on x86-64 with GCC or Clang; elsewhere the portable version alone. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+ * time on x86-64 with GCC; elsewhere the portable version alone. Not with Clang: Clang 14
+ * gives the clones' resolvers global names ("add_row.resolver"), which two libraries
+ * built that way would both define. The AVX2 / F16C rows below are separate functions
+ * and run with either compiler. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
 #if __has_attribute(target_clones) && !defined(POSENC_NO_TARGET_CLONES)
 #define PE_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
@@ -468,14 +471,42 @@ __attribute__((target("avx,f16c"))) static void f2h_row_f16c(const float *restri
 
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
+#ifdef PE_HAVE_F16C
+#include <cpuid.h>
+
+/* CPUID / XGETBV: AVX and F16C (leaf 1 ECX bits 28, 29) usable only when the OS saves
+ * the YMM state (OSXSAVE, bit 27, and XCR0 bits 1-2); AVX2 is leaf 7 EBX bit 5. Read
+ * directly rather than with __builtin_cpu_supports, which Clang before 15 does not know
+ * for "f16c". */
+static void x86_features(int *avx_f16c, int *avx2)
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    *avx_f16c = *avx2 = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return;
+    const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
+    if ((c & need) != need)
+        return;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    if ((lo & 6u) != 6u)
+        return;
+    *avx_f16c = 1;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        *avx2 = (b >> 5) & 1u;
+}
+#endif
+
 static void pick_f16_rows(void)
 {
 #ifdef PE_HAVE_F16C
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
+    int avx_f16c, avx2;
+    x86_features(&avx_f16c, &avx2);
+    if (avx_f16c) {
         h2f_row = h2f_row_f16c;
         f2h_row = f2h_row_f16c;
-        have_avx2_f16c = __builtin_cpu_supports("avx2");
+        have_avx2_f16c = avx2;
     }
 #endif
 }
