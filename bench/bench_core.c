@@ -26,8 +26,8 @@
  *
  * Targets (issue #7, for a 2-core machine): RoPE / sinusoidal / ALiBi >= 90% of the
  * ceiling in f32, f16 at least the f32 GB/s; decode <= 1.3x the minimal call; cold start
- * with warm caches <= 100 ms on OpenCL and Vulkan. The last column says whether a row meets its
- * target ("-" where there is none).
+ * with warm caches <= 100 ms on OpenCL and Vulkan. The last column says whether a row meets
+ * its target ("-" where there is none).
  */
 #include "bench_core.h"
 #include "posenc.h"

@@ -132,9 +132,9 @@ static void compare_sin(const float *got, const char *what)
     }
 }
 
-/* A status, and a message (of ctx, or `err` when ctx is NULL) that contains `needle`. */
 #endif
 
+/* A status, and a message (of ctx, or `err` when ctx is NULL) that contains `needle`. */
 static void expect(posenc_status got, posenc_status want, posenc_context *ctx, const char *err,
                    const char *needle, const char *what)
 {
@@ -160,10 +160,10 @@ static void expect_create_fails(const struct posenc_context_params *p,
     assert_null(ctx);
 }
 
+#if TH_HAVE_OPENCL || TH_HAVE_VULKAN /* what only the host-owned device tests use */
 /* Run shared cases of `op` on a host-owned ctx (posenc's own buffers on the
  * application's device) against the reference: the first `per_dtype` with an f32 output
  * and the first `per_dtype` with an f16 output (attention: small cases only). */
-#if TH_HAVE_OPENCL || TH_HAVE_VULKAN /* what only the host-owned device tests use */
 static void run_shared_cases(posenc_context *ctx, enum pc_op op, size_t per_dtype)
 {
     size_t n = 0, ran[2] = {0, 0};
