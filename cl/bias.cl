@@ -127,12 +127,14 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
 
 /*
  * pe_alibi_vec: pe_alibi for logits and dst whose innermost (key) stride is 1 and whose
- * rows start on multiples of 16 elements (the host checks it): one work-item per 16
- * consecutive keys of a row, in one 16-wide load and store. The distance is formed in f32
- * as (float)(base - k0) - (0 .. 15): every position is <= 2^24 (checked by the front end),
- * so each value is the exact integer distance, the same f32 the scalar kernel converts,
- * and the arithmetic is the same. A row's last keys (K not a multiple of 16) go one by
- * one. Same arguments as pe_alibi; NDRange (ceil(K / 16), Q, H * B).
+ * rows start on multiples of 16 elements (the host checks it): one work-item per PE_KPW
+ * consecutive keys of a row (-D, a multiple of 16: 16 on GPUs, more on CPU devices, where
+ * a work-item's set-up is not hidden by others), 16 at a time in one 16-wide load and
+ * store. The distance is formed in f32 as (float)(base - kb) - (0 .. 15): every position
+ * is <= 2^24 (checked by the front end), so each value is the exact integer distance, the
+ * same f32 the scalar kernel converts, and the arithmetic is the same. A row's last keys
+ * (K not a multiple of 16) go one by one. Same arguments as pe_alibi; NDRange
+ * (ceil(K / PE_KPW), Q, H * B).
  */
 #if HAS_X && X_F16
 #define PE_LOAD16_LG(p, i) vload_half16(0, (p) + (i))
@@ -157,15 +159,18 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
 #define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
 #endif
 
+#ifndef PE_KPW
+#define PE_KPW 16
+#endif
 __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                            __global const X_T *lg, const long lg_off, const long4 lg_st,
                            __global const float *slopes, const long4 shape, const long4 offs)
 {
-    const long kb = 16 * (long)get_global_id(0);
+    const long k0 = PE_KPW * (long)get_global_id(0);
     const long q = (long)get_global_id(1);
     const long hb = (long)get_global_id(2);
     const long K = shape.s0;
-    if (kb >= K || q >= shape.s1 || hb >= shape.s2 * shape.s3)
+    if (k0 >= K || q >= shape.s1 || hb >= shape.s2 * shape.s3)
         return;
     const long h = hb % shape.s2;
     const long b = hb / shape.s2;
@@ -175,7 +180,9 @@ __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 
 #if HAS_X
     const long lr = lg_off + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3;
 #endif
-    if (kb + 16 <= K) {
+    const long k1 = k0 + PE_KPW < K ? k0 + PE_KPW : K;
+    long kb = k0;
+    for (; kb + 16 <= k1; kb += 16) {
         const float16 fd = (float)(base - kb) - (float16)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f,
                                                            6.0f, 7.0f, 8.0f, 9.0f, 10.0f,
                                                            11.0f, 12.0f, 13.0f, 14.0f, 15.0f);
@@ -187,9 +194,8 @@ __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 
         if (offs.s2 != 0)
             v = select(v, (float16)(-INFINITY), fd < 0.0f);
         PE_STORE16_DST(dst, dr + kb, v);
-        return;
     }
-    for (long k = kb; k < K; k++) {
+    for (long k = kb; k < k1; k++) {
         float v;
         long dist = base - k;
         if (offs.s2 != 0 && dist < 0) {

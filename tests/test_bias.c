@@ -401,6 +401,110 @@ static void test_alibi_linear(void **state)
     free(v);
 }
 
+/* Rows of keys longer than one work-item's span and not a multiple of 16, inside rows
+ * padded to 608 elements (so that every row starts on a multiple of 16 and the GPU
+ * backends' vector kernels run: on OpenCL CPU devices one work-item takes 256 keys, so a
+ * row is two full spans and a partial one ending in single keys; the causal boundary of
+ * q_offset = 300 falls inside a 16-key vector). K = 600, Q = 3, H = 5, f32 and f16 (logits
+ * of the same dtype), out of place and in place, causal / symmetric / neither, against
+ * -m * dist + x in double; the 8 padding elements of every row must stay untouched. */
+static void test_alibi_long_rows(void **state)
+{
+    (void)state;
+    enum { K = 600, KP = 608, Q = 3, H = 5, N = KP * Q * H };
+    double slopes[H];
+    assert_int_equal(posenc_alibi_slopes(H, NULL, slopes), POSENC_OK);
+    static float xs[N];
+    uint64_t seed = 9100;
+    for (int i = 0; i < N; i++)
+        xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    const float pad = 777.0f; /* exact in f16 too */
+    for (int dt = 0; dt < 2; dt++)
+        for (int mode = 0; mode < 3; mode++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                const size_t es = dt ? 2 : 4;
+                unsigned char *xb = malloc((size_t)N * es), *db = malloc((size_t)N * es);
+                assert_non_null(xb);
+                assert_non_null(db);
+                for (int i = 0; i < N; i++) {
+                    const bool padding = i % KP >= K;
+                    const float v = padding ? pad : xs[i];
+                    if (dt) {
+                        uint16_t hv = posenc_f32_to_f16(v);
+                        memcpy(xb + 2 * (size_t)i, &hv, 2);
+                        hv = posenc_f32_to_f16(pad);
+                        memcpy(db + 2 * (size_t)i, &hv, 2);
+                    } else {
+                        memcpy(xb + 4 * (size_t)i, &v, 4);
+                        memcpy(db + 4 * (size_t)i, &pad, 4);
+                    }
+                }
+                posenc_buffer *xbuf = th_upload(th.dut, xb, (size_t)N * es);
+                posenc_buffer *dbuf = th_upload(th.dut, db, (size_t)N * es);
+                const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+                posenc_tensor x = posenc_tensor_contiguous(xbuf, 0, d, K, Q, H, 1);
+                x.nb[1] = (int64_t)(KP * es);
+                x.nb[2] = x.nb[1] * Q;
+                x.nb[3] = x.nb[2] * H;
+                posenc_tensor y = x;
+                if (!in_place)
+                    y.buffer = dbuf;
+                struct posenc_alibi_params p = {.causal = mode == 0, .symmetric = mode == 1,
+                                                .q_offset = 300};
+                expect(posenc_alibi(th.dut, &x, &y, &p), POSENC_OK, NULL, "alibi long rows");
+                unsigned char *got = th_download(in_place ? xbuf : dbuf);
+                for (int h = 0; h < H; h++)
+                    for (int q = 0; q < Q; q++)
+                        for (int k = 0; k < KP; k++) {
+                            const size_t i = (size_t)k + KP * ((size_t)q + Q * (size_t)h);
+                            float g;
+                            if (dt) {
+                                uint16_t hv;
+                                memcpy(&hv, got + 2 * i, 2);
+                                g = posenc_f16_to_f32(hv);
+                            } else {
+                                memcpy(&g, got + 4 * i, 4);
+                            }
+                            if (k >= K) {
+                                if (g != pad)
+                                    fail_msg("dt %d mode %d in place %d: padding (q %d, k %d, "
+                                             "h %d) = %g, written", dt, mode, in_place, q, k, h, g);
+                                continue;
+                            }
+                            const long dist = (long)q + 300 - k;
+                            if (mode == 0 && dist < 0) {
+                                if (!(isinf(g) && g < 0))
+                                    fail_msg("dt %d in place %d: (q %d, k %d, h %d) = %g, "
+                                             "want -inf", dt, in_place, q, k, h, g);
+                                continue;
+                            }
+                            const double xin = dt ? (double)posenc_f16_to_f32(posenc_f32_to_f16(
+                                                        xs[i]))
+                                                  : (double)xs[i];
+                            const double md = slopes[h] * (double)(mode == 1 ? labs(dist) : dist);
+                            const double want = xin - md;
+                            /* f32: the slope rounded to f32 (u m|d|), the product and the
+                             * sum rounded once each (bound_alibi of check_encodings.c:
+                             * 2.01 u m|d| + 2 ulp of the result); f16 output: one more
+                             * rounding, half an f16 ulp (2^-11 relative, 2^-25 absolute at
+                             * the bottom of the subnormals) */
+                            double b = 2.01 * 0x1p-24 * fabs(md) + 2 * pc_ulp32(want);
+                            if (dt)
+                                b += 0x1p-11 * fabs(want) + 0x1p-25;
+                            if (fabs((double)g - want) > b)
+                                fail_msg("dt %d mode %d in place %d: (q %d, k %d, h %d) = %.9g, "
+                                         "want %.9g (bound %.3g)", dt, mode, in_place, q, k, h,
+                                         g, want, b);
+                        }
+                free(got);
+                free(xb);
+                free(db);
+                posenc_buffer_destroy(&xbuf);
+                posenc_buffer_destroy(&dbuf);
+                th_check_warnings();
+            }
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void test_bad_input(void **state)
@@ -560,6 +664,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_relbias_backward),
         cmocka_unit_test(test_alibi_slopes_known),
         cmocka_unit_test(test_alibi_linear),
+        cmocka_unit_test(test_alibi_long_rows),
         cmocka_unit_test(test_bad_input),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]), n = n1 + n2 + n3;

@@ -142,8 +142,9 @@
  *     8     long4 offs                (q_offset, k_offset, causal, symmetric)
  *   NDRange (K, Q, H*B). slopes is a persistent table.
  *
- *   pe_alibi_vec  (cl/bias.cl; same arguments and options): dst and logits with unit key
- *   stride and rows aligned to 4 elements. NDRange (ceil(K/16), Q, H*B).
+ *   pe_alibi_vec  (cl/bias.cl; same arguments and options, plus -DPE_KPW): dst and logits
+ *   with unit key stride and rows aligned to 16 elements. NDRange (ceil(K/PE_KPW), Q, H*B):
+ *   PE_KPW = 16 keys per work-item, PE_CL_ALIBI_CPU_KEYS on CPU devices.
  *
  * posenc_attention's kernels (cl/attention.cl: pe_attn_softmax, pe_attn_copy and the
  * no-CLBlast pe_attn_scores / pe_attn_output) and its CLBlast calls are listed in
@@ -1471,6 +1472,11 @@ static int cpu_order(const struct pe_cl_backend *be)
 
 /* Streaming stores (PE_NT_STORE) for an out-of-place output of `bytes`: on CPU devices,
  * for outputs much larger than the caches (see PE_FAST_NT_BYTES in src/cpu/cpu_fast.c). */
+bool pe_cl_is_cpu(const struct pe_cl_backend *be)
+{
+    return cpu_order(be);
+}
+
 bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes)
 {
     return cpu_order(be) && bytes >= 16.0 * 1024 * 1024;

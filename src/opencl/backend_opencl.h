@@ -112,6 +112,15 @@ posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const voi
  * out-of-place output of `bytes` (CPU devices, outputs much larger than the caches). */
 bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes);
 
+/* Whether the device is a CPU (PoCL and the like: work-items of a group run one after
+ * another, so per-work-item set-up is not hidden by other work-items). */
+bool pe_cl_is_cpu(const struct pe_cl_backend *be);
+
+/* Keys per work-item of pe_alibi_vec on CPU devices (a multiple of 16). PoCL, ALiBi
+ * [2048, 2048, 32] in place, alternating runs: 16 keys 34-47 ms per call (f16 and f32
+ * alike), 64: 17 / 27 ms, 256: 18 / 27 ms, 2048: 16 / 30 ms (f16 / f32). */
+#define PE_CL_ALIBI_CPU_KEYS 256
+
 /* Whether v's rows start on multiples of n elements with unit innermost stride (the
  * vector kernels' condition). */
 bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n);

@@ -239,9 +239,12 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     const struct pe_view *dst = &op->dst;
     const bool has_x = op->logits.mem != NULL;
     const struct pe_view *lg = has_x ? &op->logits : dst;
-    /* keys innermost, rows aligned: 16 keys per work-item (pe_alibi_vec) */
+    /* keys innermost, rows aligned: pe_alibi_vec, 16 keys per work-item, or on CPU devices
+     * PE_CL_ALIBI_CPU_KEYS (a work-item's set-up, a 64-bit division among it, cost as much
+     * as its 16 keys there) */
     const bool vec = pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16);
-    const uint64_t n[3] = {vec ? ((uint64_t)dst->ne[0] + 15) / 16 : (uint64_t)dst->ne[0],
+    const int kpw = !vec ? 1 : pe_cl_is_cpu(be) ? PE_CL_ALIBI_CPU_KEYS : 16;
+    const uint64_t n[3] = {vec ? ((uint64_t)dst->ne[0] + kpw - 1) / kpw : (uint64_t)dst->ne[0],
                            (uint64_t)dst->ne[1], (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
@@ -251,8 +254,9 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     const bool nt = vec && !in_place &&
                     pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)n[1] * (double)n[2] *
                                          (double)dst->ne[0]);
-    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d%s", is_f16(dst),
-             has_x, has_x && is_f16(lg), nt ? " -DPE_NT_STORE=1" : "");
+    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPE_KPW=%d%s",
+             is_f16(dst), has_x, has_x && is_f16(lg), vec ? kpw : 16,
+             nt ? " -DPE_NT_STORE=1" : "");
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(
         pe_cl_get_program(be, "bias.cl", vec ? "pe_alibi_vec" : "pe_alibi", defines, &p));
