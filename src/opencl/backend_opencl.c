@@ -1470,13 +1470,13 @@ static int cpu_order(const struct pe_cl_backend *be)
     return be->info.type == POSENC_DEVICE_CPU;
 }
 
-/* Streaming stores (PE_NT_STORE) for an out-of-place output of `bytes`: on CPU devices,
- * for outputs much larger than the caches (see PE_FAST_NT_BYTES in src/cpu/cpu_fast.c). */
 bool pe_cl_is_cpu(const struct pe_cl_backend *be)
 {
     return cpu_order(be);
 }
 
+/* Streaming stores (PE_NT_STORE) for an out-of-place output of `bytes`: on CPU devices,
+ * for outputs much larger than the caches (see PE_FAST_NT_BYTES in src/cpu/cpu_fast.c). */
 bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes)
 {
     return cpu_order(be) && bytes >= 16.0 * 1024 * 1024;
