@@ -9,7 +9,9 @@
  *   ops       RoPE NORMAL and NeoX, f32 and f16, out of place and in place, at
  *             [128, 32, 4096] (64 MiB in f32); fused Q+K with GQA [128, 32|8, 4096];
  *             sinusoidal add on x [1024, 2048, 8] with positions shared by the batch;
- *             ALiBi add on [2048, 2048, 32] logits ([K, Q, H]), in place and not
+ *             ALiBi add on [2048, 2048, 32] logits ([K, Q, H]), in place and not;
+ *             learned add on x [1024, 2048, 8] (table [1024, 2048], its bytes counted);
+ *             T5 relative-bias add on [2048, 2048, 32] logits (32 buckets)
  *   decode    RoPE and fused Q+K at [128, 32, 1] (one token): microseconds per call
  *             against the smallest call the backend can make (a one-element copy)
  *   cold      (OpenCL, Vulkan, CPU) context creation + the first RoPE, each in a fresh
@@ -154,7 +156,7 @@ static posenc_status fill(posenc_buffer *b, posenc_dtype dt)
 /* Cases                                                                                */
 /* ------------------------------------------------------------------------------------ */
 
-enum bench_kind { BK_COPY, BK_ROPE, BK_ROPE_QK, BK_SIN, BK_ALIBI, BK_MINIMAL };
+enum bench_kind { BK_COPY, BK_ROPE, BK_ROPE_QK, BK_SIN, BK_ALIBI, BK_LEARNED, BK_RELBIAS, BK_MINIMAL };
 
 struct bench_case {
     const char *name;
@@ -189,6 +191,12 @@ static const struct bench_case cases[] = {
     {"alibi add f32", BK_ALIBI, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
     {"alibi add f32 in-place", BK_ALIBI, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
     {"alibi add f16 in-place", BK_ALIBI, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
+    {"learned add f32", BK_LEARNED, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
+    {"learned add f32 in-place", BK_LEARNED, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
+    {"learned add f16 in-place", BK_LEARNED, POSENC_DTYPE_F16, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
+    {"relbias add f32", BK_RELBIAS, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
+    {"relbias add f32 in-place", BK_RELBIAS, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
+    {"relbias add f16 in-place", BK_RELBIAS, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
     {"minimal call (1-element copy)", BK_MINIMAL, POSENC_DTYPE_F32, 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, 0, 1, 0},
     {"decode rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1},
     {"decode rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1},
@@ -199,8 +207,8 @@ static const struct bench_case cases[] = {
 struct bench_setup {
     posenc_context *ctx;
     const struct bench_case *c;
-    posenc_buffer *x, *y, *k, *ky, *pos;
-    posenc_tensor tx, ty, tk, tky, tpos;
+    posenc_buffer *x, *y, *k, *ky, *pos, *tab;
+    posenc_tensor tx, ty, tk, tky, tpos, ttab;
     struct posenc_rope_params rope;
 };
 
@@ -211,6 +219,7 @@ static void teardown(struct bench_setup *s)
     posenc_buffer_destroy(&s->k);
     posenc_buffer_destroy(&s->ky);
     posenc_buffer_destroy(&s->pos);
+    posenc_buffer_destroy(&s->tab);
 }
 
 static posenc_status make_tensor(posenc_context *ctx, posenc_dtype dt, const int64_t ne[4],
@@ -245,9 +254,20 @@ static posenc_status setup(struct bench_setup *s, posenc_context *ctx, const str
         if (st == POSENC_OK && c->in_place)
             s->tky = s->tk;
     }
-    if (st == POSENC_OK && (c->kind == BK_ROPE || c->kind == BK_ROPE_QK || c->kind == BK_SIN)) {
+    if (st == POSENC_OK && c->kind == BK_LEARNED) {
+        /* the table [d, T]: one row per position, shared by the batch */
+        const int64_t tne[4] = {ne[0], ne[1], 1, 1};
+        st = make_tensor(ctx, c->dt, tne, &s->tab, &s->ttab, 1);
+    }
+    if (st == POSENC_OK && c->kind == BK_RELBIAS) {
+        /* a T5 bucket table [32, H] */
+        const int64_t tne[4] = {32, ne[2], 1, 1};
+        st = make_tensor(ctx, c->dt, tne, &s->tab, &s->ttab, 1);
+    }
+    if (st == POSENC_OK && (c->kind == BK_ROPE || c->kind == BK_ROPE_QK || c->kind == BK_SIN ||
+                            c->kind == BK_LEARNED)) {
         /* positions: tokens 0 .. T-1 (decode: the token at 4095) */
-        const int64_t T = c->kind == BK_SIN ? ne[1] : ne[2];
+        const int64_t T = c->kind == BK_SIN || c->kind == BK_LEARNED ? ne[1] : ne[2];
         int32_t *p = malloc((size_t)T * sizeof(int32_t));
         if (!p)
             return POSENC_ERR_OUT_OF_MEMORY;
@@ -279,6 +299,10 @@ static posenc_status run_once(struct bench_setup *s)
         return posenc_sinusoidal(s->ctx, &s->tx, &s->tpos, &s->ty, NULL);
     case BK_ALIBI:
         return posenc_alibi(s->ctx, &s->tx, &s->ty, NULL);
+    case BK_LEARNED:
+        return posenc_learned(s->ctx, &s->tx, &s->tpos, &s->ttab, &s->ty);
+    case BK_RELBIAS:
+        return posenc_relbias(s->ctx, &s->tx, &s->ttab, &s->ty, NULL);
     }
     return POSENC_ERR_INTERNAL;
 }
@@ -289,7 +313,10 @@ static double case_bytes(const struct bench_case *c, const int64_t ne[4])
     double n = (double)ne[0] * (double)ne[1] * (double)ne[2] * (double)ne[3];
     if (c->kind == BK_ROPE_QK)
         n += (double)ne[0] * (double)c->k_heads * (double)ne[2] * (double)ne[3];
-    return 2.0 * es * n; /* read once, written once (in place too) */
+    /* read once, written once (in place too); learned also reads its table [d, T] once
+     * (1/8 of x at the benchmark's shape), which counts */
+    const double table = c->kind == BK_LEARNED ? es * (double)ne[0] * (double)ne[1] : 0.0;
+    return 2.0 * es * n + table;
 }
 
 static posenc_status timed_call(struct bench_setup *s, double *out_s)
@@ -380,7 +407,8 @@ static void shape_str(char *buf, size_t n, const struct bench_case *c, const int
     if (c->kind == BK_ROPE_QK)
         snprintf(buf, n, "[%lld,%lld|%lld,%lld]", (long long)ne[0], (long long)ne[1],
                  (long long)c->k_heads, (long long)ne[2]);
-    else if (ne[3] > 1 || c->kind == BK_SIN || c->kind == BK_ALIBI)
+    else if (ne[3] > 1 || c->kind == BK_SIN || c->kind == BK_ALIBI || c->kind == BK_LEARNED ||
+             c->kind == BK_RELBIAS)
         snprintf(buf, n, "[%lld,%lld,%lld]", (long long)ne[0], (long long)ne[1],
                  (long long)ne[2]);
     else if (ne[1] == 1 && ne[2] == 1)

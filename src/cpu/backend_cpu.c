@@ -242,7 +242,8 @@ static posenc_status cpu_resize_2d(struct pe_backend *be, const struct pe_resize
 /* dst = logits + table[bucket(k_pos - q_pos), h], in double, one rounding. */
 static posenc_status cpu_relbias(struct pe_backend *be, const struct pe_relbias_op *op)
 {
-    (void)be;
+    if (fast_of(be))
+        return pe_cpu_fast_relbias(fast_of(be), op);
     const struct pe_view *d = &op->dst;
     for (int64_t b = 0; b < d->ne[3]; b++)
         for (int64_t h = 0; h < d->ne[2]; h++)

@@ -1433,6 +1433,86 @@ posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Relative position bias                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * dst = logits + table[bucket(k_pos - q_pos), h]. The bias of a row depends only on the
+ * relative position, and row q of head h sees relative positions rel_min + (Q - 1 - q) +
+ * k for k = 0 .. K - 1 (rel_min = k_offset - (q_offset + Q - 1)): so the call first lays
+ * out, per head, the bias of every relative position once (bias[h][i] = table[bucket[i],
+ * h] as f32, n_rel = K + Q - 1 values), and each row is then one contiguous add,
+ * out = x + bias[h] + (Q - 1 - q), instead of a bucket and a table lookup per element.
+ */
+struct relbias_job {
+    struct pe_fast_job base;
+    const struct pe_relbias_op *op;
+    const float *bias; /* [H][n_rel] */
+    size_t off_in, off_out;
+};
+
+static void relbias_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
+                        float *scratch)
+{
+    const struct relbias_job *rj = (const struct relbias_job *)job;
+    const struct pe_relbias_op *op = rj->op;
+    const struct pe_view *d = &op->dst, *x = &op->logits;
+    const int64_t K = d->ne[0], Q = d->ne[1], H = d->ne[2];
+    const bool has_x = x->mem != NULL;
+    const bool in_place = has_x && same_view(x, d);
+    float *tin = scratch + rj->off_in, *tout = scratch + rj->off_out;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t q = it % Q, h = (it / Q) % H, b = it / (Q * H);
+        const float *bias = rj->bias + h * op->n_rel + (Q - 1 - q);
+        const int64_t di = at4(d, q, h, b);
+        float *out = output_row(d, di, tout);
+        if (has_x)
+            add_row(input_row(x, at4(x, q, h, b), K, in_place, tin), bias, out, K);
+        else
+            memcpy(out, bias, (size_t)K * sizeof(float));
+        finish_row(d, di, K, out);
+    }
+}
+
+posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias_op *op)
+{
+    const struct pe_view *d = &op->dst, *tab = &op->table;
+    const int64_t K = d->ne[0], Q = d->ne[1], H = d->ne[2];
+    if (op->n_rel != K + Q - 1)
+        return pe_error(f->ctx, POSENC_ERR_INTERNAL, "relbias: %lld relative positions for "
+                        "K = %lld, Q = %lld", (long long)op->n_rel, (long long)K, (long long)Q);
+    struct relbias_job rj;
+    memset(&rj, 0, sizeof(rj));
+    rj.op = op;
+    size_t used = 0;
+    rj.off_in = carve(&used, (size_t)K);
+    rj.off_out = carve(&used, (size_t)K);
+    PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    float *bias = malloc((size_t)H * (size_t)op->n_rel * sizeof(float));
+    if (!bias)
+        return pe_error(f->ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory for the relbias table (%lld x %lld floats)",
+                        (long long)H, (long long)op->n_rel);
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < op->n_rel; i++) {
+            const int64_t e = tab->offset + op->bucket[i] * tab->st[0] + h * tab->st[1];
+            bias[h * op->n_rel + i] = tab->dtype == POSENC_DTYPE_F32
+                                          ? ((const float *)tab->mem)[e]
+                                          : h2f(((const uint16_t *)tab->mem)[e]);
+        }
+    rj.bias = bias;
+    rj.base.fn = relbias_run;
+    rj.base.op = op;
+    rj.base.n_items = Q * H * d->ne[3];
+    const double n = (double)K * (double)rj.base.n_items;
+    const double bytes = n * (double)(posenc_dtype_size(d->dtype) +
+                                      (op->logits.mem ? posenc_dtype_size(op->logits.dtype) : 0));
+    fast_run(f, &rj.base, bytes);
+    free(bias);
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Copy                                                                                 */
 /* ------------------------------------------------------------------------------------ */
 

@@ -24,6 +24,7 @@ posenc_status pe_cpu_fast_rope(struct pe_cpu_fast *f, const struct pe_rope_op *o
 posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinusoidal_op *op);
 posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op *op);
 posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned_op *op);
+posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias_op *op);
 posenc_status pe_cpu_fast_copy(struct pe_cpu_fast *f, const struct pe_copy_op *op);
 
 #endif
