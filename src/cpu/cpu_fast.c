@@ -467,6 +467,41 @@ __attribute__((target("avx,f16c"))) static void f2h_row_f16c(const float *restri
     for (; i < n; i++)
         p[i] = f2h(in[i]);
 }
+
+/* Fused adds of f16 rows, converted in registers (the generic rows convert through L1
+ * copies: three passes). The same arithmetic as h2f, add_row in f32, f2h. x may be out
+ * (in place: each vector is loaded before it is stored). */
+__attribute__((target("avx,f16c"))) static void add_row_f16_f32(const uint16_t *x,
+                                                                  const float *b, uint16_t *out,
+                                                                  int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(out + i),
+                         _mm256_cvtps_ph(_mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(
+                                                           (const __m128i *)(const void *)(x + i))),
+                                                       _mm256_loadu_ps(b + i)),
+                                         _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        out[i] = f2h(h2f(x[i]) + b[i]);
+}
+
+__attribute__((target("avx,f16c"))) static void add_row_f16_f16(const uint16_t *x,
+                                                                  const uint16_t *t,
+                                                                  uint16_t *out, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(
+            (__m128i *)(void *)(out + i),
+            _mm256_cvtps_ph(
+                _mm256_add_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))),
+                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(t + i)))),
+                _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        out[i] = f2h(h2f(x[i]) + h2f(t[i]));
+}
 #endif
 
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
@@ -1371,6 +1406,7 @@ posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op 
 struct learned_job {
     struct pe_fast_job base;
     const struct pe_learned_op *op;
+    bool f16_rows; /* x, table and dst f16 with stride 1: add_row_f16_f16 */
     size_t off_in, off_tab, off_out;
 };
 
@@ -1397,8 +1433,16 @@ static void learned_run(const struct pe_fast_job *job, int64_t begin, int64_t en
         const int64_t t = it % T, b = it / T;
         const int64_t row =
             (int64_t)((const int32_t *)pos->mem)[pos->offset + t * pos->st[0] + b * pos->st[1]];
-        const float *tr = input_row(tab, tab->offset + row * tab->st[1], n, false, ttab);
         const int64_t di = at4(d, t, b, 0);
+#ifdef PE_HAVE_F16C
+        if (lj->f16_rows) {
+            add_row_f16_f16((const uint16_t *)x->mem + at4(x, t, b, 0),
+                            (const uint16_t *)tab->mem + tab->offset + row * tab->st[1],
+                            (uint16_t *)d->mem + di, n);
+            continue;
+        }
+#endif
+        const float *tr = input_row(tab, tab->offset + row * tab->st[1], n, false, ttab);
         float *out = output_row(d, di, tout);
         if (has_x) {
             const float *xr = input_row(x, at4(x, t, b, 0), n, in_place, tin);
@@ -1421,6 +1465,12 @@ posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned
     lj.off_tab = carve(&used, (size_t)d->ne[0]);
     lj.off_out = carve(&used, (size_t)d->ne[0]);
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
+#ifdef PE_HAVE_F16C
+    const struct pe_view *x = &op->x, *tab = &op->table;
+    lj.f16_rows = h2f_row == h2f_row_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
+                  tab->dtype == POSENC_DTYPE_F16 && d->dtype == POSENC_DTYPE_F16 &&
+                  x->st[0] == 1 && tab->st[0] == 1 && d->st[0] == 1;
+#endif
     lj.base.fn = learned_run;
     lj.base.op = op;
     lj.base.n_items = d->ne[1] * d->ne[2];
@@ -1448,6 +1498,7 @@ struct relbias_job {
     struct pe_fast_job base;
     const struct pe_relbias_op *op;
     const float *bias; /* [H][n_rel] */
+    bool f16_rows;     /* x and dst f16 with stride 1: add_row_f16_f32 */
     size_t off_in, off_out;
 };
 
@@ -1465,6 +1516,13 @@ static void relbias_run(const struct pe_fast_job *job, int64_t begin, int64_t en
         const int64_t q = it % Q, h = (it / Q) % H, b = it / (Q * H);
         const float *bias = rj->bias + h * op->n_rel + (Q - 1 - q);
         const int64_t di = at4(d, q, h, b);
+#ifdef PE_HAVE_F16C
+        if (rj->f16_rows) {
+            add_row_f16_f32((const uint16_t *)x->mem + at4(x, q, h, b),
+                            bias, (uint16_t *)d->mem + di, K);
+            continue;
+        }
+#endif
         float *out = output_row(d, di, tout);
         if (has_x)
             add_row(input_row(x, at4(x, q, h, b), K, in_place, tin), bias, out, K);
@@ -1501,6 +1559,11 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
                                           : h2f(((const uint16_t *)tab->mem)[e]);
         }
     rj.bias = bias;
+#ifdef PE_HAVE_F16C
+    const struct pe_view *x = &op->logits;
+    rj.f16_rows = h2f_row == h2f_row_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
+                  d->dtype == POSENC_DTYPE_F16 && x->st[0] == 1 && d->st[0] == 1;
+#endif
     rj.base.fn = relbias_run;
     rj.base.op = op;
     rj.base.n_items = Q * H * d->ne[3];
