@@ -36,6 +36,68 @@ __kernel void pe_learned(__global DST_T *dst, const long dst_off, const long4 ds
 }
 
 /*
+ * pe_learned_vec: pe_learned for x, table and dst whose innermost stride is 1 and whose
+ * rows start on multiples of 16 elements (the host checks it): one work-item per PE_KPW
+ * consecutive elements of a row (-D, a multiple of 16: 16 on GPUs, more on CPU devices,
+ * where a work-item's set-up -- the position load among it -- is not hidden by others),
+ * 16 at a time in 16-wide loads and stores; a row's last elements (d not a multiple of 16)
+ * one by one. The same sum as pe_learned (x + table, in f32, one rounding to dst). Same
+ * arguments; NDRange (ceil(d / PE_KPW), T, B).
+ */
+#ifndef PE_KPW
+#define PE_KPW 16
+#endif
+#if HAS_X && X_F16
+#define PE_LOAD16_X(p, i) vload_half16(0, (p) + (i))
+#else
+#define PE_LOAD16_X(p, i) vload16(0, (p) + (i))
+#endif
+#if TAB_F16
+#define PE_LOAD16_TAB(p, i) vload_half16(0, (p) + (i))
+#else
+#define PE_LOAD16_TAB(p, i) vload16(0, (p) + (i))
+#endif
+#if DST_F16
+#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
+#else
+#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
+#endif
+__kernel void pe_learned_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
+                             __global const X_T *x, const long x_off, const long4 x_st,
+                             __global const TAB_T *tab, const long tab_off, const long4 tab_st,
+                             __global const int *pos, const long pos_off, const long4 pos_st,
+                             const long4 shape)
+{
+    const long i0 = PE_KPW * (long)get_global_id(0);
+    const long t = (long)get_global_id(1);
+    const long b = (long)get_global_id(2);
+    if (i0 >= shape.s0 || t >= shape.s1 || b >= shape.s2)
+        return;
+    const long row = (long)pos[pos_off + t * pos_st.s0 + b * pos_st.s1];
+    const long tr = tab_off + row * tab_st.s1;
+    const long dr = dst_off + t * dst_st.s1 + b * dst_st.s2;
+#if HAS_X
+    const long xr = x_off + t * x_st.s1 + b * x_st.s2;
+#endif
+    const long i1 = i0 + PE_KPW < shape.s0 ? i0 + PE_KPW : shape.s0;
+    long i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        float16 v = PE_LOAD16_TAB(tab, tr + i);
+#if HAS_X
+        v = PE_LOAD16_X(x, xr + i) + v;
+#endif
+        PE_STORE16_DST(dst, dr + i, v);
+    }
+    for (; i < i1; i++) {
+        float v = PE_LOAD_TAB(tab, tr + i);
+#if HAS_X
+        v = PE_LOAD_X(x, xr + i) + v;
+#endif
+        PE_STORE_DST(dst, dr + i, v);
+    }
+}
+
+/*
  * pe_learned_bwd: one work-item per (i0, segment s); a segment is the tokens of one
  * table row. segs (int32) = seg_start[n_seg + 1], seg_row[n_seg], entries[n_tokens]:
  *   acc = sum over k in [seg_start[s], seg_start[s+1]) of dy[i0, t, b],  e = entries[k],

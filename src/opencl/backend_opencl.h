@@ -120,6 +120,8 @@ bool pe_cl_is_cpu(const struct pe_cl_backend *be);
  * [2048, 2048, 32] in place, alternating runs: 16 keys 34-47 ms per call (f16 and f32
  * alike), 64: 17 / 27 ms, 256: 18 / 27 ms, 2048: 16 / 30 ms (f16 / f32). */
 #define PE_CL_ALIBI_CPU_KEYS 256
+/* Elements per work-item of pe_learned_vec on CPU devices (a multiple of 16). */
+#define PE_CL_LEARNED_CPU_ELEMS 256
 
 /* Whether v's rows start on multiples of n elements with unit innermost stride (the
  * vector kernels' condition). */

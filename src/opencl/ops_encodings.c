@@ -35,15 +35,23 @@ posenc_status pe_cl_learned(struct pe_backend *base, const struct pe_learned_op 
     const struct pe_view *dst = &op->dst, *tab = &op->table, *pos = &op->pos;
     const bool has_x = op->x.mem != NULL;
     const struct pe_view *x = has_x ? &op->x : dst;
-    const uint64_t n[3] = {(uint64_t)dst->ne[0], (uint64_t)dst->ne[1], (uint64_t)dst->ne[2]};
+    /* unit strides, rows aligned: pe_learned_vec, PE_KPW elements per work-item (16; on CPU
+     * devices PE_CL_LEARNED_CPU_ELEMS) */
+    const bool vec = pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(x, 16) &&
+                     pe_cl_rows_aligned(tab, 16);
+    const int kpw = !vec ? 1 : pe_cl_is_cpu(be) ? PE_CL_LEARNED_CPU_ELEMS : 16;
+    const uint64_t n[3] = {((uint64_t)dst->ne[0] + (uint64_t)kpw - 1) / (uint64_t)kpw,
+                           (uint64_t)dst->ne[1], (uint64_t)dst->ne[2]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
 
     char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d",
-             is_f16(dst), has_x, has_x && is_f16(x), is_f16(tab));
+    snprintf(defines, sizeof(defines),
+             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d", is_f16(dst), has_x,
+             has_x && is_f16(x), is_f16(tab), vec ? kpw : 16);
     struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "learned.cl", "pe_learned", defines, &p));
+    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "learned.cl", vec ? "pe_learned_vec" : "pe_learned",
+                                         defines, &p));
 
     cl_mem dst_mem = (cl_mem)dst->mem, x_mem = (cl_mem)x->mem, tab_mem = (cl_mem)tab->mem,
            pos_mem = (cl_mem)pos->mem;
