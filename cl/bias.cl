@@ -44,6 +44,73 @@ __kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 ds
 }
 
 /*
+ * pe_relbias_row: pe_relbias for logits and dst whose innermost (key) stride is 1: one
+ * work-item per PE_KPW consecutive keys of a row (-D: 256 on CPU devices, where a
+ * work-item's set-up -- two 64-bit divisions among it -- cost more than its one key in
+ * pe_relbias), the keys one by one (a bucket and a table entry each). The same sum as
+ * pe_relbias. Same arguments; NDRange (ceil(K / PE_KPW), Q, H * B).
+ */
+#ifndef PE_KPW
+#define PE_KPW 256
+#endif
+#ifndef PE_VEC16
+#define PE_VEC16 0
+#endif
+#if HAS_X && X_F16
+#define PE_RB_LOAD16_X(p, i) vload_half16(0, (p) + (i))
+#else
+#define PE_RB_LOAD16_X(p, i) vload16(0, (p) + (i))
+#endif
+#if DST_F16
+#define PE_RB_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
+#else
+#define PE_RB_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
+#endif
+__kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long4 dst_st,
+                             __global const X_T *lg, const long lg_off, const long4 lg_st,
+                             __global const TAB_T *tab, const long tab_off, const long4 tab_st,
+                             __global const int *bucket, const long4 shape, const long4 offs)
+{
+    const long k0 = PE_KPW * (long)get_global_id(0);
+    const long q = (long)get_global_id(1);
+    const long hb = (long)get_global_id(2);
+    if (k0 >= shape.s0 || q >= shape.s1 || hb >= shape.s2 * shape.s3)
+        return;
+    const long h = hb % shape.s2;
+    const long b = hb / shape.s2;
+    const long k1 = k0 + PE_KPW < shape.s0 ? k0 + PE_KPW : shape.s0;
+    /* bucket index of key k: (k + k_offset) - (q + q_offset) - rel_min */
+    __global const int *bk = bucket + (offs.s1 - q - offs.s0 - offs.s2);
+    const long tr = tab_off + h * tab_st.s1;
+    const long dr = dst_off + q * dst_st.s1 + h * dst_st.s2 + b * dst_st.s3;
+#if HAS_X
+    const long lr = lg_off + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3;
+#endif
+    long k = k0;
+#if PE_VEC16
+    /* rows aligned to 16 (the host checks it): 16 keys at a time, the logits and dst as
+     * 16-wide vectors, the table entries gathered one by one */
+    for (; k + 16 <= k1; k += 16) {
+        float tv[16];
+        for (int j = 0; j < 16; j++)
+            tv[j] = PE_LOAD_TAB(tab, tr + (long)bk[k + j] * tab_st.s0);
+        float16 v = vload16(0, tv);
+#if HAS_X
+        v = PE_RB_LOAD16_X(lg, lr + k) + v;
+#endif
+        PE_RB_STORE16_DST(dst, dr + k, v);
+    }
+#endif
+    for (; k < k1; k++) {
+        float v = PE_LOAD_TAB(tab, tr + (long)bk[k] * tab_st.s0);
+#if HAS_X
+        v = PE_LOAD_X(lg, lr + k) + v;
+#endif
+        PE_STORE_DST(dst, dr + k, v);
+    }
+}
+
+/*
  * pe_relbias_bwd: one work-item per (bucket u, head h), in a fixed order (deterministic,
  * no atomics):
  *   acc = 0 (f32)

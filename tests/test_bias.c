@@ -505,6 +505,109 @@ static void test_alibi_long_rows(void **state)
             }
 }
 
+/* The relative bias over rows like test_alibi_long_rows' (600 keys in rows of 608: on
+ * OpenCL CPU devices two full 256-key work-items, 16 keys at a time, and a partial one
+ * ending in single keys), T5 with 32 buckets, f32 and f16 throughout, out of place and in
+ * place, against x + table[bucket, h] in double (buckets from posenc_relbias_bucket), one
+ * rounding (f16: plus half an f16 ulp); padding untouched. */
+static void test_relbias_long_rows(void **state)
+{
+    (void)state;
+    enum { K = 600, KP = 608, Q = 3, H = 5, N = KP * Q * H, NB = 32 };
+    static float xs[N], tabv[NB * H];
+    uint64_t seed = 9200;
+    for (int i = 0; i < N; i++)
+        xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    for (int i = 0; i < NB * H; i++)
+        tabv[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    const float pad = 777.0f; /* exact in f16 too */
+    struct posenc_relbias_params p = {.kind = POSENC_RELBIAS_T5, .q_offset = 300};
+    for (int dt = 0; dt < 2; dt++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+            const size_t es = dt ? 2 : 4;
+            const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+            unsigned char *xb = malloc((size_t)N * es), *db = malloc((size_t)N * es);
+            unsigned char tb[NB * H * 4];
+            assert_non_null(xb);
+            assert_non_null(db);
+            for (int i = 0; i < N; i++) {
+                const float v = i % KP >= K ? pad : xs[i];
+                if (dt) {
+                    uint16_t hv = posenc_f32_to_f16(v), hp = posenc_f32_to_f16(pad);
+                    memcpy(xb + 2 * (size_t)i, &hv, 2);
+                    memcpy(db + 2 * (size_t)i, &hp, 2);
+                } else {
+                    memcpy(xb + 4 * (size_t)i, &v, 4);
+                    memcpy(db + 4 * (size_t)i, &pad, 4);
+                }
+            }
+            for (int i = 0; i < NB * H; i++) {
+                if (dt) {
+                    uint16_t hv = posenc_f32_to_f16(tabv[i]);
+                    memcpy(tb + 2 * i, &hv, 2);
+                } else {
+                    memcpy(tb + 4 * i, &tabv[i], 4);
+                }
+            }
+            posenc_buffer *xbuf = th_upload(th.dut, xb, (size_t)N * es);
+            posenc_buffer *dbuf = th_upload(th.dut, db, (size_t)N * es);
+            posenc_buffer *tbuf = th_upload(th.dut, tb, (size_t)NB * H * es);
+            posenc_tensor x = posenc_tensor_contiguous(xbuf, 0, d, K, Q, H, 1);
+            x.nb[1] = (int64_t)(KP * es);
+            x.nb[2] = x.nb[1] * Q;
+            x.nb[3] = x.nb[2] * H;
+            posenc_tensor y = x;
+            if (!in_place)
+                y.buffer = dbuf;
+            posenc_tensor t = posenc_tensor_contiguous(tbuf, 0, d, NB, H, 1, 1);
+            expect(posenc_relbias(th.dut, &x, &t, &y, &p), POSENC_OK, NULL, "relbias long rows");
+            unsigned char *got = th_download(in_place ? xbuf : dbuf);
+            for (int h = 0; h < H; h++)
+                for (int q = 0; q < Q; q++)
+                    for (int k = 0; k < KP; k++) {
+                        const size_t i = (size_t)k + KP * ((size_t)q + Q * (size_t)h);
+                        float g;
+                        if (dt) {
+                            uint16_t hv;
+                            memcpy(&hv, got + 2 * i, 2);
+                            g = posenc_f16_to_f32(hv);
+                        } else {
+                            memcpy(&g, got + 4 * i, 4);
+                        }
+                        if (k >= K) {
+                            if (g != pad)
+                                fail_msg("dt %d in place %d: padding (q %d, k %d, h %d) = %g, "
+                                         "written", dt, in_place, q, k, h, g);
+                            continue;
+                        }
+                        int32_t u;
+                        assert_int_equal(posenc_relbias_bucket(&p, (int64_t)k - (q + 300), &u),
+                                         POSENC_OK);
+                        const double tv = dt ? posenc_f16_to_f32(posenc_f32_to_f16(
+                                                   tabv[u + NB * h]))
+                                             : tabv[u + NB * h];
+                        const double xv =
+                            dt ? posenc_f16_to_f32(posenc_f32_to_f16(xs[i])) : xs[i];
+                        const double want = xv + tv;
+                        /* one f32 rounding of the sum (1 ulp covers it); f16 output: one
+                         * more, half an f16 ulp (2^-11 relative, 2^-25 absolute) */
+                        double b = pc_ulp32(want);
+                        if (dt)
+                            b += 0x1p-11 * fabs(want) + 0x1p-25;
+                        if (fabs((double)g - want) > b)
+                            fail_msg("dt %d in place %d: (q %d, k %d, h %d) = %.9g, want %.9g "
+                                     "(bound %.3g)", dt, in_place, q, k, h, g, want, b);
+                    }
+            free(got);
+            free(xb);
+            free(db);
+            posenc_buffer_destroy(&xbuf);
+            posenc_buffer_destroy(&dbuf);
+            posenc_buffer_destroy(&tbuf);
+            th_check_warnings();
+        }
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void test_bad_input(void **state)
@@ -665,6 +768,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_alibi_slopes_known),
         cmocka_unit_test(test_alibi_linear),
         cmocka_unit_test(test_alibi_long_rows),
+        cmocka_unit_test(test_relbias_long_rows),
         cmocka_unit_test(test_bad_input),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]), n = n1 + n2 + n3;

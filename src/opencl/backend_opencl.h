@@ -122,6 +122,8 @@ bool pe_cl_is_cpu(const struct pe_cl_backend *be);
 #define PE_CL_ALIBI_CPU_KEYS 256
 /* Elements per work-item of pe_learned_vec on CPU devices (a multiple of 16). */
 #define PE_CL_LEARNED_CPU_ELEMS 256
+/* Keys per work-item of pe_relbias_row (CPU devices). */
+#define PE_CL_RELBIAS_CPU_KEYS 256
 
 /* Whether v's rows start on multiples of n elements with unit innermost stride (the
  * vector kernels' condition). */

@@ -168,16 +168,23 @@ posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op 
     const struct pe_view *dst = &op->dst, *tab = &op->table;
     const bool has_x = op->logits.mem != NULL;
     const struct pe_view *lg = has_x ? &op->logits : dst;
-    const uint64_t n[3] = {(uint64_t)dst->ne[0], (uint64_t)dst->ne[1],
+    /* on CPU devices, keys with unit stride: pe_relbias_row, PE_CL_RELBIAS_CPU_KEYS keys per
+     * work-item; else one work-item per element (pe_relbias) */
+    const bool row = pe_cl_is_cpu(be) && dst->st[0] == 1 && lg->st[0] == 1;
+    const uint64_t kpw = row ? PE_CL_RELBIAS_CPU_KEYS : 1;
+    const uint64_t n[3] = {((uint64_t)dst->ne[0] + kpw - 1) / kpw, (uint64_t)dst->ne[1],
                            (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
 
     char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d",
-             is_f16(dst), has_x, has_x && is_f16(lg), is_f16(tab));
+    snprintf(defines, sizeof(defines),
+             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d -DPE_VEC16=%d",
+             is_f16(dst), has_x, has_x && is_f16(lg), is_f16(tab), (int)(row ? kpw : 256),
+             row && pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16));
     struct pe_cl_program *p = NULL;
-    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", "pe_relbias", defines, &p));
+    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", row ? "pe_relbias_row" : "pe_relbias",
+                                         defines, &p));
 
     cl_mem bucket_mem = NULL;
     PE_RETURN_IF_ERROR(pe_cl_upload(be, "relbias buckets", op->bucket,
