@@ -31,7 +31,8 @@ layout(push_constant, std430) uniform PeLearnedPush {
     uint n_units, ne1;                          // 56
     uint units_magic, ne1_magic, shifts;        // 64
     uint n_total, flags;                        // 76
-} pc;                                           // 84 bytes
+    uint ne2;                                   // 84: B (the vector path, shared positions)
+} pc;                                           // 88 bytes
 #elif defined(PE_PUSH_LEARNED_BWD)
 layout(push_constant, std430) uniform PeLearnedBwdPush {
     uint dtab_off, dtab_st0, dtab_st1;          // 0

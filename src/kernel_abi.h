@@ -232,8 +232,9 @@ struct pe_vk_learned_push {
     uint32_t n_units, ne1;                 /* units per row (d or d/2), T */
     uint32_t units_magic, ne1_magic, shifts;
     uint32_t n_total, flags;
+    uint32_t ne2;                          /* B (the vector path with shared positions) */
 };
-_Static_assert(sizeof(struct pe_vk_learned_push) == 84, "must match encodings_params.glsl");
+_Static_assert(sizeof(struct pe_vk_learned_push) == 88, "must match encodings_params.glsl");
 _Static_assert(sizeof(struct pe_vk_learned_push) <= 128, "Vulkan guarantees 128 bytes");
 _Static_assert(offsetof(struct pe_vk_learned_push, x_off) == 16, "abi");
 _Static_assert(offsetof(struct pe_vk_learned_push, tab_off) == 32, "abi");
@@ -242,6 +243,7 @@ _Static_assert(offsetof(struct pe_vk_learned_push, n_units) == 56, "abi");
 _Static_assert(offsetof(struct pe_vk_learned_push, units_magic) == 64, "abi");
 _Static_assert(offsetof(struct pe_vk_learned_push, n_total) == 76, "abi");
 _Static_assert(offsetof(struct pe_vk_learned_push, flags) == 80, "abi");
+_Static_assert(offsetof(struct pe_vk_learned_push, ne2) == 84, "abi");
 
 /* learned_bwd.comp: unit idx = i0 + n_i0*s (segment s); entry e -> t = e % n_tok,
  * b = e / n_tok; shifts: n_i0 | n_tok << 8. */

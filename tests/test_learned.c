@@ -145,73 +145,77 @@ static void test_forward_long_rows(void **state)
     for (int i = 0; i < DP * T * B; i++)
         x[i] = i % DP < D ? dyadic(&rng) : pad;
     for (int dt = 0; dt < 2; dt++)
-        for (int in_place = 0; in_place < 2; in_place++) {
-            const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
-            const size_t es = posenc_dtype_size(d);
-            static unsigned char timg[DP * ROWS * 4], ximg[DP * T * B * 4], pimg[DP * T * B * 4];
-            for (int i = 0; i < DP * ROWS; i++) {
-                if (dt) {
-                    uint16_t h = posenc_f32_to_f16(table[i]);
-                    memcpy(timg + 2 * i, &h, 2);
-                } else {
-                    memcpy(timg + 4 * i, &table[i], 4);
-                }
-            }
-            for (int i = 0; i < DP * T * B; i++) {
-                if (dt) {
-                    uint16_t h = posenc_f32_to_f16(x[i]), hp = posenc_f32_to_f16(pad);
-                    memcpy(ximg + 2 * i, &h, 2);
-                    memcpy(pimg + 2 * i, &hp, 2);
-                } else {
-                    memcpy(ximg + 4 * i, &x[i], 4);
-                    memcpy(pimg + 4 * i, &pad, 4);
-                }
-            }
-            posenc_buffer *tb = th_upload(th.dut, timg, DP * ROWS * es);
-            posenc_buffer *xb = th_upload(th.dut, ximg, DP * T * B * es);
-            posenc_buffer *db = th_upload(th.dut, pimg, DP * T * B * es);
-            posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
-            posenc_tensor tt = posenc_tensor_contiguous(tb, 0, d, D, ROWS, 1, 1);
-            tt.nb[1] = (int64_t)(DP * es);
-            tt.nb[2] = tt.nb[3] = tt.nb[1] * ROWS;
-            posenc_tensor xt = posenc_tensor_contiguous(xb, 0, d, D, T, B, 1);
-            xt.nb[1] = (int64_t)(DP * es);
-            xt.nb[2] = xt.nb[1] * T;
-            xt.nb[3] = xt.nb[2] * B;
-            posenc_tensor dst = xt;
-            if (!in_place)
-                dst.buffer = db;
-            posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, B, 1, 1);
-            expect(posenc_learned(th.dut, &xt, &pt, &tt, &dst), POSENC_OK, NULL,
-                   "learned long rows");
-            unsigned char *out = th_download(in_place ? xb : db);
-            for (int b = 0; b < B; b++)
-                for (int t = 0; t < T; t++)
-                    for (int i = 0; i < DP; i++) {
-                        const int e = i + DP * (t + T * b);
-                        const double want =
-                            i < D ? (double)table[i + DP * pos[t + T * b]] + x[e] : pad;
-                        double got;
-                        if (dt) {
-                            uint16_t h;
-                            memcpy(&h, out + 2 * e, 2);
-                            got = posenc_f16_to_f32(h);
-                        } else {
-                            float f;
-                            memcpy(&f, out + 4 * e, 4);
-                            got = f;
-                        }
-                        if (got != want)
-                            fail_msg("%s in place %d: (%d, %d, %d) = %.9g, want %.9g%s",
-                                     posenc_dtype_name(d), in_place, i, t, b, got, want,
-                                     i < D ? "" : " (padding)");
+        for (int in_place = 0; in_place < 2; in_place++)
+            for (int shared = 0; shared < 2; shared++) {
+                const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+                const size_t es = posenc_dtype_size(d);
+                static unsigned char timg[DP * ROWS * 4], ximg[DP * T * B * 4],
+                    pimg[DP * T * B * 4];
+                for (int i = 0; i < DP * ROWS; i++) {
+                    if (dt) {
+                        uint16_t h = posenc_f32_to_f16(table[i]);
+                        memcpy(timg + 2 * i, &h, 2);
+                    } else {
+                        memcpy(timg + 4 * i, &table[i], 4);
                     }
-            free(out);
-            posenc_buffer_destroy(&tb);
-            posenc_buffer_destroy(&xb);
-            posenc_buffer_destroy(&db);
-            posenc_buffer_destroy(&pb);
-        }
+                }
+                for (int i = 0; i < DP * T * B; i++) {
+                    if (dt) {
+                        uint16_t h = posenc_f32_to_f16(x[i]), hp = posenc_f32_to_f16(pad);
+                        memcpy(ximg + 2 * i, &h, 2);
+                        memcpy(pimg + 2 * i, &hp, 2);
+                    } else {
+                        memcpy(ximg + 4 * i, &x[i], 4);
+                        memcpy(pimg + 4 * i, &pad, 4);
+                    }
+                }
+                posenc_buffer *tb = th_upload(th.dut, timg, DP * ROWS * es);
+                posenc_buffer *xb = th_upload(th.dut, ximg, DP * T * B * es);
+                posenc_buffer *db = th_upload(th.dut, pimg, DP * T * B * es);
+                posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
+                posenc_tensor tt = posenc_tensor_contiguous(tb, 0, d, D, ROWS, 1, 1);
+                tt.nb[1] = (int64_t)(DP * es);
+                tt.nb[2] = tt.nb[3] = tt.nb[1] * ROWS;
+                posenc_tensor xt = posenc_tensor_contiguous(xb, 0, d, D, T, B, 1);
+                xt.nb[1] = (int64_t)(DP * es);
+                xt.nb[2] = xt.nb[1] * T;
+                xt.nb[3] = xt.nb[2] * B;
+                posenc_tensor dst = xt;
+                if (!in_place)
+                    dst.buffer = db;
+                /* shared: positions [T, 1], the first batch row's for every row */
+                posenc_tensor pt =
+                    posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, shared ? 1 : B, 1, 1);
+                expect(posenc_learned(th.dut, &xt, &pt, &tt, &dst), POSENC_OK, NULL,
+                       "learned long rows");
+                unsigned char *out = th_download(in_place ? xb : db);
+                for (int b = 0; b < B; b++)
+                    for (int t = 0; t < T; t++)
+                        for (int i = 0; i < DP; i++) {
+                            const int e = i + DP * (t + T * b);
+                            const int prow = pos[t + T * (shared ? 0 : b)];
+                            const double want = i < D ? (double)table[i + DP * prow] + x[e] : pad;
+                            double got;
+                            if (dt) {
+                                uint16_t h;
+                                memcpy(&h, out + 2 * e, 2);
+                                got = posenc_f16_to_f32(h);
+                            } else {
+                                float f;
+                                memcpy(&f, out + 4 * e, 4);
+                                got = f;
+                            }
+                            if (got != want)
+                                fail_msg("%s in place %d shared %d: (%d, %d, %d) = %.9g, want "
+                                         "%.9g%s", posenc_dtype_name(d), in_place, shared, i, t, b,
+                                         got, want, i < D ? "" : " (padding)");
+                        }
+                free(out);
+                posenc_buffer_destroy(&tb);
+                posenc_buffer_destroy(&xb);
+                posenc_buffer_destroy(&db);
+                posenc_buffer_destroy(&pb);
+            }
     th_check_warnings();
 }
 

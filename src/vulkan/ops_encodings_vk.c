@@ -235,6 +235,37 @@ posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op
     PE_RETURN_IF_ERROR(pe_vk_put_view(be, name, pos, 2, pos_ne, &pc.pos_off,
                                       (uint32_t *const[]){&pc.pos_st0, &pc.pos_st1}, "pos",
                                       &bufs[3]));
+    const int v = f16(dst) * 4 + (has_x && f16(x)) * 2 + f16(tab);
+
+    /* The vector path (learned.comp): unit strides, rows aligned to G elements and d a
+     * multiple of G (G = 4 when every tensor is f32, else 8): one position load and whole
+     * vec4 / uvec4 accesses per G elements. */
+    const uint32_t g = v == 0 ? 4u : 8u;
+    const uint32_t a_dst = pc.dst_off | pc.dst_st1 | pc.dst_st2;
+    const uint32_t a_x = has_x ? pc.x_off | pc.x_st1 | pc.x_st2 : 0u;
+    const uint32_t a_tab = pc.tab_off | pc.tab_st1;
+    if (pc.dst_st0 == 1 && (!has_x || pc.x_st0 == 1) && pc.tab_st0 == 1 &&
+        ((a_dst | a_x | a_tab) & (g - 1u)) == 0 && d % (int64_t)g == 0) {
+        pc.flags = has_x ? PE_ENC_FLAG_HAS_X : 0u;
+        /* positions shared by the batch: a unit covers every batch row (spec 2), the
+         * table read once for all of them */
+        const bool shared = pc.pos_st1 == 0 || B == 1;
+        const int64_t units = d / (int64_t)g;
+        PE_RETURN_IF_ERROR(grid_total(be, name, units, shared ? T : T * B, &pc.n_total));
+        pc.n_units = (uint32_t)units;
+        pc.ne1 = (uint32_t)T;
+        pc.ne2 = (uint32_t)B;
+        magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
+        magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
+        const uint32_t spec = shared ? 2u : 1u;
+        VkPipeline pipe;
+        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, learned_shaders[v].name,
+                                               learned_shaders[v].code, learned_shaders[v].size,
+                                               &spec, 1, &pipe));
+        const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
+        return pe_vk_dispatch(be, pipe, 4, bufs, &pc, sizeof pc, gx, 1, 1);
+    }
+
     const uint32_t dst_st[3] = {pc.dst_st0, pc.dst_st1, pc.dst_st2};
     const bool pairs = pairs_ok(dst, d, pc.dst_off, dst_st, 3);
     pc.flags = (has_x ? PE_ENC_FLAG_HAS_X : 0u) | (pairs ? PE_ENC_FLAG_PAIRS : 0u);
@@ -244,8 +275,6 @@ posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op
     pc.ne1 = (uint32_t)T;
     magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
     magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
-
-    const int v = f16(dst) * 4 + (has_x && f16(x)) * 2 + f16(tab);
     return launch(be, &learned_shaders[v], 4, bufs, &pc, sizeof pc, pc.n_total);
 }
 
