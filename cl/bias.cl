@@ -91,10 +91,19 @@ __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long
     /* rows aligned to 16 (the host checks it): 16 keys at a time, the logits and dst as
      * 16-wide vectors, the table entries gathered one by one */
     for (; k + 16 <= k1; k += 16) {
+#if TAB_F16
+        /* f16 entries gathered as raw bits, converted 16 at a time (one scalar vload_half
+         * per entry was most of this kernel's time on PoCL) */
+        ushort tb[16];
+        for (int j = 0; j < 16; j++)
+            tb[j] = ((__global const ushort *)tab)[tr + (long)bk[k + j] * tab_st.s0];
+        float16 v = vload_half16(0, (__private const half *)tb);
+#else
         float tv[16];
         for (int j = 0; j < 16; j++)
             tv[j] = PE_LOAD_TAB(tab, tr + (long)bk[k + j] * tab_st.s0);
         float16 v = vload16(0, tv);
+#endif
 #if HAS_X
         v = PE_RB_LOAD16_X(lg, lr + k) + v;
 #endif
