@@ -401,72 +401,106 @@ static void test_alibi_linear(void **state)
     free(v);
 }
 
-/* Rows of keys longer than one work-item's span and not a multiple of 16, inside rows
- * padded to 608 elements (so that every row starts on a multiple of 16 and the GPU
- * backends' vector kernels run: on OpenCL CPU devices one work-item takes 256 keys, so a
- * row is two full spans and a partial one ending in single keys; the causal boundary of
- * q_offset = 300 falls inside a 16-key vector). K = 600, Q = 3, H = 5, f32 and f16 (logits
- * of the same dtype), out of place and in place, causal / symmetric / neither, against
- * -m * dist + x in double; the 8 padding elements of every row must stay untouched. */
+/* ---- long rows ------------------------------------------------------------------------- */
+
+/* The logits of the long-row tests: LR_K keys inside rows padded to LR_KP elements (so that
+ * every row starts on a multiple of 16 and the GPU backends' vector kernels run: on OpenCL
+ * CPU devices one work-item takes 256 keys, so a row is two full spans and a partial one
+ * ending in single keys), LR_Q queries, LR_H heads, f32 or f16. */
+enum { LR_K = 600, LR_KP = 608, LR_Q = 3, LR_H = 5, LR_N = LR_KP * LR_Q * LR_H };
+static const float lr_pad = 777.0f; /* the padding's value, exact in f16 too */
+
+static void lr_encode(unsigned char *img, size_t i, float v, int f16)
+{
+    if (f16) {
+        uint16_t h = posenc_f32_to_f16(v);
+        memcpy(img + 2 * i, &h, 2);
+    } else {
+        memcpy(img + 4 * i, &v, 4);
+    }
+}
+
+static float lr_decode(const unsigned char *img, size_t i, int f16)
+{
+    if (f16) {
+        uint16_t h;
+        memcpy(&h, img + 2 * i, 2);
+        return posenc_f16_to_f32(h);
+    }
+    float f;
+    memcpy(&f, img + 4 * i, 4);
+    return f;
+}
+
+/* x: the logits xs[LR_N] with lr_pad in the padding; d: lr_pad everywhere (the output
+ * when not in place); tx the padded view of x, ty of d (or tx in place). */
+struct lr_bufs {
+    posenc_buffer *x, *d;
+    posenc_tensor tx, ty;
+};
+
+static void lr_setup(struct lr_bufs *b, const float *xs, int f16, int in_place)
+{
+    const size_t es = f16 ? 2 : 4;
+    unsigned char *xi = malloc(LR_N * es), *di = malloc(LR_N * es);
+    assert_non_null(xi);
+    assert_non_null(di);
+    for (size_t i = 0; i < LR_N; i++) {
+        lr_encode(xi, i, i % LR_KP >= LR_K ? lr_pad : xs[i], f16);
+        lr_encode(di, i, lr_pad, f16);
+    }
+    b->x = th_upload(th.dut, xi, LR_N * es);
+    b->d = th_upload(th.dut, di, LR_N * es);
+    free(xi);
+    free(di);
+    b->tx = posenc_tensor_contiguous(b->x, 0, f16 ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32, LR_K,
+                                     LR_Q, LR_H, 1);
+    b->tx.nb[1] = (int64_t)(LR_KP * es);
+    b->tx.nb[2] = b->tx.nb[1] * LR_Q;
+    b->tx.nb[3] = b->tx.nb[2] * LR_H;
+    b->ty = b->tx;
+    if (!in_place)
+        b->ty.buffer = b->d;
+}
+
+static void lr_teardown(struct lr_bufs *b)
+{
+    posenc_buffer_destroy(&b->x);
+    posenc_buffer_destroy(&b->d);
+    th_check_warnings();
+}
+
+/* ALiBi over the long rows (the causal boundary of q_offset = 300 falls inside a 16-key
+ * vector), f32 and f16 (logits of the same dtype), out of place and in place, causal /
+ * symmetric / neither, against -m * dist + x in double; the 8 padding elements of every
+ * row must stay untouched. */
 static void test_alibi_long_rows(void **state)
 {
     (void)state;
-    enum { K = 600, KP = 608, Q = 3, H = 5, N = KP * Q * H };
-    double slopes[H];
-    assert_int_equal(posenc_alibi_slopes(H, NULL, slopes), POSENC_OK);
-    static float xs[N];
+    double slopes[LR_H];
+    assert_int_equal(posenc_alibi_slopes(LR_H, NULL, slopes), POSENC_OK);
+    static float xs[LR_N];
     uint64_t seed = 9100;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < LR_N; i++)
         xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
-    const float pad = 777.0f; /* exact in f16 too */
     for (int dt = 0; dt < 2; dt++)
         for (int mode = 0; mode < 3; mode++)
             for (int in_place = 0; in_place < 2; in_place++) {
-                const size_t es = dt ? 2 : 4;
-                unsigned char *xb = malloc((size_t)N * es), *db = malloc((size_t)N * es);
-                assert_non_null(xb);
-                assert_non_null(db);
-                for (int i = 0; i < N; i++) {
-                    const bool padding = i % KP >= K;
-                    const float v = padding ? pad : xs[i];
-                    if (dt) {
-                        uint16_t hv = posenc_f32_to_f16(v);
-                        memcpy(xb + 2 * (size_t)i, &hv, 2);
-                        hv = posenc_f32_to_f16(pad);
-                        memcpy(db + 2 * (size_t)i, &hv, 2);
-                    } else {
-                        memcpy(xb + 4 * (size_t)i, &v, 4);
-                        memcpy(db + 4 * (size_t)i, &pad, 4);
-                    }
-                }
-                posenc_buffer *xbuf = th_upload(th.dut, xb, (size_t)N * es);
-                posenc_buffer *dbuf = th_upload(th.dut, db, (size_t)N * es);
-                const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
-                posenc_tensor x = posenc_tensor_contiguous(xbuf, 0, d, K, Q, H, 1);
-                x.nb[1] = (int64_t)(KP * es);
-                x.nb[2] = x.nb[1] * Q;
-                x.nb[3] = x.nb[2] * H;
-                posenc_tensor y = x;
-                if (!in_place)
-                    y.buffer = dbuf;
+                struct lr_bufs lb;
+                lr_setup(&lb, xs, dt, in_place);
                 struct posenc_alibi_params p = {.causal = mode == 0, .symmetric = mode == 1,
                                                 .q_offset = 300};
-                expect(posenc_alibi(th.dut, &x, &y, &p), POSENC_OK, NULL, "alibi long rows");
-                unsigned char *got = th_download(in_place ? xbuf : dbuf);
-                for (int h = 0; h < H; h++)
-                    for (int q = 0; q < Q; q++)
-                        for (int k = 0; k < KP; k++) {
-                            const size_t i = (size_t)k + KP * ((size_t)q + Q * (size_t)h);
-                            float g;
-                            if (dt) {
-                                uint16_t hv;
-                                memcpy(&hv, got + 2 * i, 2);
-                                g = posenc_f16_to_f32(hv);
-                            } else {
-                                memcpy(&g, got + 4 * i, 4);
-                            }
-                            if (k >= K) {
-                                if (g != pad)
+                expect(posenc_alibi(th.dut, &lb.tx, &lb.ty, &p), POSENC_OK, NULL,
+                       "alibi long rows");
+                unsigned char *got = th_download(in_place ? lb.x : lb.d);
+                for (int h = 0; h < LR_H; h++)
+                    for (int q = 0; q < LR_Q; q++)
+                        for (int k = 0; k < LR_KP; k++) {
+                            const size_t i =
+                                (size_t)k + LR_KP * ((size_t)q + LR_Q * (size_t)h);
+                            const float g = lr_decode(got, i, dt);
+                            if (k >= LR_K) {
+                                if (g != lr_pad)
                                     fail_msg("dt %d mode %d in place %d: padding (q %d, k %d, "
                                              "h %d) = %g, written", dt, mode, in_place, q, k, h, g);
                                 continue;
@@ -497,85 +531,45 @@ static void test_alibi_long_rows(void **state)
                                          g, want, b);
                         }
                 free(got);
-                free(xb);
-                free(db);
-                posenc_buffer_destroy(&xbuf);
-                posenc_buffer_destroy(&dbuf);
-                th_check_warnings();
+                lr_teardown(&lb);
             }
 }
 
-/* The relative bias over rows like test_alibi_long_rows' (600 keys in rows of 608: on
- * OpenCL CPU devices two full 256-key work-items, 16 keys at a time, and a partial one
- * ending in single keys), T5 with 32 buckets, f32 and f16 throughout, out of place and in
- * place, against x + table[bucket, h] in double (buckets from posenc_relbias_bucket), one
- * rounding (f16: plus half an f16 ulp); padding untouched. */
+/* The relative bias over the long rows, T5 with 32 buckets, f32 and f16 throughout (the
+ * table too), out of place and in place, against x + table[bucket, h] in double (buckets
+ * from posenc_relbias_bucket), one rounding (f16: plus half an f16 ulp); padding
+ * untouched. */
 static void test_relbias_long_rows(void **state)
 {
     (void)state;
-    enum { K = 600, KP = 608, Q = 3, H = 5, N = KP * Q * H, NB = 32 };
-    static float xs[N], tabv[NB * H];
+    enum { NB = 32 };
+    static float xs[LR_N], tabv[NB * LR_H];
     uint64_t seed = 9200;
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < LR_N; i++)
         xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
-    for (int i = 0; i < NB * H; i++)
+    for (int i = 0; i < NB * LR_H; i++)
         tabv[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
-    const float pad = 777.0f; /* exact in f16 too */
     struct posenc_relbias_params p = {.kind = POSENC_RELBIAS_T5, .q_offset = 300};
     for (int dt = 0; dt < 2; dt++)
         for (int in_place = 0; in_place < 2; in_place++) {
-            const size_t es = dt ? 2 : 4;
-            const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
-            unsigned char *xb = malloc((size_t)N * es), *db = malloc((size_t)N * es);
-            unsigned char tb[NB * H * 4];
-            assert_non_null(xb);
-            assert_non_null(db);
-            for (int i = 0; i < N; i++) {
-                const float v = i % KP >= K ? pad : xs[i];
-                if (dt) {
-                    uint16_t hv = posenc_f32_to_f16(v), hp = posenc_f32_to_f16(pad);
-                    memcpy(xb + 2 * (size_t)i, &hv, 2);
-                    memcpy(db + 2 * (size_t)i, &hp, 2);
-                } else {
-                    memcpy(xb + 4 * (size_t)i, &v, 4);
-                    memcpy(db + 4 * (size_t)i, &pad, 4);
-                }
-            }
-            for (int i = 0; i < NB * H; i++) {
-                if (dt) {
-                    uint16_t hv = posenc_f32_to_f16(tabv[i]);
-                    memcpy(tb + 2 * i, &hv, 2);
-                } else {
-                    memcpy(tb + 4 * i, &tabv[i], 4);
-                }
-            }
-            posenc_buffer *xbuf = th_upload(th.dut, xb, (size_t)N * es);
-            posenc_buffer *dbuf = th_upload(th.dut, db, (size_t)N * es);
-            posenc_buffer *tbuf = th_upload(th.dut, tb, (size_t)NB * H * es);
-            posenc_tensor x = posenc_tensor_contiguous(xbuf, 0, d, K, Q, H, 1);
-            x.nb[1] = (int64_t)(KP * es);
-            x.nb[2] = x.nb[1] * Q;
-            x.nb[3] = x.nb[2] * H;
-            posenc_tensor y = x;
-            if (!in_place)
-                y.buffer = dbuf;
-            posenc_tensor t = posenc_tensor_contiguous(tbuf, 0, d, NB, H, 1, 1);
-            expect(posenc_relbias(th.dut, &x, &t, &y, &p), POSENC_OK, NULL, "relbias long rows");
-            unsigned char *got = th_download(in_place ? xbuf : dbuf);
-            for (int h = 0; h < H; h++)
-                for (int q = 0; q < Q; q++)
-                    for (int k = 0; k < KP; k++) {
-                        const size_t i = (size_t)k + KP * ((size_t)q + Q * (size_t)h);
-                        float g;
-                        if (dt) {
-                            uint16_t hv;
-                            memcpy(&hv, got + 2 * i, 2);
-                            g = posenc_f16_to_f32(hv);
-                        } else {
-                            memcpy(&g, got + 4 * i, 4);
-                        }
-                        if (k >= K) {
-                            if (g != pad)
+            struct lr_bufs lb;
+            lr_setup(&lb, xs, dt, in_place);
+            unsigned char tb[NB * LR_H * 4];
+            for (int i = 0; i < NB * LR_H; i++)
+                lr_encode(tb, (size_t)i, tabv[i], dt);
+            posenc_buffer *tbuf = th_upload(th.dut, tb, (size_t)NB * LR_H * (dt ? 2 : 4));
+            posenc_tensor t = posenc_tensor_contiguous(
+                tbuf, 0, dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32, NB, LR_H, 1, 1);
+            expect(posenc_relbias(th.dut, &lb.tx, &t, &lb.ty, &p), POSENC_OK, NULL,
+                   "relbias long rows");
+            unsigned char *got = th_download(in_place ? lb.x : lb.d);
+            for (int h = 0; h < LR_H; h++)
+                for (int q = 0; q < LR_Q; q++)
+                    for (int k = 0; k < LR_KP; k++) {
+                        const size_t i = (size_t)k + LR_KP * ((size_t)q + LR_Q * (size_t)h);
+                        const float g = lr_decode(got, i, dt);
+                        if (k >= LR_K) {
+                            if (g != lr_pad)
                                 fail_msg("dt %d in place %d: padding (q %d, k %d, h %d) = %g, "
                                          "written", dt, in_place, q, k, h, g);
                             continue;
@@ -599,12 +593,8 @@ static void test_relbias_long_rows(void **state)
                                      "(bound %.3g)", dt, in_place, q, k, h, g, want, b);
                     }
             free(got);
-            free(xb);
-            free(db);
-            posenc_buffer_destroy(&xbuf);
-            posenc_buffer_destroy(&dbuf);
             posenc_buffer_destroy(&tbuf);
-            th_check_warnings();
+            lr_teardown(&lb);
         }
 }
 
