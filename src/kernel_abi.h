@@ -229,7 +229,7 @@ struct pe_vk_learned_push {
     uint32_t x_off, x_st0, x_st1, x_st2;
     uint32_t tab_off, tab_st0, tab_st1;
     uint32_t pos_off, pos_st0, pos_st1;    /* for t, b (0: shared by the batch) */
-    uint32_t n_units, ne1;                 /* units per row (d or d/2), T */
+    uint32_t n_units, ne1;                 /* units per row (d, d/2, or d/G: vector path), T */
     uint32_t units_magic, ne1_magic, shifts;
     uint32_t n_total, flags;
     uint32_t ne2;                          /* B (the vector path with shared positions) */
