@@ -50,21 +50,24 @@ __kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 ds
  * pe_relbias), the keys one by one (a bucket and a table entry each). The same sum as
  * pe_relbias. Same arguments; NDRange (ceil(K / PE_KPW), Q, H * B).
  */
+/* Keys per work-item of pe_relbias_row and pe_alibi_vec (-D; the host always passes it). */
 #ifndef PE_KPW
-#define PE_KPW 256
+#define PE_KPW 16
 #endif
 #ifndef PE_VEC16
 #define PE_VEC16 0
 #endif
+/* 16-wide loads of the logits and stores of dst (pe_relbias_row, pe_alibi_vec; the latter
+ * may switch the f32 stores to streaming ones below). */
 #if HAS_X && X_F16
-#define PE_RB_LOAD16_X(p, i) vload_half16(0, (p) + (i))
+#define PE_LOAD16_LG(p, i) vload_half16(0, (p) + (i))
 #else
-#define PE_RB_LOAD16_X(p, i) vload16(0, (p) + (i))
+#define PE_LOAD16_LG(p, i) vload16(0, (p) + (i))
 #endif
 #if DST_F16
-#define PE_RB_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
 #else
-#define PE_RB_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
+#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
 #endif
 __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long4 dst_st,
                              __global const X_T *lg, const long lg_off, const long4 lg_st,
@@ -105,9 +108,9 @@ __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long
         float16 v = vload16(0, tv);
 #endif
 #if HAS_X
-        v = PE_RB_LOAD16_X(lg, lr + k) + v;
+        v = PE_LOAD16_LG(lg, lr + k) + v;
 #endif
-        PE_RB_STORE16_DST(dst, dr + k, v);
+        PE_STORE16_DST(dst, dr + k, v);
     }
 #endif
     for (; k < k1; k++) {
@@ -212,17 +215,6 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
  * (K not a multiple of 16) go one by one. Same arguments as pe_alibi; NDRange
  * (ceil(K / PE_KPW), Q, H * B).
  */
-#if HAS_X && X_F16
-#define PE_LOAD16_LG(p, i) vload_half16(0, (p) + (i))
-#else
-#define PE_LOAD16_LG(p, i) vload16(0, (p) + (i))
-#endif
-#if DST_F16
-#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
-#else
-#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
-#endif
-
 /* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
  * written with streaming (non-temporal) stores where the compiler has them (clang's
  * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
@@ -235,9 +227,6 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
 #define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
 #endif
 
-#ifndef PE_KPW
-#define PE_KPW 16
-#endif
 __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                            __global const X_T *lg, const long lg_off, const long4 lg_st,
                            __global const float *slopes, const long4 shape, const long4 offs)
