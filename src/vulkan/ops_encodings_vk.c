@@ -204,6 +204,17 @@ static posenc_status launch(struct pe_vk_backend *be, const struct shader *s, ui
     return pe_vk_dispatch(be, pipe, n_bufs, bufs, push, push_size, gx, 1, 1);
 }
 
+/* The same with specialization constant 0 = spec (the shaders' path choice). */
+static posenc_status launch_spec(struct pe_vk_backend *be, const struct shader *s,
+                                 uint32_t spec, uint32_t n_bufs, const struct pe_vk_bind *bufs,
+                                 const void *push, uint32_t push_size, uint32_t n_total)
+{
+    VkPipeline pipe;
+    PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, s->name, s->code, s->size, &spec, 1, &pipe));
+    uint32_t gx = pe_vk_groups(be, n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
+    return pe_vk_dispatch(be, pipe, n_bufs, bufs, push, push_size, gx, 1, 1);
+}
+
 /* ---- learned ------------------------------------------------------------------------- */
 
 posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op)
@@ -257,13 +268,8 @@ posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op
         pc.ne2 = (uint32_t)B;
         magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
         magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
-        const uint32_t spec = shared ? 2u : 1u;
-        VkPipeline pipe;
-        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, learned_shaders[v].name,
-                                               learned_shaders[v].code, learned_shaders[v].size,
-                                               &spec, 1, &pipe));
-        const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
-        return pe_vk_dispatch(be, pipe, 4, bufs, &pc, sizeof pc, gx, 1, 1);
+        return launch_spec(be, &learned_shaders[v], shared ? 2u : 1u, 4, bufs, &pc, sizeof pc,
+                           pc.n_total);
     }
 
     const uint32_t dst_st[3] = {pc.dst_st0, pc.dst_st1, pc.dst_st2};
@@ -526,16 +532,7 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
         pc.shifts &= ~0xffffu;
         magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
         magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
-        VkPipeline pipe;
-        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, alibi_shaders[v].name, alibi_shaders[v].code,
-                                               alibi_shaders[v].size, &spec, 1, &pipe));
-        const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
-        return pe_vk_dispatch(be, pipe, 3, bufs, &pc, sizeof pc, gx, 1, 1);
+        return launch_spec(be, &alibi_shaders[v], spec, 3, bufs, &pc, sizeof pc, pc.n_total);
     }
-    const uint32_t spec = 0; /* the general path */
-    VkPipeline pipe;
-    PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, alibi_shaders[v].name, alibi_shaders[v].code,
-                                           alibi_shaders[v].size, &spec, 1, &pipe));
-    const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 3, bufs, &pc, sizeof pc, gx, 1, 1);
+    return launch_spec(be, &alibi_shaders[v], 0, 3, bufs, &pc, sizeof pc, pc.n_total);
 }
