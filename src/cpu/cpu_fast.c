@@ -443,9 +443,10 @@ static void (*f2h_row)(const float *restrict, uint16_t *restrict, int64_t) = f2h
 #include <immintrin.h>
 #define PE_HAVE_F16C 1
 
-/* x86-64 with AVX2 and F16C: the RoPE and sinusoidal rows below use intrinsics (set once,
- * pthread_once). */
-static int have_avx2_f16c;
+/* What the CPU has (set once, pthread_once): AVX + F16C (the f16 row conversions and the
+ * fused f16 adds of learned and relbias), and AVX2 with it (the RoPE, sinusoidal and ALiBi
+ * rows). */
+static int have_f16c, have_avx2_f16c;
 
 __attribute__((target("avx,f16c"))) static void h2f_row_f16c(const uint16_t *restrict p,
                                                                float *restrict out, int64_t n)
@@ -541,6 +542,7 @@ static void pick_f16_rows(void)
     if (avx_f16c) {
         h2f_row = h2f_row_f16c;
         f2h_row = f2h_row_f16c;
+        have_f16c = 1;
         have_avx2_f16c = avx2;
     }
 #endif
@@ -1467,7 +1469,7 @@ posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
 #ifdef PE_HAVE_F16C
     const struct pe_view *x = &op->x, *tab = &op->table;
-    lj.f16_rows = h2f_row == h2f_row_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
+    lj.f16_rows = have_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
                   tab->dtype == POSENC_DTYPE_F16 && d->dtype == POSENC_DTYPE_F16 &&
                   x->st[0] == 1 && tab->st[0] == 1 && d->st[0] == 1;
 #endif
@@ -1561,7 +1563,7 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
     rj.bias = bias;
 #ifdef PE_HAVE_F16C
     const struct pe_view *x = &op->logits;
-    rj.f16_rows = h2f_row == h2f_row_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
+    rj.f16_rows = have_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
                   d->dtype == POSENC_DTYPE_F16 && x->st[0] == 1 && d->st[0] == 1;
 #endif
     rj.base.fn = relbias_run;

@@ -144,7 +144,7 @@
  *
  *   pe_alibi_vec  (cl/bias.cl; same arguments and options, plus -DPE_KPW): dst and logits
  *   with unit key stride and rows aligned to 16 elements. NDRange (ceil(K/PE_KPW), Q, H*B):
- *   PE_KPW = 16 keys per work-item, PE_CL_ALIBI_CPU_KEYS on CPU devices.
+ *   PE_KPW = 16 keys per work-item, PE_CL_CPU_ROW_SPAN on CPU devices.
  *
  * posenc_attention's kernels (cl/attention.cl: pe_attn_softmax, pe_attn_copy and the
  * no-CLBlast pe_attn_scores / pe_attn_output) and its CLBlast calls are listed in
@@ -1462,24 +1462,20 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
     return POSENC_OK;
 }
 
-/* The vector kernels (pe_rope_vec, pe_sinusoidal_vec) are built with PE_CPU_ORDER = 1 on
- * CPU devices: a barrier after each row makes an implementation that runs a group's
- * work-items one after another (PoCL) walk memory in order. */
-static int cpu_order(const struct pe_cl_backend *be)
-{
-    return be->info.type == POSENC_DEVICE_CPU;
-}
-
+/* CPU devices (backend_opencl.h). Among what depends on it: the vector kernels
+ * (pe_rope_vec, pe_sinusoidal_vec) are built with PE_CPU_ORDER = 1 there: a barrier after
+ * each row makes an implementation that runs a group's work-items one after another
+ * (PoCL) walk memory in order. */
 bool pe_cl_is_cpu(const struct pe_cl_backend *be)
 {
-    return cpu_order(be);
+    return be->info.type == POSENC_DEVICE_CPU;
 }
 
 /* Streaming stores (PE_NT_STORE) for an out-of-place output of `bytes`: on CPU devices,
  * for outputs much larger than the caches (see PE_FAST_NT_BYTES in src/cpu/cpu_fast.c). */
 bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes)
 {
-    return cpu_order(be) && bytes >= 16.0 * 1024 * 1024;
+    return pe_cl_is_cpu(be) && bytes >= 16.0 * 1024 * 1024;
 }
 
 static bool use_nt(const struct pe_cl_backend *be, double bytes)
@@ -1496,7 +1492,7 @@ static posenc_status launch_vec(struct pe_cl_backend *be, struct pe_cl_program *
                                 const struct pe_cl_arg *args, size_t n_args, const uint64_t g[3],
                                 uint64_t unit)
 {
-    if (!cpu_order(be))
+    if (!pe_cl_is_cpu(be))
         return pe_cl_launch(be, p, args, n_args, g);
     size_t limit = wg_limit(be, p);
     if (be->max_item_size[0] && limit > be->max_item_size[0])
@@ -1621,7 +1617,7 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
      * on CPU devices one work-item per position (pe_sinusoidal_tok) */
     const bool vec = pe_cl_rows_aligned(dst, 16) && (!has_x || pe_cl_rows_aligned(x, 16)) &&
                      half % 8 == 0;
-    const bool tok = vec && cpu_order(be) && half / 8 <= 128;
+    const bool tok = vec && pe_cl_is_cpu(be) && half / 8 <= 128;
     const int dst_f16 = dst->dtype == POSENC_DTYPE_F16;
     const int x_f16 = has_x && x->dtype == POSENC_DTYPE_F16;
     const int pos_i32 = pos->dtype == POSENC_DTYPE_I32;
@@ -1646,7 +1642,7 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
         snprintf(defines, sizeof(defines),
                  "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d "
                  "-DPE_FP64=%d -DPE_NT_STORE=%d%s",
-                 dst_f16, has_x, x_f16, pos_i32, cpu_order(be), be->fp64, nt, nh_def);
+                 dst_f16, has_x, x_f16, pos_i32, pe_cl_is_cpu(be), be->fp64, nt, nh_def);
         PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl",
                                        tok   ? "pe_sinusoidal_tok"
                                        : vec ? "pe_sinusoidal_vec"
@@ -1732,7 +1728,7 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                      n_pairs % 8 == 0 && op->n_offs % 16 == 0;
 
     /* CPU devices: one work-item per token (and chunk of heads), pe_rope_tok */
-    const bool tok = vec && cpu_order(be) && n_pairs / 8 <= 16;
+    const bool tok = vec && pe_cl_is_cpu(be) && n_pairs / 8 <= 16;
     const int x_f16 = x->dtype == POSENC_DTYPE_F16, dst_f16 = dst->dtype == POSENC_DTYPE_F16;
     const int x2_f16 = has_x2 && x2->dtype == POSENC_DTYPE_F16;
     const int dst2_f16 = has_x2 && dst2->dtype == POSENC_DTYPE_F16;
@@ -1742,7 +1738,7 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                    use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)n_head *
                                   (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]);
     const int nu = tok ? (int)(n_pairs / 8) : 0;
-    /* the variant's bits (cpu_order and fp64 are the backend's own): op 1 = rope */
+    /* the variant's bits (whether the device is a CPU and fp64 are the backend's own): op 1 = rope */
     const uint64_t memo_key = 1u | (uint64_t)x_f16 << 8 | (uint64_t)dst_f16 << 9 |
                               (uint64_t)has_x2 << 10 | (uint64_t)x2_f16 << 11 |
                               (uint64_t)dst2_f16 << 12 | (uint64_t)pos_i32 << 13 |
@@ -1760,7 +1756,7 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                  "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
                  "-DPE_NT_STORE=%d%s",
                  x_f16, dst_f16, has_x2, x2_f16, dst2_f16, pos_i32, has_from, pos_from_i32,
-                 cpu_order(be), be->fp64, nt, nu_def);
+                 pe_cl_is_cpu(be), be->fp64, nt, nu_def);
         PE_RETURN_IF_ERROR(get_program(be, "rope.cl",
                                        tok   ? "pe_rope_tok"
                                        : vec ? "pe_rope_vec"

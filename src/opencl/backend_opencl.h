@@ -116,14 +116,13 @@ bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes);
  * another, so per-work-item set-up is not hidden by other work-items). */
 bool pe_cl_is_cpu(const struct pe_cl_backend *be);
 
-/* Keys per work-item of pe_alibi_vec on CPU devices (a multiple of 16). PoCL, ALiBi
- * [2048, 2048, 32] in place, alternating runs: 16 keys 34-47 ms per call (f16 and f32
- * alike), 64: 17 / 27 ms, 256: 18 / 27 ms, 2048: 16 / 30 ms (f16 / f32). */
-#define PE_CL_ALIBI_CPU_KEYS 256
-/* Elements per work-item of pe_learned_vec on CPU devices (a multiple of 16). */
-#define PE_CL_LEARNED_CPU_ELEMS 256
-/* Keys per work-item of pe_relbias_row (CPU devices). */
-#define PE_CL_RELBIAS_CPU_KEYS 256
+/* Elements of a row per work-item of the row kernels on CPU devices (pe_alibi_vec,
+ * pe_learned_vec, pe_relbias_row; a multiple of 16; GPUs take 16 per work-item), where a
+ * work-item's set-up (64-bit divisions, a position or slope load) is not hidden by other
+ * work-items. PoCL, ALiBi [2048, 2048, 32] in place, alternating runs: 16 keys 34-47 ms
+ * per call (f16 and f32 alike), 64: 17 / 27 ms, 256: 18 / 27 ms, 2048: 16 / 30 ms (f16 /
+ * f32). */
+#define PE_CL_CPU_ROW_SPAN 256
 
 /* Whether v's rows start on multiples of n elements with unit innermost stride (the
  * vector kernels' condition). */

@@ -36,10 +36,10 @@ posenc_status pe_cl_learned(struct pe_backend *base, const struct pe_learned_op 
     const bool has_x = op->x.mem != NULL;
     const struct pe_view *x = has_x ? &op->x : dst;
     /* unit strides, rows aligned: pe_learned_vec, PE_KPW elements per work-item (16; on CPU
-     * devices PE_CL_LEARNED_CPU_ELEMS) */
+     * devices PE_CL_CPU_ROW_SPAN) */
     const bool vec = pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(x, 16) &&
                      pe_cl_rows_aligned(tab, 16);
-    const int kpw = !vec ? 1 : pe_cl_is_cpu(be) ? PE_CL_LEARNED_CPU_ELEMS : 16;
+    const int kpw = !vec ? 1 : pe_cl_is_cpu(be) ? PE_CL_CPU_ROW_SPAN : 16;
     const uint64_t n[3] = {((uint64_t)dst->ne[0] + (uint64_t)kpw - 1) / (uint64_t)kpw,
                            (uint64_t)dst->ne[1], (uint64_t)dst->ne[2]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
@@ -48,7 +48,7 @@ posenc_status pe_cl_learned(struct pe_backend *base, const struct pe_learned_op 
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d", is_f16(dst), has_x,
-             has_x && is_f16(x), is_f16(tab), vec ? kpw : 16);
+             has_x && is_f16(x), is_f16(tab), kpw);
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "learned.cl", vec ? "pe_learned_vec" : "pe_learned",
                                          defines, &p));
@@ -168,10 +168,10 @@ posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op 
     const struct pe_view *dst = &op->dst, *tab = &op->table;
     const bool has_x = op->logits.mem != NULL;
     const struct pe_view *lg = has_x ? &op->logits : dst;
-    /* on CPU devices, keys with unit stride: pe_relbias_row, PE_CL_RELBIAS_CPU_KEYS keys per
+    /* on CPU devices, keys with unit stride: pe_relbias_row, PE_CL_CPU_ROW_SPAN keys per
      * work-item; else one work-item per element (pe_relbias) */
     const bool row = pe_cl_is_cpu(be) && dst->st[0] == 1 && lg->st[0] == 1;
-    const uint64_t kpw = row ? PE_CL_RELBIAS_CPU_KEYS : 1;
+    const uint64_t kpw = row ? PE_CL_CPU_ROW_SPAN : 1;
     const uint64_t n[3] = {((uint64_t)dst->ne[0] + kpw - 1) / kpw, (uint64_t)dst->ne[1],
                            (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
@@ -180,7 +180,7 @@ posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op 
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d -DPE_VEC16=%d",
-             is_f16(dst), has_x, has_x && is_f16(lg), is_f16(tab), (int)(row ? kpw : 256),
+             is_f16(dst), has_x, has_x && is_f16(lg), is_f16(tab), (int)kpw,
              row && pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16));
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", row ? "pe_relbias_row" : "pe_relbias",
@@ -255,11 +255,11 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     const bool has_x = op->logits.mem != NULL;
     const struct pe_view *lg = has_x ? &op->logits : dst;
     /* keys innermost, rows aligned: pe_alibi_vec, 16 keys per work-item, or on CPU devices
-     * PE_CL_ALIBI_CPU_KEYS (a work-item's set-up, a 64-bit division among it, cost as much
+     * PE_CL_CPU_ROW_SPAN (a work-item's set-up, a 64-bit division among it, cost as much
      * as its 16 keys there) */
     const bool vec = pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16);
-    const int kpw = !vec ? 1 : pe_cl_is_cpu(be) ? PE_CL_ALIBI_CPU_KEYS : 16;
-    const uint64_t n[3] = {vec ? ((uint64_t)dst->ne[0] + kpw - 1) / kpw : (uint64_t)dst->ne[0],
+    const int kpw = !vec ? 1 : pe_cl_is_cpu(be) ? PE_CL_CPU_ROW_SPAN : 16;
+    const uint64_t n[3] = {((uint64_t)dst->ne[0] + (uint64_t)kpw - 1) / (uint64_t)kpw,
                            (uint64_t)dst->ne[1], (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
@@ -270,7 +270,7 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
                     pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)n[1] * (double)n[2] *
                                          (double)dst->ne[0]);
     snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPE_KPW=%d%s",
-             is_f16(dst), has_x, has_x && is_f16(lg), vec ? kpw : 16,
+             is_f16(dst), has_x, has_x && is_f16(lg), kpw,
              nt ? " -DPE_NT_STORE=1" : "");
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(
