@@ -734,6 +734,16 @@ struct posenc_rope_params {
     struct posenc_rope_scaling scaling;
     uint32_t flags;          /* POSENC_ROPE_* */
     uint32_t reserved[4];    /* must be zero */
+    /* Optional: freq_factors that live on the device, as ggml keeps them (src[2] of a
+     * ROPE node, rope_freqs.weight of every Llama-3 GGUF): an F32 tensor of this
+     * context with ne = [>= n_dims/2, 1, 1, 1] (any stride); its first n_dims/2 values
+     * are used as freq_factors. posenc reads them back to the host (a wait for queued
+     * work) and keeps the values: later calls with the same view reuse them without a
+     * read-back until posenc writes the buffer (posenc_buffer_write, or an op writing
+     * any view of it). A wrapped buffer (posenc_buffer_wrap_*) is read on every call,
+     * since the application may write it directly. Must be NULL when freq_factors or
+     * freqs is set, and in calls without a context (posenc_rope_freqs). */
+    const posenc_tensor *freq_factors_tensor;
 };
 
 /* What posenc_rope_freqs() derived, for inspection and for the attention op. */
@@ -805,29 +815,39 @@ POSENC_API posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_
                                               const posenc_tensor *dst);
 
 /*
- * ggml compatibility: turn a GGML_OP_ROPE node's op_params (the 15 int32 words ggml
- * stores: n_past, n_dims, mode, n_ctx, n_ctx_orig, then freq_base, freq_scale,
- * ext_factor, attn_factor, beta_fast, beta_slow as float bits, then sections[4]) into
- * posenc params with ggml's semantics (mode 0/2/8/24/40, GGML_YARN scaling when
- * freq_scale != 1 or ext_factor != 0). `freq_factors` is ggml's optional src[2] data
- * ([n_dims/2] floats) or NULL; it is stored in out->freq_factors, so it must outlive
- * the posenc_rope call. `head_dim` is src[0]->ne[0] (VISION's n_dims is ggml's n_dims*2).
+ * ggml compatibility: turn a GGML_OP_ROPE / GGML_OP_ROPE_BACK node's op_params into posenc
+ * params with ggml's semantics. `op_params` holds `n_params` int32 words, as ggml stores
+ * them: n_past, n_dims, mode, n_ctx, n_ctx_orig, then freq_base, freq_scale, ext_factor,
+ * attn_factor, beta_fast, beta_slow as float bits, then sections[4], then n_offs (word
+ * 15, set by ggml_rope_set_offset). n_params is 16 (current ggml: pass node->op_params)
+ * or 15 (ggml before n_offs existed; n_offs is then 0); anything else is refused, so a
+ * word ggml adds later cannot be dropped silently. Words 0 and 3 (n_past, n_ctx) are not
+ * used by ggml's RoPE and are not read. `freq_factors` is ggml's optional src[2] data
+ * ([n_dims/2] floats, host memory) or NULL; it is stored in out->freq_factors, so it
+ * must outlive the posenc_rope call (or pass NULL and set out->freq_factors_tensor to
+ * the device tensor). `head_dim` is src[0]->ne[0] (VISION's n_dims is ggml's n_dims*2).
+ * Mode 0/2/8/24/40 map to NORMAL / NEOX / MROPE / VISION / IMROPE.
  *
  * The scaling, exactly: freq_scale == 1 and ext_factor == 0 -> no scaling (n_ctx_orig,
  * beta_fast and beta_slow are not read). Otherwise scaling.factor = 1/freq_scale, and
  * n_ctx_orig == 0 with ext_factor == 0 -> SCALING_LINEAR (ggml then only multiplies the
  * angle by freq_scale); any other combination -> SCALING_GGML_YARN with original_ctx =
- * n_ctx_orig (which must then be > 0: n_ctx_orig = 0 with ext_factor != 0 is refused),
- * ext_factor as given (0 = pure interpolation, no magnitude change) and beta_fast /
- * beta_slow as given (0 there means posenc's defaults 32 / 1, not ggml's 0).
+ * n_ctx_orig (0 included: ggml's correction dims are then [0, -inf], so only pair 0
+ * keeps its unscaled frequency, and posenc does the same), ext_factor and beta_fast /
+ * beta_slow as given.
+ *
+ * Refused, because posenc reads 0 as "default" where ggml reads it as a value, or has no
+ * such value: attn_factor <= 0 or not finite (ggml's 0 zeroes the output), beta_fast or
+ * beta_slow == 0 with GGML_YARN, an unknown mode, n_dims <= 0, n_offs < 0, n_offs +
+ * n_dims (VISION: n_offs + 2*n_dims) > head_dim, freq_base not finite and > 0,
+ * freq_scale not finite and > 0, nonzero sections in modes 0 and 2, or
+ * params posenc_rope would refuse for head_dim.
  * ggml's ALiBi is not a RoPE node, but the same trap exists there: in ggml_soft_max_ext
  * max_bias = 0 means "no ALiBi", in posenc_alibi_params it means the default 8.
  *
- * Returns POSENC_OK, or POSENC_ERR_INVALID_ARGUMENT (NULL op_params / out, an unknown
- * mode, n_dims <= 0, freq_base or attn_factor not > 0, freq_scale not finite and > 0,
- * or params posenc_rope would refuse for head_dim); *out is written only on success.
+ * Returns POSENC_OK, or POSENC_ERR_INVALID_ARGUMENT; *out is written only on success.
  */
-POSENC_API posenc_status posenc_rope_params_from_ggml(const int32_t op_params[15],
+POSENC_API posenc_status posenc_rope_params_from_ggml(const int32_t *op_params, size_t n_params,
                                                       int64_t head_dim,
                                                       const float *freq_factors,
                                                       struct posenc_rope_params *out);

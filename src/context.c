@@ -414,6 +414,7 @@ static void buffer_link(posenc_context *ctx, posenc_buffer *b, size_t size)
 {
     b->ctx = ctx;
     b->size = size;
+    b->id = ++ctx->next_buffer_id;
     b->next = ctx->buffers;
     if (ctx->buffers)
         ctx->buffers->prev = b;
@@ -495,6 +496,7 @@ posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl_mem,
         free(b);
         return st;
     }
+    b->wrapped = true;
     buffer_link(ctx, b, size);
     *out_buffer = b;
     return POSENC_OK;
@@ -525,6 +527,7 @@ posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
         free(b);
         return st;
     }
+    b->wrapped = true;
     buffer_link(ctx, b, (size_t)size);
     *out_buffer = b;
     return POSENC_OK;
@@ -582,6 +585,7 @@ posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const vo
     PE_RETURN_IF_ERROR(check_range(buffer, offset, src, size, "src"));
     if (size == 0)
         return POSENC_OK;
+    pe_buffer_touch(buffer);
     return ctx->backend->vt->buffer_write(ctx->backend, buffer->mem, offset, src, size);
 }
 

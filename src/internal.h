@@ -47,6 +47,8 @@ struct posenc_context {
     struct posenc_buffer *buffers; /* live buffers, to release what the user forgot */
     char last_error[PE_ERR_MAX];
     struct pe_rope_cache *rope_cache; /* resolved RoPE tables (rope_freq.c); NULL until used */
+    struct pe_ff_cache *ff_cache;     /* device freq_factors read back (rope_freq.c) */
+    uint64_t next_buffer_id;          /* serial numbers of this context's buffers */
 };
 
 struct posenc_buffer {
@@ -54,7 +56,22 @@ struct posenc_buffer {
     size_t size;
     void *mem;            /* the backend's own buffer object */
     struct posenc_buffer *prev, *next;
+    /* A serial number (never reused within a context) and a count of the writes posenc
+     * made to the buffer (posenc_buffer_write, every op that takes a view of it as an
+     * output): together they tell whether a cached read-back is still current. A
+     * wrapped buffer may be written by the application behind posenc's back, so nothing
+     * read from one is cached. */
+    uint64_t id;
+    uint64_t generation;
+    bool wrapped;
 };
+
+/* A view of `b` is about to be written by posenc: cached read-backs of it are stale. */
+static inline void pe_buffer_touch(struct posenc_buffer *b)
+{
+    if (b)
+        b->generation++;
+}
 
 /* Record an error on ctx (formatted message), log it, and return `status`. */
 posenc_status pe_error(posenc_context *ctx, posenc_status status, const char *fmt, ...)

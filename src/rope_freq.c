@@ -16,6 +16,7 @@
  * kind's per-pair rule. A user `freqs` table replaces all of it.
  */
 #include "internal.h"
+#include "tensor.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -144,7 +145,10 @@ static posenc_status check_scaling(posenc_context *ctx, const struct posenc_rope
             r->factor = s->factor;
     }
     if (use & USE_ORIG_CTX) {
-        if (s->original_ctx <= 0)
+        /* GGML_YARN takes ggml's n_ctx_orig = 0 (what ggml_rope_ext(..., n_ctx_orig = 0,
+         * ext_factor != 0) means: correction dims [0, -inf], see apply_scaling) */
+        bool zero_ok = s->kind == POSENC_ROPE_SCALING_GGML_YARN;
+        if (s->original_ctx < 0 || (s->original_ctx == 0 && !zero_ok))
             BAD("params->scaling.original_ctx = %d must be > 0 for scaling kind %s",
                 s->original_ctx, kn);
         r->original_ctx = s->original_ctx;
@@ -232,6 +236,9 @@ static posenc_status resolve(posenc_context *ctx, int64_t head_dim,
             BAD("params->reserved[%zu] = %u, must be 0", i, p->reserved[i]);
     if (p->flags & ~(uint32_t)POSENC_ROPE_BACKWARD)
         BAD("params->flags = 0x%x has unknown bits", p->flags);
+    if (p->freq_factors_tensor) /* pe_rope_table_build reads it first when it can */
+        BAD("params->freq_factors_tensor is set, but this call has no context to read it "
+            "from: pass the factors as params->freq_factors (host memory) instead");
     if ((int)p->mode < 0 || p->mode > POSENC_ROPE_VISION)
         BAD("params->mode = %d is not a posenc_rope_mode", (int)p->mode);
     r->mode = p->mode;
@@ -527,6 +534,128 @@ static void fill(const struct rope_res *r, double *freq, uint8_t *stream,
     apply_scaling(r, base, freq, info);
 }
 
+/* ---- freq_factors on the device ------------------------------------------------------ */
+
+/*
+ * params->freq_factors_tensor is read back once and kept per context: an entry is keyed on
+ * the buffer's serial number, the view (offset, stride, count) and the buffer's write
+ * generation, so any write posenc makes to the buffer invalidates it (internal.h). A
+ * wrapped buffer is read every time.
+ */
+#define PE_FF_CACHE_ENTRIES 4
+
+struct pe_ff_cache_entry {
+    bool used;
+    uint64_t buffer_id, generation, last_use;
+    size_t offset;
+    int64_t stride, n;
+    float *values;
+};
+
+struct pe_ff_cache {
+    uint64_t clock;
+    struct pe_ff_cache_entry e[PE_FF_CACHE_ENTRIES];
+};
+
+static void ff_cache_free(posenc_context *ctx)
+{
+    if (!ctx->ff_cache)
+        return;
+    for (int k = 0; k < PE_FF_CACHE_ENTRIES; k++)
+        free(ctx->ff_cache->e[k].values);
+    free(ctx->ff_cache);
+    ctx->ff_cache = NULL;
+}
+
+/* Read t's first n f32 values into *out_values (owned by the cache, or by the caller when
+ * *out_owned: free it). */
+static posenc_status ff_read(posenc_context *ctx, const posenc_tensor *t, int64_t n,
+                             float **out_values, bool *out_owned)
+{
+    struct posenc_buffer *b = t->buffer;
+    *out_owned = false;
+    if (!b->wrapped && ctx->ff_cache) {
+        for (int k = 0; k < PE_FF_CACHE_ENTRIES; k++) {
+            struct pe_ff_cache_entry *e = &ctx->ff_cache->e[k];
+            if (e->used && e->buffer_id == b->id && e->generation == b->generation &&
+                e->offset == t->offset && e->stride == t->nb[0] && e->n >= n) {
+                e->last_use = ++ctx->ff_cache->clock;
+                *out_values = e->values;
+                return POSENC_OK;
+            }
+        }
+    }
+    size_t span = (size_t)((n - 1) * t->nb[0]) + sizeof(float);
+    unsigned char *img = malloc(span);
+    float *v = malloc((size_t)n * sizeof(float));
+    if (!img || !v) {
+        free(img);
+        free(v);
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory reading %lld freq_factors", (long long)n);
+    }
+    posenc_status st = posenc_buffer_read(b, t->offset, img, span);
+    if (st != POSENC_OK) {
+        free(img);
+        free(v);
+        return st;
+    }
+    for (int64_t j = 0; j < n; j++)
+        memcpy(&v[j], img + (size_t)(j * t->nb[0]), sizeof(float));
+    free(img);
+    if (!b->wrapped && !ctx->ff_cache)
+        ctx->ff_cache = calloc(1, sizeof(*ctx->ff_cache)); /* NULL: no cache, still correct */
+    if (b->wrapped || !ctx->ff_cache) {
+        *out_values = v;
+        *out_owned = true;
+        return POSENC_OK;
+    }
+    struct pe_ff_cache_entry *victim = &ctx->ff_cache->e[0];
+    for (int k = 0; k < PE_FF_CACHE_ENTRIES; k++) {
+        struct pe_ff_cache_entry *e = &ctx->ff_cache->e[k];
+        if (!e->used || (victim->used && e->last_use < victim->last_use))
+            victim = e;
+    }
+    free(victim->values);
+    *victim = (struct pe_ff_cache_entry){true, b->id, b->generation, ++ctx->ff_cache->clock,
+                                         t->offset, t->nb[0], n, v};
+    *out_values = v;
+    return POSENC_OK;
+}
+
+/* Build the table of params whose freq_factors live on the device. */
+static posenc_status build_with_device_ff(posenc_context *ctx, int64_t head_dim,
+                                          const struct posenc_rope_params *params,
+                                          int32_t seq_len, struct pe_rope_table *out)
+{
+    const posenc_tensor *t = params->freq_factors_tensor;
+    if (params->freq_factors || params->freqs)
+        BAD("params->freq_factors_tensor must be NULL when params->%s is set",
+            params->freq_factors ? "freq_factors" : "freqs");
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->freq_factors_tensor", t, false, NULL));
+    if (t->dtype != POSENC_DTYPE_F32)
+        BAD("params->freq_factors_tensor->dtype = %s, must be f32", posenc_dtype_name(t->dtype));
+    if (t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        BAD("params->freq_factors_tensor->ne = [%lld, %lld, %lld, %lld], must be [n, 1, 1, 1]",
+            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+    /* the pair count first (without the factors), then read exactly that many */
+    struct posenc_rope_params p = *params;
+    p.freq_factors_tensor = NULL;
+    struct rope_res r;
+    PE_RETURN_IF_ERROR(resolve(ctx, head_dim, &p, seq_len, &r));
+    if (t->ne[0] < r.n_pairs)
+        BAD("params->freq_factors_tensor->ne[0] = %lld, needs n_dims/2 = %lld values",
+            (long long)t->ne[0], (long long)r.n_pairs);
+    float *values = NULL;
+    bool owned = false;
+    PE_RETURN_IF_ERROR(ff_read(ctx, t, r.n_pairs, &values, &owned));
+    p.freq_factors = values;
+    posenc_status st = pe_rope_table_build(ctx, head_dim, &p, seq_len, out);
+    if (owned)
+        free(values);
+    return st;
+}
+
 posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
                                   const struct posenc_rope_params *params, int32_t seq_len,
                                   struct pe_rope_table *out)
@@ -534,6 +663,8 @@ posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
     if (!out)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out is NULL");
     memset(out, 0, sizeof(*out));
+    if (ctx && params && params->freq_factors_tensor)
+        return build_with_device_ff(ctx, head_dim, params, seq_len, out);
     struct rope_res r;
     PE_RETURN_IF_ERROR(resolve(ctx, head_dim, params, seq_len, &r));
 
@@ -604,7 +735,7 @@ struct pe_rope_cache {
 static bool rope_cacheable(const struct posenc_rope_params *p)
 {
     return !p || !(p->pair_stream || p->freq_factors || p->freqs || p->scaling.short_factor ||
-                   p->scaling.long_factor);
+                   p->scaling.long_factor || p->freq_factors_tensor);
 }
 
 static bool rope_entry_matches(const struct pe_rope_cache_entry *e, int64_t head_dim,
@@ -658,7 +789,10 @@ posenc_status pe_rope_table_cached(posenc_context *ctx, int64_t head_dim,
 
 void pe_rope_cache_free(posenc_context *ctx)
 {
-    if (!ctx || !ctx->rope_cache)
+    if (!ctx)
+        return;
+    ff_cache_free(ctx);
+    if (!ctx->rope_cache)
         return;
     for (int k = 0; k < PE_ROPE_CACHE_ENTRIES; k++)
         if (ctx->rope_cache->e[k].used)
@@ -694,15 +828,16 @@ enum {
     GGML_MODE_IMROPE = 40
 };
 
-posenc_status posenc_rope_params_from_ggml(const int32_t op_params[15], int64_t head_dim,
-                                           const float *freq_factors,
+posenc_status posenc_rope_params_from_ggml(const int32_t *op_params, size_t n_params,
+                                           int64_t head_dim, const float *freq_factors,
                                            struct posenc_rope_params *out)
 {
-    if (!op_params || !out)
+    if (!op_params || !out || (n_params != 15 && n_params != 16))
         return POSENC_ERR_INVALID_ARGUMENT;
     struct posenc_rope_params p;
     memset(&p, 0, sizeof(p));
     const int32_t n_dims = op_params[1], mode = op_params[2], n_ctx_orig = op_params[4];
+    const int32_t n_offs = n_params == 16 ? op_params[15] : 0;
     float freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow;
     memcpy(&freq_base, &op_params[5], sizeof(float));
     memcpy(&freq_scale, &op_params[6], sizeof(float));
@@ -720,29 +855,44 @@ posenc_status posenc_rope_params_from_ggml(const int32_t op_params[15], int64_t 
     default: return POSENC_ERR_INVALID_ARGUMENT;
     }
     /* ggml's 0 values have no posenc meaning (posenc reads 0 as "default") */
-    if (n_dims <= 0 || !(freq_base > 0.0f) || !(attn_factor > 0.0f))
+    if (n_dims <= 0 || n_offs < 0 || !(freq_base > 0.0f) || !isfinite(freq_base) ||
+        !(attn_factor > 0.0f) || !isfinite(attn_factor))
         return POSENC_ERR_INVALID_ARGUMENT;
+    bool uses_sections = p.mode == POSENC_ROPE_MROPE || p.mode == POSENC_ROPE_IMROPE ||
+                         p.mode == POSENC_ROPE_VISION;
+    /* sections ggml does not read. (VISION's sections[2..3] are read by ggml but cannot
+     * change the result: posenc requires sections[0] + sections[1] = the pairs, so no
+     * pair's sector reaches them.) */
+    for (int i = 0; i < 4; i++)
+        if (op_params[11 + i] != 0 && !uses_sections)
+            return POSENC_ERR_INVALID_ARGUMENT;
     if (p.mode == POSENC_ROPE_VISION) {
         if (n_dims > INT32_MAX / 2)
             return POSENC_ERR_INVALID_ARGUMENT;
         p.n_dims = 2 * n_dims; /* ggml VISION: n_dims = ne0/2, the whole head rotates */
         p.sections[0] = op_params[11];
-        p.sections[1] = op_params[12]; /* sections[2..3] are not read for VISION */
+        p.sections[1] = op_params[12];
     } else {
         p.n_dims = n_dims;
         if (p.mode == POSENC_ROPE_MROPE || p.mode == POSENC_ROPE_IMROPE)
             for (int i = 0; i < 4; i++)
                 p.sections[i] = op_params[11 + i];
     }
+    p.n_offs = n_offs;
     p.freq_base = freq_base;
     p.attn_factor = attn_factor;
     if (freq_scale != 1.0f || ext_factor != 0.0f) {
-        if (!isfinite(freq_scale) || freq_scale <= 0.0f)
+        if (!isfinite(freq_scale) || freq_scale <= 0.0f || !isfinite(ext_factor))
             return POSENC_ERR_INVALID_ARGUMENT;
         p.scaling.factor = 1.0f / freq_scale;
+        if (!isfinite(p.scaling.factor))
+            return POSENC_ERR_INVALID_ARGUMENT;
         if (n_ctx_orig == 0 && ext_factor == 0.0f) {
             p.scaling.kind = POSENC_ROPE_SCALING_LINEAR; /* theta = freq_scale * theta */
         } else {
+            /* beta 0 is a value to ggml and "the default" to posenc */
+            if (beta_fast == 0.0f || beta_slow == 0.0f || n_ctx_orig < 0)
+                return POSENC_ERR_INVALID_ARGUMENT;
             p.scaling.kind = POSENC_ROPE_SCALING_GGML_YARN;
             p.scaling.original_ctx = n_ctx_orig;
             p.scaling.ext_factor = ext_factor;

@@ -153,6 +153,9 @@ posenc_status pe_check_tensor(posenc_context *ctx, const char *name, const posen
                                     name, k, (long long)t->nb[k], (unsigned long long)extent);
                 extent = (uint64_t)t->nb[k] * (uint64_t)(t->ne[k] - 1) + extent;
             }
+            /* An op is about to write it (or fail before it does: a spurious miss of a
+             * read-back cache costs a read, a missed write would cost a wrong answer). */
+            pe_buffer_touch(t->buffer);
         }
     }
     if (out_view) {

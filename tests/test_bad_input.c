@@ -1519,7 +1519,7 @@ static posenc_status do_call(struct call *c)
                                  c->hout_null ? NULL : hout.bytes + 2048,
                                  c->hout_null ? NULL : (struct posenc_rope_info *)(hout.d + 384));
     case OP_GGML:
-        return posenc_rope_params_from_ggml(c->ggml, c->sc[0], NULL, ho);
+        return posenc_rope_params_from_ggml(c->ggml, 15, c->sc[0], NULL, ho);
     case OP_ROPE: return posenc_rope(ctx, T[0], T[1], T[2], c->params_null ? NULL : &c->rope);
     case OP_ROPE_QK:
         return posenc_rope_qk(ctx, T[0], T[1], T[2], T[3], T[4],

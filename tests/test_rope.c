@@ -170,7 +170,7 @@ static void check_ggml_node(int mode, int ne0, int n_dims, const int sections[4]
     for (int i = 0; i < 4; i++)
         op[11 + i] = sections[i];
     struct posenc_rope_params p;
-    posenc_status st = posenc_rope_params_from_ggml(op, ne0, NULL, &p);
+    posenc_status st = posenc_rope_params_from_ggml(op, 15, ne0, NULL, &p);
     if (st != POSENC_OK)
         fail_msg("posenc_rope_params_from_ggml(mode %d): %s", mode, posenc_status_string(st));
     int32_t pos[4 * T];
@@ -223,6 +223,10 @@ static void test_ggml_modes(void **state)
     check_ggml_node(24, 80, 40, vit, 1.0, 0.0, 1.0, 0, 10000.0);        /* VISION */
     check_ggml_node(2, 128, 128, none, 0.25, 1.0, 1.0, 4096, 10000.0);  /* YaRN node */
     check_ggml_node(0, 64, 64, none, 0.125, 0.5, 0.9, 2048, 500000.0);  /* partial ramp */
+    /* test-backend-ops' scaled nodes: ext_factor with n_ctx_orig 0 (ggml's degenerate
+     * correction dims [0, -inf]) */
+    check_ggml_node(0, 128, 128, none, 1.4245, 0.7465, 1.4245, 0, 10000.0);
+    check_ggml_node(2, 80, 32, none, 1.4245, 0.7465, 1.0, 0, 10000.0);
 }
 
 /* ---- the context's cache of resolved tables (src/rope_freq.c) ---------------------------- */
@@ -287,6 +291,94 @@ static void test_table_cache(void **state)
     free(y1);
     free(y2);
     free(y3);
+}
+
+/* freq_factors as a device tensor (ggml's src[2]): the same table, hence the same bits, as
+ * the same factors from host memory; a read-back kept across calls must follow every write
+ * posenc makes to the buffer (posenc_buffer_write, an op writing a view of it). */
+static void test_freq_factors_tensor(void **state)
+{
+    (void)state;
+    enum { D = 64, H = 2, T = 3, NP = D / 2, STRIDE = 2 };
+    const size_t n = (size_t)(D * H * T);
+    const int32_t pos[T] = {5, 900, 77};
+    float *x = random_floats(n, 777);
+    float ff[3][NP * STRIDE];
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < NP * STRIDE; j++)
+            ff[k][j] = 0.9f + 0.01f * (float)((j * 7 + k * 13) % 21); /* [0.9, 1.1] */
+    struct posenc_rope_params host;
+    memset(&host, 0, sizeof(host));
+    host.mode = POSENC_ROPE_NEOX;
+    float want[3][NP];
+    float *y_host[3];
+    for (int k = 0; k < 3; k++) {
+        for (int j = 0; j < NP; j++)
+            want[k][j] = ff[k][j * STRIDE];
+        host.freq_factors = want[k];
+        y_host[k] = rope_dut(x, D, H, T, pos, 1, &host);
+    }
+    assert_false(same_floats(y_host[0], y_host[1], n));
+
+    /* every other float of a buffer: a strided view, as a slice of a larger tensor is */
+    posenc_buffer *fb = th_upload(th.dut, ff[0], sizeof(ff[0]));
+    posenc_tensor ft = posenc_tensor_contiguous(fb, 0, POSENC_DTYPE_F32, NP, 1, 1, 1);
+    ft.nb[0] = STRIDE * 4;
+    struct posenc_rope_params dev;
+    memset(&dev, 0, sizeof(dev));
+    dev.mode = POSENC_ROPE_NEOX;
+    dev.freq_factors_tensor = &ft;
+    for (int rep = 0; rep < 2; rep++) { /* the second call reads the kept values */
+        float *y = rope_dut(x, D, H, T, pos, 1, &dev);
+        assert_true(same_floats(y, y_host[0], n));
+        free(y);
+    }
+    /* written by posenc_buffer_write: the new values */
+    assert_int_equal(posenc_buffer_write(fb, 0, ff[1], sizeof(ff[1])), POSENC_OK);
+    float *y1 = rope_dut(x, D, H, T, pos, 1, &dev);
+    assert_true(same_floats(y1, y_host[1], n));
+    /* written by an op (a copy into the view): the new values again */
+    posenc_buffer *src = th_upload(th.dut, want[2], sizeof(want[2]));
+    posenc_tensor st = posenc_tensor_contiguous(src, 0, POSENC_DTYPE_F32, NP, 1, 1, 1);
+    assert_int_equal(posenc_copy(th.dut, &st, &ft), POSENC_OK);
+    float *y2 = rope_dut(x, D, H, T, pos, 1, &dev);
+    assert_true(same_floats(y2, y_host[2], n));
+
+    /* bad input: named, and nothing run */
+    posenc_tensor bad = ft;
+    bad.dtype = POSENC_DTYPE_I32;
+    size_t na = (size_t)(D * H * T);
+    posenc_buffer *xb = th_upload(th.dut, x, na * 4);
+    posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
+    posenc_tensor xt = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, D, H, T, 1);
+    posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    dev.freq_factors_tensor = &bad;
+    assert_int_equal(posenc_rope(th.dut, &xt, &pt, &xt, &dev), POSENC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(posenc_context_last_error(th.dut), "freq_factors_tensor->dtype"));
+    bad = ft;
+    bad.ne[0] = NP - 1;
+    assert_int_equal(posenc_rope(th.dut, &xt, &pt, &xt, &dev), POSENC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(posenc_context_last_error(th.dut), "freq_factors_tensor->ne[0]"));
+    dev.freq_factors_tensor = &ft;
+    dev.freq_factors = want[0];
+    assert_int_equal(posenc_rope(th.dut, &xt, &pt, &xt, &dev), POSENC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(posenc_context_last_error(th.dut), "freq_factors_tensor must be NULL"));
+    dev.freq_factors = NULL;
+    double f[NP];
+    assert_int_equal(posenc_rope_freqs(D, &dev, f, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    float *xa = th_download(xb); /* untouched by the refused calls */
+    assert_true(same_floats(xa, x, na));
+    free(xa);
+    posenc_buffer_destroy(&xb);
+    posenc_buffer_destroy(&pb);
+    posenc_buffer_destroy(&src);
+    posenc_buffer_destroy(&fb);
+    th_check_warnings();
+    for (int k = 0; k < 3; k++)
+        free(y_host[k]);
+    free(y1);
+    free(y2);
+    free(x);
 }
 
 /* ---- properties -------------------------------------------------------------------------- */
@@ -595,6 +687,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest fixed[] = {
         cmocka_unit_test(test_ggml_modes),
         cmocka_unit_test(test_table_cache),
+        cmocka_unit_test(test_freq_factors_tensor),
         cmocka_unit_test(test_norm_preserved),
         cmocka_unit_test(test_relative),
         cmocka_unit_test(test_backward_inverts),

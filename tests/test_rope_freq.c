@@ -640,7 +640,7 @@ static void check_ggml_case(const char *name, const int32_t op[15], int64_t ne0,
 {
     struct posenc_rope_params p;
     memset(&p, 0xAB, sizeof(p));
-    posenc_status st = posenc_rope_params_from_ggml(op, ne0, ff, &p);
+    posenc_status st = posenc_rope_params_from_ggml(op, 15, ne0, ff, &p);
     if (st != POSENC_OK)
         fail_msg("%s: posenc_rope_params_from_ggml: %s", name, posenc_status_string(st));
     assert_int_equal(p.mode, want_mode);
@@ -689,7 +689,7 @@ static void test_ggml_import(void **state)
     ggml_op(op, 128, 8, 0, 1e6f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, qwen2vl);
     check_ggml_case("ggml mrope", op, 128, NULL, POSENC_ROPE_MROPE, POSENC_ROPE_SCALING_NONE,
                     REL_EXACT);
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_OK);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_OK);
     for (int i = 0; i < 4; i++)
         assert_int_equal(p.sections[i], qwen2vl[i]);
     /* M-RoPE with sections repeating over the pairs */
@@ -707,7 +707,7 @@ static void test_ggml_import(void **state)
     ggml_op(op, 40, 24, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, vit);
     check_ggml_case("ggml vision", op, 80, NULL, POSENC_ROPE_VISION, POSENC_ROPE_SCALING_NONE,
                     REL_EXACT);
-    assert_int_equal(posenc_rope_params_from_ggml(op, 80, NULL, &p), POSENC_OK);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 80, NULL, &p), POSENC_OK);
     assert_true(p.n_dims == 80 && p.sections[0] == 20 && p.sections[1] == 20 &&
                 p.sections[2] == 0 && p.sections[3] == 0);
 
@@ -718,7 +718,7 @@ static void test_ggml_import(void **state)
     ggml_op(op, 128, 2, 4096, 1e4f, 0.25f, 1.0f, 1.0f, 32.0f, 1.0f, NULL);
     check_ggml_case("ggml yarn", op, 128, ff, POSENC_ROPE_NEOX, POSENC_ROPE_SCALING_GGML_YARN,
                     REL_EXACT);
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, ff, &p), POSENC_OK);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, ff, &p), POSENC_OK);
     assert_true(p.scaling.factor == 4.0f && p.scaling.original_ctx == 4096 &&
                 p.scaling.ext_factor == 1.0f && p.scaling.beta_fast == 32.0f &&
                 p.scaling.beta_slow == 1.0f);
@@ -750,31 +750,82 @@ static void test_ggml_import(void **state)
 
     /* invalid nodes */
     ggml_op(op, 128, 1, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, NULL);
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     op[2] = 16; /* GGML_ROPE_TYPE_MROPE | 8 without the bit: not a ggml mode */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     op[2] = 0;
     op[1] = 7; /* odd n_dims */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     op[1] = 130; /* > ne0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     ggml_op(op, 128, 0, 0, 1e4f, 1.0f, 0.0f, 0.0f, 32.0f, 1.0f, NULL); /* attn_factor 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     ggml_op(op, 128, 0, 0, 0.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, NULL); /* freq_base 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
-    ggml_op(op, 128, 0, 0, 1e4f, 1.0f, 1.0f, 1.0f, 32.0f, 1.0f, NULL); /* ext, no n_ctx_orig */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    /* ext_factor with n_ctx_orig 0 is what ggml_rope_ext(..., 0, ..., ef != 0, ...) builds
+     * (test-backend-ops' ROPE cases do): ggml's correction dims become [0, -inf] and only
+     * pair 0 keeps its unscaled frequency; ref_ggml gets there through log(0) in double.
+     * Tolerance as "ggml yarn 1/3": the factor's f32 round trip (3e-8 relative). */
+    ggml_op(op, 128, 0, 0, 1e4f, 1.4245f, 0.7465f, 1.4245f, 1.0f, 1.0f, NULL);
+    check_ggml_case("ggml yarn n_ctx_orig 0", op, 128, NULL, POSENC_ROPE_NORMAL,
+                    POSENC_ROPE_SCALING_GGML_YARN, 1e-7);
+    ggml_op(op, 128, 0, 4096, 1e4f, 0.5f, 1.0f, 1.0f, 0.0f, 1.0f, NULL); /* beta_fast 0 */
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    ggml_op(op, 128, 0, 4096, 1e4f, 0.5f, 1.0f, 1.0f, 32.0f, 0.0f, NULL); /* beta_slow 0 */
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    static const int sec_normal[4] = {8, 8, 8, 0};
+    ggml_op(op, 48, 0, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, sec_normal); /* unread words */
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     ggml_op(op, 128, 0, 0, 1e4f, -0.5f, 0.0f, 1.0f, 32.0f, 1.0f, NULL); /* freq_scale < 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     static const int zero[4] = {0, 0, 0, 0};
     ggml_op(op, 128, 8, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, zero); /* M-RoPE, no sections */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     static const int badvit[4] = {10, 20, 0, 0};
     ggml_op(op, 40, 24, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, badvit); /* 10+20 != 40 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 80, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
-    assert_int_equal(posenc_rope_params_from_ggml(NULL, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 80, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(NULL, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
     ggml_op(op, 128, 0, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, NULL);
-    assert_int_equal(posenc_rope_params_from_ggml(op, 128, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT);
+}
+
+/* Current ggml nodes carry 16 words; word 15 is n_offs (ggml_rope_set_offset). A node
+ * with n_offs must rotate [n_offs, n_offs + n_dims), and a word count posenc does not know
+ * must be refused rather than read as the old layout. */
+static void test_ggml_import_16_words(void **state)
+{
+    (void)state;
+    int32_t op[16];
+    struct posenc_rope_params p;
+    ggml_op(op, 32, 2, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, NULL);
+    op[15] = 16;
+    assert_int_equal(posenc_rope_params_from_ggml(op, 16, 64, NULL, &p), POSENC_OK);
+    assert_int_equal(p.n_offs, 16);
+    assert_int_equal(p.n_dims, 32);
+    assert_int_equal(p.mode, POSENC_ROPE_NEOX);
+    /* the same node read as 15 words: n_offs 0 (the layout before word 15 existed) */
+    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 64, NULL, &p), POSENC_OK);
+    assert_int_equal(p.n_offs, 0);
+    /* the window past the head: 16 + 32 > 40 */
+    assert_int_equal(posenc_rope_params_from_ggml(op, 16, 40, NULL, &p),
+                     POSENC_ERR_INVALID_ARGUMENT);
+    op[15] = -2;
+    assert_int_equal(posenc_rope_params_from_ggml(op, 16, 64, NULL, &p),
+                     POSENC_ERR_INVALID_ARGUMENT);
+    op[15] = 0;
+    for (size_t n = 0; n < 20; n++)
+        if (n != 15 && n != 16)
+            assert_int_equal(posenc_rope_params_from_ggml(op, n, 64, NULL, &p),
+                             POSENC_ERR_INVALID_ARGUMENT);
+    /* the table of the offset node is the table of the plain one, moved */
+    double f0[MAXP], f1[MAXP];
+    struct posenc_rope_info info;
+    assert_int_equal(posenc_rope_params_from_ggml(op, 16, 64, NULL, &p), POSENC_OK);
+    assert_int_equal(posenc_rope_freqs(64, &p, f0, NULL, &info), POSENC_OK);
+    op[15] = 32;
+    assert_int_equal(posenc_rope_params_from_ggml(op, 16, 64, NULL, &p), POSENC_OK);
+    assert_int_equal(posenc_rope_freqs(64, &p, f1, NULL, &info), POSENC_OK);
+    assert_memory_equal(f0, f1, 16 * sizeof(double));
 }
 
 /* GGML_YARN and HF YaRN agree for ext_factor 1 and factor > 1, and differ only where
@@ -1140,6 +1191,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_dynamic_ntk),
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_ggml_import),
+        cmocka_unit_test(test_ggml_import_16_words),
         cmocka_unit_test(test_ggml_vs_hf_yarn),
         cmocka_unit_test(test_invalid),
     };

@@ -597,7 +597,7 @@ static void run_host_op(struct rd *r, int op)
             hd = (int64_t)u64(r);
         const float *ff = hd <= 2 * TAB_N ? ftab(r) : NULL;
         struct posenc_rope_params out_p;
-        posenc_rope_params_from_ggml(op_params, hd, ff, u8(r) == 0xFF ? NULL : &out_p);
+        posenc_rope_params_from_ggml(op_params, 15, hd, ff, u8(r) == 0xFF ? NULL : &out_p);
         break;
     }
     case OP_BUCKET: {
