@@ -62,7 +62,7 @@
 /*
  * HAS_ROWS (-D, posenc_rope_set_rows): dst token of (i2, i3) is rows[...] instead of i2, and
  * three more arguments follow the kernel's last one:
- *   rows      uint    the indices as 32-bit words (i32, or i64 with ROWS_I64 = 1: two
+ *   rows_idx  uint    the indices as 32-bit words (i32, or i64 with ROWS_I64 = 1: two
  *                     words, low first; valid when the high word is 0 and the low < R)
  *   rows_off  long    in index elements
  *   rows_st   long4   (st for the token, st for the batch (0: shared), R = dst rows, 0)
@@ -76,7 +76,7 @@
 #define ROWS_I64 0
 #endif
 #if HAS_ROWS
-#define PE_ROWS_ARGS , __global const uint *rows, const long rows_off, const long4 rows_st
+#define PE_ROWS_ARGS , __global const uint *rows_idx, const long rows_off, const long4 rows_st
 inline long pe_rope_dst_token(__global const uint *rows, const long rows_off,
                               const long4 rows_st, const long i2, const long i3)
 {
@@ -89,7 +89,7 @@ inline long pe_rope_dst_token(__global const uint *rows, const long rows_off,
     return v >= 0 && (long)v < rows_st.s2 ? (long)v : -1;
 #endif
 }
-#define PE_DST_TOKEN(i2, i3) pe_rope_dst_token(rows, rows_off, rows_st, (i2), (i3))
+#define PE_DST_TOKEN(i2, i3) pe_rope_dst_token(rows_idx, rows_off, rows_st, (i2), (i3))
 #else
 #define PE_ROWS_ARGS
 #define PE_DST_TOKEN(i2, i3) (i2)

@@ -6,7 +6,7 @@
 // constant 0: 1 when the indices are i64, read as two words (low first; valid when the
 // high word is 0 and the low < n_rows), so no 64-bit integer support is needed. The same
 // dtype moves the bits untouched; f32 -> f16 rounds to nearest even (pe_f32_to_f16). f16
-// elements are written with atomicAnd/Or on their word.
+// elements are written with a compare-and-swap loop on their word.
 #extension GL_GOOGLE_include_directive : require
 
 #ifndef SRC_F16
@@ -28,11 +28,20 @@ layout(std430, set = 0, binding = 0) readonly buffer Src { uint src_w[]; };
 layout(std430, set = 0, binding = 1) buffer Dst { uint dst_w[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Rows { uint rows_w[]; };
 
+// One compare-and-swap of the whole word: the half lands in one atomic step, so two
+// source rows naming one destination row leave one of them, never a mix of their bits
+// (an atomicAnd + atomicOr pair would interleave with the other writer's).
 void pe_store_half(uint e, uint h)
 {
     uint sh = (e & 1u) * 16u;
-    atomicAnd(dst_w[e >> 1], ~(0xffffu << sh));
-    atomicOr(dst_w[e >> 1], h << sh);
+    uint mask = 0xffffu << sh;
+    uint old = dst_w[e >> 1];
+    for (;;) {
+        uint prev = atomicCompSwap(dst_w[e >> 1], old, (old & ~mask) | (h << sh));
+        if (prev == old)
+            break;
+        old = prev;
+    }
 }
 
 void main()
