@@ -59,6 +59,42 @@
 #define PE_ROPE_COPY_X 1
 #define PE_ROPE_COPY_X2 2
 
+/*
+ * HAS_ROWS (-D, posenc_rope_set_rows): dst token of (i2, i3) is rows[...] instead of i2, and
+ * three more arguments follow the kernel's last one:
+ *   rows_idx  uint    the indices as 32-bit words (i32, or i64 with ROWS_I64 = 1: two
+ *                     words, low first; valid when the high word is 0 and the low < R)
+ *   rows_off  long    in index elements
+ *   rows_st   long4   (st for the token, st for the batch (0: shared), R = dst rows, 0)
+ * A token whose index is outside [0, R) is skipped (POSENC_ROWS_UNCHECKED). Without
+ * HAS_ROWS the kernels are unchanged (PE_DST_TOKEN is i2).
+ */
+#ifndef HAS_ROWS
+#define HAS_ROWS 0
+#endif
+#ifndef ROWS_I64
+#define ROWS_I64 0
+#endif
+#if HAS_ROWS
+#define PE_ROWS_ARGS , __global const uint *rows_idx, const long rows_off, const long4 rows_st
+inline long pe_rope_dst_token(__global const uint *rows, const long rows_off,
+                              const long4 rows_st, const long i2, const long i3)
+{
+    const long e = rows_off + i2 * rows_st.s0 + i3 * rows_st.s1;
+#if ROWS_I64
+    const uint lo = rows[2 * e], hi = rows[2 * e + 1];
+    return hi == 0u && (long)lo < rows_st.s2 ? (long)lo : -1;
+#else
+    const int v = (int)rows[e];
+    return v >= 0 && (long)v < rows_st.s2 ? (long)v : -1;
+#endif
+}
+#define PE_DST_TOKEN(i2, i3) pe_rope_dst_token(rows_idx, rows_off, rows_st, (i2), (i3))
+#else
+#define PE_ROWS_ARGS
+#define PE_DST_TOKEN(i2, i3) (i2)
+#endif
+
 /* Rotate pair (a, b) (element offsets from each head's start) of n_head heads of one
  * token: the same c, s for all of them. */
 #define PE_ROPE_HEADS(LOAD, STORE, x, xr, x_st1, dst, dr, d_st1, n_head, xa, xb, da, db) \
@@ -89,7 +125,8 @@ __kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
                       __global const POS_T *pos, const long pos_off, const long4 pos_st,
                       __global const POS_FROM_T *pos_from, const long pos_from_off,
                       const long4 pos_from_st, __global const float *tab, const long4 shape,
-                      const long4 dims, const int flags, const float mscale, const int sign)
+                      const long4 dims, const int flags, const float mscale,
+                      const int sign PE_ROWS_ARGS)
 {
     const long i = (long)get_global_id(0);
     const long i2 = (long)get_global_id(1);
@@ -97,9 +134,12 @@ __kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
     const long n_pairs = shape.s0;
     if (i >= n_pairs + shape.s3 || i2 >= shape.s1 || i3 >= shape.s2)
         return;
+    const long d2 = PE_DST_TOKEN(i2, i3);
+    if (d2 < 0)
+        return;
     const long n_head = dims.s0;
     const long xr = x_off + i2 * x_st.s2 + i3 * x_st.s3;
-    const long dr = dst_off + i2 * dst_st.s2 + i3 * dst_st.s3;
+    const long dr = dst_off + d2 * dst_st.s2 + i3 * dst_st.s3;
 #if HAS_X2
     const long n_head2 = dims.s1;
     const long x2r = x2_off + i2 * x2_st.s2 + i3 * x2_st.s3;
@@ -268,7 +308,7 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
                           __global const POS_FROM_T *pos_from, const long pos_from_off,
                           const long4 pos_from_st, __global const float *tab,
                           const long4 shape, const long4 dims, const int flags,
-                          const float mscale, const int sign, const int rows_per)
+                          const float mscale, const int sign, const int rows_per PE_ROWS_ARGS)
 {
     const long nu = shape.s0 / 8;
     const long u = (long)get_global_id(0) % nu;
@@ -313,10 +353,18 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
     const long n_offs = dims.s2;
     const long n_copy = shape.s3;
     const long h_end = (chunk + 1) * rows_per < rows ? (chunk + 1) * rows_per : rows;
+#if HAS_ROWS
+    /* a skipped token still walks the loop: PE_CPU_ORDER's barriers need every work-item */
+    const long d2 = i2 < shape.s1 && i3 < shape.s2 ? PE_DST_TOKEN(i2, i3) : -1;
+#define PE_D2_OK (d2 >= 0)
+#else
+    const long d2 = i2;
+#define PE_D2_OK 1
+#endif
     for (long h = chunk * rows_per; h < h_end; h++) {
-        if (h < n_head) {
+        if (h < n_head && PE_D2_OK) {
             const long xr = x_off + h * x_st.s1 + i2 * x_st.s2 + i3 * x_st.s3;
-            const long dr = dst_off + h * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3;
+            const long dr = dst_off + h * dst_st.s1 + d2 * dst_st.s2 + i3 * dst_st.s3;
             PE_ROPE_VEC8(PE_LOAD8_X, PE_LOAD16_X, PE_STORE8_DST, PE_STORE16_DST, x,
                          xr + n_offs, dst, dr + n_offs)
             if (flags & PE_ROPE_COPY_X)
@@ -384,7 +432,7 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
                           __global const POS_FROM_T *pos_from, const long pos_from_off,
                           const long4 pos_from_st, __global const float *tab,
                           const long4 shape, const long4 dims, const int flags,
-                          const float mscale, const int sign, const int rows_per)
+                          const float mscale, const int sign, const int rows_per PE_ROWS_ARGS)
 {
     const long chunk = (long)get_global_id(0);
     const long i2 = (long)get_global_id(1);
@@ -392,6 +440,9 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
     const long n_pairs = shape.s0;
     const int pairing = (int)dims.s3;
     if (i2 >= shape.s1 || i3 >= shape.s2 || chunk * rows_per >= dims.s0 + dims.s1)
+        return;
+    const long d2 = PE_DST_TOKEN(i2, i3);
+    if (d2 < 0)
         return;
 
     float8 cv[PE_NU], sv[PE_NU];
@@ -439,7 +490,7 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
     for (long h = chunk * rows_per; h < h_end; h++) {
         if (h < n_head) {
             const long xr = x_off + h * x_st.s1 + i2 * x_st.s2 + i3 * x_st.s3;
-            const long dr = dst_off + h * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3;
+            const long dr = dst_off + h * dst_st.s1 + d2 * dst_st.s2 + i3 * dst_st.s3;
             if (flags & PE_ROPE_COPY_X)
                 for (long k = 0; k < n_copy; k++) {
                     const long c0 = k < n_offs ? k : k + 2 * n_pairs;

@@ -151,13 +151,16 @@ POSENC_API const char *posenc_status_string(posenc_status status);
 typedef enum posenc_dtype {
     POSENC_DTYPE_F32 = 0, /* IEEE binary32 */
     POSENC_DTYPE_F16 = 1, /* IEEE binary16, storage only: posenc computes in f32 or wider */
-    POSENC_DTYPE_I32 = 2  /* int32 (positions) */
+    POSENC_DTYPE_I32 = 2, /* int32 (positions) */
+    /* int64: row indices of posenc_set_rows / posenc_rope_set_rows only (ggml's I64);
+     * every other op refuses it with INVALID_ARGUMENT naming the tensor's dtype */
+    POSENC_DTYPE_I64 = 3
 } posenc_dtype;
 
 /* Returns the size in bytes of one element of `dtype`, or 0 for an unknown value. */
 POSENC_API size_t posenc_dtype_size(posenc_dtype dtype);
 
-/* Returns a short static name ("f32", "f16", "i32"), or "?" for an unknown value. */
+/* Returns a short static name ("f32", "f16", "i32", "i64"), or "?" for an unknown value. */
 POSENC_API const char *posenc_dtype_name(posenc_dtype dtype);
 
 typedef struct posenc_context posenc_context;
@@ -1155,6 +1158,91 @@ POSENC_API posenc_status posenc_attention_decay(posenc_context *ctx, int64_t hea
                                                 uint64_t seed,
                                                 const struct posenc_attention_params *params,
                                                 double *out_weight);
+
+/* ------------------------------------------------------------------------------------ */
+/* Fill and row scatter (ggml buffer clears, GGML_OP_SET_ROWS, fused RoPE + KV-cache write) */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Set every element of dst (any non-overlapping strided view) to `value`:
+ *   F32  value rounded to the nearest f32 (ties to even); NaN and infinities are stored
+ *        as such (a NaN stays a NaN);
+ *   F16  value rounded to the nearest f16 (ties to even, one rounding from the double;
+ *        overflow gives infinity); NaN and infinities as for F32;
+ *   I32  value must be an integer in [INT32_MIN, INT32_MAX] (a byte pattern for a
+ *        memset: 0x01010101 * byte, as int32); else INVALID_ARGUMENT naming `value`.
+ * I64 is refused. Every backend writes the same bits (the host converts the value once).
+ * Returns POSENC_ERR_INVALID_ARGUMENT for a bad view, dtype or value.
+ */
+POSENC_API posenc_status posenc_fill(posenc_context *ctx, const posenc_tensor *dst, double value);
+
+/* posenc_set_rows_params.flags */
+enum {
+    /* Do not read the row indices back to the host to check them (no host wait): a row
+     * whose index is outside [0, R) is skipped (nothing of it is written) by every
+     * backend. */
+    POSENC_ROWS_UNCHECKED = 1u << 0
+};
+
+/* Parameters of posenc_set_rows / posenc_rope_set_rows. All-zero (or NULL) = defaults. */
+struct posenc_set_rows_params {
+    uint32_t flags;       /* POSENC_ROWS_* */
+    uint32_t reserved[3]; /* must be zero */
+};
+
+/*
+ * ggml's GGML_OP_SET_ROWS: scatter the rows of src into the rows of dst named by `rows`.
+ *
+ *   src   [n, r, d2, d3]   f32 or f16
+ *   rows  [r, e2, e3, 1]   i32 or i64; d2 % e2 == 0 and d3 % e3 == 0 (broadcast)
+ *   dst   [n, R, d2, d3]   f32 or f16 (f32 <-> f16 rounds to nearest even; same dtype:
+ *                          the bits are copied)
+ *
+ *   dst[:, rows[i1, i2 % e2, i3 % e3], i2, i3] = src[:, i1, i2, i3]
+ *
+ * (ggml's broadcast rule: the row index tensor repeats over dims 2 and 3.) Rows of dst
+ * that no index names are left as they are. When two source rows of one (i2, i3) name the
+ * same destination row, which of them lands is unspecified. src, rows and dst must not
+ * overlap one another. Any view (padded, permuted, offset) works.
+ *
+ * By default the indices are read back to the host before anything is queued (this waits
+ * for queued work, as posenc_learned's positions do); an index outside [0, R) gives
+ * POSENC_ERR_OUT_OF_RANGE naming the element and its value, and dst is untouched. With
+ * POSENC_ROWS_UNCHECKED nothing is read back and such a row is skipped instead. An i64
+ * index is valid when 0 <= index < R; GPU kernels read it as two 32-bit words (valid when
+ * the high word is 0 and the low word < R, the same set of values).
+ * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, views, overlaps or params
+ * (reserved != 0, unknown flags).
+ */
+POSENC_API posenc_status posenc_set_rows(posenc_context *ctx, const posenc_tensor *src,
+                                         const posenc_tensor *rows, const posenc_tensor *dst,
+                                         const struct posenc_set_rows_params *params);
+
+/*
+ * RoPE whose rotated tokens are written to rows of a cache tensor (ggml's fused
+ * ROPE -> VIEW -> SET_ROWS KV-cache write), in one pass:
+ *
+ *   x     [head_dim, H, T, B]  f32 or f16, as posenc_rope
+ *   pos   as posenc_rope ([T, streams, 1 or B, 1], i32 or f32)
+ *   rows  [T, 1 or B, 1, 1]    i32 or i64: the destination token of each (t, b)
+ *   dst   [head_dim, H, R, B]  f32 or f16
+ *
+ *   dst[:, :, rows[t, b], b] = rope(x)[:, :, t, b]
+ *
+ * Every RoPE mode, scaling, partial rotation (the dims outside the window are copied),
+ * POSENC_ROPE_BACKWARD and params as posenc_rope. The result is bit-identical to
+ * posenc_rope into a tensor of dst's dtype and layout followed by posenc_set_rows on the
+ * same backend. (With an f32 intermediate and an f16 dst the two-step path rounds twice;
+ * the GPU and fast CPU paths compute in f32 and give the same bits either way, the CPU
+ * reference computes in double and may differ there by one f16 ulp.) Index checking,
+ * POSENC_ROWS_UNCHECKED and duplicate rows as posenc_set_rows. dst must not overlap x,
+ * pos or rows. Returns as posenc_rope and posenc_set_rows.
+ */
+POSENC_API posenc_status posenc_rope_set_rows(posenc_context *ctx, const posenc_tensor *x,
+                                              const posenc_tensor *pos, const posenc_tensor *rows,
+                                              const posenc_tensor *dst,
+                                              const struct posenc_rope_params *params,
+                                              const struct posenc_set_rows_params *rows_params);
 
 #ifdef __cplusplus
 }

@@ -227,6 +227,9 @@ PE_STOREV(dst2, DST2_ACC)
 layout(std430, set = 0, binding = 4) readonly buffer PosBuf { int pos_i[]; };
 layout(std430, set = 0, binding = 5) readonly buffer FromBuf { int from_i[]; };
 layout(std430, set = 0, binding = 6) readonly buffer TabBuf { uvec4 tab[]; };
+// posenc_rope_set_rows (PE_ROPE_FLAG_ROWS, no x2): binding 2 holds the row indices as
+// 32-bit words (kernel_abi.h).
+layout(std430, set = 0, binding = 2) readonly buffer RowsBuf { uint rows_w[]; };
 
 // ---- one unit over the heads of one tensor -----------------------------------------------
 // Pairing 0: the run at a holds PU adjacent pairs (x, y), (z, w) rotated by (c.x, s.x),
@@ -326,8 +329,18 @@ void main()
         uint u = idx - row * pc.n_units;
         uint i3 = pe_udiv(row, hdr.y, (hdr.z >> 8) & 0xffu);
         uint i2 = row - i3 * pc.ne2;
+        uint d2 = i2; // dst token
+        if ((FLAGS & PE_ROPE_FLAG_ROWS) != 0u) {
+            uint w = pc.x2_off + i2 * pc.x2_st0 + i3 * pc.x2_st1;
+            d2 = rows_w[w];
+            bool ok = (FLAGS & PE_ROPE_FLAG_ROWS_I64) != 0u
+                          ? (rows_w[w + 1u] == 0u && d2 < pc.x2_st2)
+                          : (int(d2) >= 0 && d2 < pc.x2_st2);
+            if (!ok)
+                continue; // POSENC_ROWS_UNCHECKED: the token is skipped
+        }
         uint xr = pc.x_off + i2 * pc.x_st2 + i3 * pc.x_st3;
-        uint dr = pc.dst_off + i2 * pc.dst_st2 + i3 * pc.dst_st3;
+        uint dr = pc.dst_off + d2 * pc.dst_st2 + i3 * pc.dst_st3;
         uint x2r = pc.x2_off + i2 * pc.x2_st2 + i3 * pc.x2_st3;
         uint d2r = pc.dst2_off + i2 * pc.dst2_st2 + i3 * pc.dst2_st3;
 

@@ -21,6 +21,8 @@
 #define PE_ROPE_DST_ACC_SHIFT  12u
 #define PE_ROPE_X2_ACC_SHIFT   14u
 #define PE_ROPE_DST2_ACC_SHIFT 16u
+#define PE_ROPE_FLAG_ROWS      0x40000u
+#define PE_ROPE_FLAG_ROWS_I64  0x80000u
 
 #ifdef PE_ROPE_PUSH
 layout(push_constant, std430) uniform PeRopePush {

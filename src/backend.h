@@ -89,6 +89,10 @@ struct pe_backend_vtable {
     posenc_status (*attn_output)(struct pe_backend *be, const struct pe_attn_output_op *op);
     /* posenc_copy (also the benchmark's copy ceiling: it is this backend's own copy). */
     posenc_status (*copy)(struct pe_backend *be, const struct pe_copy_op *op);
+    /* posenc_fill and posenc_set_rows (posenc_rope_set_rows goes through `rope` with
+     * op->rows set). */
+    posenc_status (*fill)(struct pe_backend *be, const struct pe_fill_op *op);
+    posenc_status (*set_rows)(struct pe_backend *be, const struct pe_set_rows_op *op);
 };
 
 extern const struct pe_backend_vtable pe_cpu_vtable;

@@ -175,6 +175,13 @@ struct pe_rope_op {
     const double *freq_from;     /* rerotate only */
     const float *freq_from_f32;
     const uint8_t *stream_from;
+    /* posenc_rope_set_rows only (mem == NULL otherwise): token (t, b) is written to dst
+     * token rows[offset + t*st[0] + b*st[1]] (st[1] == 0 when shared by the batch; ne =
+     * {T, 1 or B, 1, 1}; i32 or i64) instead of t; dst.ne[2] is then n_rows, not T. An
+     * index outside [0, n_rows) skips the token (the front end checked them unless
+     * POSENC_ROWS_UNCHECKED). No x2, no pos_from; dst is disjoint from x. */
+    struct pe_view rows;
+    int64_t n_rows;
 };
 
 /* posenc_learned, resolved: dst[i0, t, b] = x[i0, t, b] + table[i0, pos(t, b)] (x.mem ==
@@ -292,6 +299,27 @@ struct pe_attn_output_op {
     struct pe_view v;        /* [Dv, Hk, Tk, B] f32 or f16 */
     struct pe_view dst;      /* [Dv, Hq, Tq, B] f32 or f16 */
     int64_t group;
+};
+
+/* posenc_fill, resolved: every element of dst gets `bits` (the value already converted to
+ * dst's dtype on the host: f32 bits, f16 bits in the low 16, or the int32). */
+struct pe_fill_op {
+    struct pe_view dst;
+    uint32_t bits;
+};
+
+/* posenc_set_rows, resolved: for i0 < n, i1 < r, i2 < d2, i3 < d3
+ *   j2 = (i2 + base2) % e2, j3 = (i3 + base3) % e3   (e2 = rows.ne[1], e3 = rows.ne[2])
+ *   row = rows[rows.offset + i1*st[0] + j2*st[1] + j3*st[2]]   (i32 or i64)
+ *   0 <= row < n_rows:  dst[i0, row, i2, i3] = src[i0, i1, i2, i3] converted
+ *   else: nothing (only with POSENC_ROWS_UNCHECKED; otherwise the front end checked)
+ * src [n, r, d2, d3], dst [n, n_rows, d2, d3]: dst.ne[1] == n_rows. base2 / base3 are the
+ * coordinates of this launch's first (i2, i3) in the whole op (0 unless src/split.c cut
+ * it); the rows view is never cut along dims 1 and 2. */
+struct pe_set_rows_op {
+    struct pe_view src, rows, dst;
+    int64_t n_rows;
+    int64_t base2, base3;
 };
 
 #endif

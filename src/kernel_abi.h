@@ -142,6 +142,12 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
 #define PE_ROPE_DST_ACC_SHIFT  12
 #define PE_ROPE_X2_ACC_SHIFT   14
 #define PE_ROPE_DST2_ACC_SHIFT 16
+/* posenc_rope_set_rows (no x2 then): the x2 push fields carry the row indices instead --
+ * x2_off, x2_st0 (token), x2_st1 (batch, 0 = shared) in 32-bit words of binding 2, x2_st2
+ * = R, the rows of dst -- and token (i2, i3) is written at dst token rows[...], or skipped
+ * when the index is outside [0, R). */
+#define PE_ROPE_FLAG_ROWS      0x40000u
+#define PE_ROPE_FLAG_ROWS_I64  0x80000u /* two words per index, low first (high must be 0) */
 
 struct pe_vk_rope_push {
     uint32_t x_off, x_st0, x_st1, x_st2, x_st3;
@@ -405,5 +411,34 @@ _Static_assert(offsetof(struct pe_vk_attn_softmax_push, flags) == 96, "abi");
 #define PE_VK_ATTN_TILE_Y 16u
 #define PE_VK_ATTN_CHUNK 16u
 #define PE_VK_ATTN_SOFTMAX_WG 64u
+
+/* ---- fill and set_rows (shaders/fill.comp, shaders/set_rows.comp; blocks in ----------
+ * shaders/rows_params.glsl; host side src/vulkan/ops_rows_vk.c) ------------------------ */
+
+/* fill.comp: element idx = i0 + ne0 * (i1 + ne1 * (i2 + ne2 * i3)) of n_total gets `bits`
+ * (f16: the low 16 bits, written with atomicAnd/Or on its word). */
+struct pe_vk_fill_push {
+    uint32_t off, st0, st1, st2, st3;
+    uint32_t ne0, ne1, ne2, n_total;
+    uint32_t bits;
+};
+_Static_assert(sizeof(struct pe_vk_fill_push) == 40, "must match shaders/rows_params.glsl");
+
+/* set_rows.comp: over src's elements idx = i0 + ne0 * (i1 + ne1 * (i2 + ne2 * i3)), the row
+ * index at rows word rows_off + i1 * rows_st0 + ((i2 + base2) % e2) * rows_st1 + ((i3 +
+ * base3) % e3) * rows_st2 (strides in words: doubled for i64, specialization constant 0 =
+ * 1), then dst[i0, row, i2, i3] = src[i0, i1, i2, i3] when row < n_rows, else nothing. */
+struct pe_vk_set_rows_push {
+    uint32_t src_off, src_st0, src_st1, src_st2, src_st3;
+    uint32_t dst_off, dst_st0, dst_st1, dst_st2, dst_st3;
+    uint32_t rows_off, rows_st0, rows_st1, rows_st2;
+    uint32_t ne0, ne1, ne2, n_total;
+    uint32_t e2, e3, base2, base3;
+    uint32_t n_rows;
+};
+_Static_assert(sizeof(struct pe_vk_set_rows_push) == 92, "must match shaders/rows_params.glsl");
+
+/* Workgroup size of fill.comp and set_rows.comp. */
+#define PE_VK_ROWS_WG 64u
 
 #endif

@@ -14,6 +14,11 @@ posenc_status posenc_copy(posenc_context *ctx, const posenc_tensor *src, const p
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "src", src, false, &op.src));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, &op.dst));
+    if (src->dtype == POSENC_DTYPE_I64 || dst->dtype == POSENC_DTYPE_I64)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "%s->dtype = i64: posenc_copy takes f32, f16 and i32 (i64 is for row "
+                        "indices only)",
+                        src->dtype == POSENC_DTYPE_I64 ? "src" : "dst");
     const bool src_float = src->dtype == POSENC_DTYPE_F32 || src->dtype == POSENC_DTYPE_F16;
     const bool dst_float = dst->dtype == POSENC_DTYPE_F32 || dst->dtype == POSENC_DTYPE_F16;
     if (src->dtype != dst->dtype && !(src_float && dst_float))

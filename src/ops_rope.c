@@ -1,6 +1,7 @@
 /* ops_rope.c - posenc_rope, posenc_rope_qk, posenc_rope_rerotate: argument checks, the
  * host-side frequency table (rope_freq.c), dispatch. */
 #include "backend.h"
+#include "rows.h"
 #include "split.h"
 #include "tensor.h"
 
@@ -306,5 +307,63 @@ posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
     }
     release_table(&ta, owned_a);
     release_table(&tb, owned_b);
+    return st;
+}
+
+posenc_status posenc_rope_set_rows(posenc_context *ctx, const posenc_tensor *x,
+                                   const posenc_tensor *pos, const posenc_tensor *rows,
+                                   const posenc_tensor *dst, const struct posenc_rope_params *params,
+                                   const struct posenc_set_rows_params *rows_params)
+{
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    struct pe_rope_op op;
+    memset(&op, 0, sizeof(op));
+    bool unchecked;
+    PE_RETURN_IF_ERROR(pe_rows_params(ctx, "rows_params", rows_params, &unchecked));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "x", x, false, &op.x));
+    PE_RETURN_IF_ERROR(check_float(ctx, "x", x));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, &op.dst));
+    PE_RETURN_IF_ERROR(check_float(ctx, "dst", dst));
+    if (dst->ne[0] != x->ne[0] || dst->ne[1] != x->ne[1] || dst->ne[3] != x->ne[3])
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "dst->ne = [%lld, %lld, %lld, %lld] does not fit x->ne = [%lld, %lld, "
+                        "%lld, %lld]: need dst [head_dim, H, R, B] for x [head_dim, H, T, B]",
+                        (long long)dst->ne[0], (long long)dst->ne[1], (long long)dst->ne[2],
+                        (long long)dst->ne[3], (long long)x->ne[0], (long long)x->ne[1],
+                        (long long)x->ne[2], (long long)x->ne[3]);
+    PE_RETURN_IF_ERROR(check_pos(ctx, "pos", pos, x, &op.pos));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "rows", rows, false, &op.rows));
+    PE_RETURN_IF_ERROR(pe_rows_dtype(ctx, rows));
+    if (rows->ne[0] != x->ne[2] || (rows->ne[1] != 1 && rows->ne[1] != x->ne[3]) ||
+        rows->ne[2] != 1 || rows->ne[3] != 1)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "rows->ne = [%lld, %lld, %lld, %lld] does not fit x->ne = [%lld, %lld, "
+                        "%lld, %lld]: need [T, 1 or B, 1, 1] for x [head_dim, H, T, B]",
+                        (long long)rows->ne[0], (long long)rows->ne[1], (long long)rows->ne[2],
+                        (long long)rows->ne[3], (long long)x->ne[0], (long long)x->ne[1],
+                        (long long)x->ne[2], (long long)x->ne[3]);
+    if (rows->ne[1] == 1)
+        op.rows.st[1] = 0; /* shared by every batch row */
+    PE_RETURN_IF_ERROR(check_alias(ctx, "dst", dst, "x", x, false));
+    PE_RETURN_IF_ERROR(check_alias(ctx, "dst", dst, "pos", pos, false));
+    PE_RETURN_IF_ERROR(check_alias(ctx, "dst", dst, "rows", rows, false));
+
+    struct pe_rope_table t;
+    bool owned;
+    PE_RETURN_IF_ERROR(build_table(ctx, x, pos, params, &t, &owned));
+    posenc_status st = POSENC_OK;
+    if (!pe_tensor_empty(x)) {
+        /* Every index is checked before anything is queued (unless UNCHECKED). */
+        if (!unchecked)
+            st = pe_rows_read_check(ctx, rows, dst->ne[2]);
+        if (st == POSENC_OK && !pe_tensor_empty(dst)) {
+            fill_op(&op, &t, params ? params->flags : 0);
+            op.n_rows = dst->ne[2];
+            st = dispatch(ctx, &op);
+        }
+    }
+    release_table(&t, owned);
     return st;
 }

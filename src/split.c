@@ -68,6 +68,8 @@ union pe_any_op {
     struct pe_learned_op learned;
     struct pe_alibi_op alibi;
     struct pe_relbias_op relbias;
+    struct pe_fill_op fill;
+    struct pe_set_rows_op set_rows;
 };
 
 /* A view of an op, by its place in the union. */
@@ -80,7 +82,7 @@ struct split_desc {
     const char *name;
     int min_dim;                /* the innermost dimension that may be cut */
     size_t shape;               /* the view whose ne is the op's main shape */
-    struct split_view views[6]; /* the views whose span must fit ({0, NULL} ends) */
+    struct split_view views[8]; /* the views whose span must fit ({0, NULL} ends) */
     void (*slice)(union pe_any_op *op, int d, int64_t a, int64_t n);
     posenc_status (*run)(struct pe_backend *be, const union pe_any_op *op);
     /* Optional: when dimension d cannot be cut, split the op into two independent ops
@@ -136,12 +138,19 @@ static posenc_status sin_run(struct pe_backend *be, const union pe_any_op *op)
 }
 
 /* rope: x, dst, x2, dst2 [head_dim, H, T, B]; pos / pos_from [T, streams, B]. Heads
- * (dimension 1) are cut only without x2: q and k have different head counts. */
+ * (dimension 1) are cut only without x2: q and k have different head counts.
+ * rope_set_rows (rows set): dst [head_dim, H, R, B] is written at any token row, so a
+ * token cut moves the rows view instead of dst. */
 static void rope_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     struct pe_rope_op *r = &op->rope;
     cut(&r->x, d, a, n);
-    cut(&r->dst, d, a, n);
+    if (r->rows.mem && d == 2)
+        cut(&r->rows, 0, a, n);
+    else
+        cut(&r->dst, d, a, n);
+    if (r->rows.mem && d == 3)
+        cut_shared(&r->rows, 1, a, n);
     cut(&r->x2, d, a, n);
     cut(&r->dst2, d, a, n);
     if (d == 2) {
@@ -232,7 +241,7 @@ static const struct split_desc sin_desc = {
 static const struct split_desc rope_desc = {
     "rope", 1, offsetof(union pe_any_op, rope.x),
     {V(rope.x, "x"), V(rope.dst, "dst"), V(rope.x2, "k"), V(rope.dst2, "k_out"),
-     V(rope.pos, "pos"), V(rope.pos_from, "pos_from")},
+     V(rope.pos, "pos"), V(rope.pos_from, "pos_from"), V(rope.rows, "rows")},
     rope_slice, rope_run, rope_apart};
 static const struct split_desc learned_desc = {
     "learned", 1, offsetof(union pe_any_op, learned.dst),
@@ -246,6 +255,45 @@ static const struct split_desc relbias_desc = {
     "relbias", 0, offsetof(union pe_any_op, relbias.dst),
     {V(relbias.dst, "dst"), V(relbias.logits, "logits"), V(relbias.table, "table")},
     relbias_slice, relbias_run, NULL};
+/* fill: dst [4], any dimension. */
+static void fill_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    cut(&op->fill.dst, d, a, n);
+}
+static posenc_status fill_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->fill(be, &op->fill);
+}
+
+/* set_rows: src [n, r, d2, d3], dst [n, R, d2, d3]. A cut of dim 1 (source rows) moves the
+ * rows view and leaves dst whole (any row may be written); dims 2 and 3 move dst and the
+ * broadcast bases (the rows view repeats with period e2 / e3, so it is not cut). */
+static void set_rows_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    struct pe_set_rows_op *o = &op->set_rows;
+    cut(&o->src, d, a, n);
+    if (d == 1) {
+        cut(&o->rows, 0, a, n);
+        return;
+    }
+    cut(&o->dst, d, a, n);
+    if (d == 2)
+        o->base2 += a;
+    else if (d == 3)
+        o->base3 += a;
+}
+static posenc_status set_rows_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->set_rows(be, &op->set_rows);
+}
+
+static const struct split_desc fill_desc = {
+    "fill", 0, offsetof(union pe_any_op, fill.dst), {V(fill.dst, "dst")}, fill_slice, fill_run,
+    NULL};
+static const struct split_desc set_rows_desc = {
+    "set_rows", 0, offsetof(union pe_any_op, set_rows.src),
+    {V(set_rows.src, "src"), V(set_rows.dst, "dst"), V(set_rows.rows, "rows")},
+    set_rows_slice, set_rows_run, NULL};
 #undef V
 
 /* ------------------------------------------------------------------------------------ */
@@ -256,12 +304,12 @@ static const struct split_desc relbias_desc = {
 static int over_limit(const struct split_desc *sd, const union pe_any_op *op, uint64_t limit,
                       const char **out_name, uint64_t *out_span)
 {
-    for (int i = 0; i < 6 && sd->views[i].name; i++) {
+    for (size_t i = 0; i < PE_ARRAY_SIZE(sd->views) && sd->views[i].name; i++) {
         uint64_t s = pe_view_span_bytes(view_at(op, sd->views[i].off));
         if (s > limit) {
             *out_name = sd->views[i].name;
             *out_span = s;
-            return i;
+            return (int)i;
         }
     }
     return -1;
@@ -359,6 +407,8 @@ PE_RUN_SPLIT(pe_run_rope, rope, struct pe_rope_op, rope_desc)
 PE_RUN_SPLIT(pe_run_learned, learned, struct pe_learned_op, learned_desc)
 PE_RUN_SPLIT(pe_run_alibi, alibi, struct pe_alibi_op, alibi_desc)
 PE_RUN_SPLIT(pe_run_relbias, relbias, struct pe_relbias_op, relbias_desc)
+PE_RUN_SPLIT(pe_run_fill, fill, struct pe_fill_op, fill_desc)
+PE_RUN_SPLIT(pe_run_set_rows, set_rows, struct pe_set_rows_op, set_rows_desc)
 
 posenc_status pe_check_binding(posenc_context *ctx, const char *op_name, int n_views,
                                const struct pe_view *const *views, const char *const *names)

@@ -9,6 +9,7 @@ size_t posenc_dtype_size(posenc_dtype dtype)
     case POSENC_DTYPE_F32: return 4;
     case POSENC_DTYPE_F16: return 2;
     case POSENC_DTYPE_I32: return 4;
+    case POSENC_DTYPE_I64: return 8;
     }
     return 0;
 }
@@ -19,6 +20,7 @@ const char *posenc_dtype_name(posenc_dtype dtype)
     case POSENC_DTYPE_F32: return "f32";
     case POSENC_DTYPE_F16: return "f16";
     case POSENC_DTYPE_I32: return "i32";
+    case POSENC_DTYPE_I64: return "i64";
     }
     return "?";
 }

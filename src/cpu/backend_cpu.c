@@ -52,6 +52,11 @@ static double load(const struct pe_view *v, int64_t idx)
         memcpy(&i, base + (size_t)idx * 4, 4);
         return i;
     }
+    case POSENC_DTYPE_I64: {
+        int64_t i;
+        memcpy(&i, base + (size_t)idx * 8, 8);
+        return (double)i;
+    }
     }
     return 0.0;
 }
@@ -124,7 +129,8 @@ static posenc_status cpu_sinusoidal(struct pe_backend *be, const struct pe_sinus
 
 /* Rotate one tensor (x -> dst) with the per-(token, pair) cos/sin in cs[2*j], cs[2*j+1]. */
 static void cpu_rope_tensor(const struct pe_rope_op *op, const struct pe_view *x,
-                            const struct pe_view *d, int64_t i2, int64_t i3, const double *cs)
+                            const struct pe_view *d, int64_t i2, int64_t d2, int64_t i3,
+                            const double *cs)
 {
     int64_t lo = op->n_offs, hi = op->n_offs + 2 * op->n_pairs;
     for (int64_t i1 = 0; i1 < x->ne[1]; i1++) {
@@ -133,18 +139,33 @@ static void cpu_rope_tensor(const struct pe_rope_op *op, const struct pe_view *x
             int64_t b = op->pairing == 0 ? a + 1 : a + op->n_pairs;
             double xa = load(x, elem(x, a, i1, i2, i3)), xb = load(x, elem(x, b, i1, i2, i3));
             double c = cs[2 * j], s = cs[2 * j + 1];
-            store(d, elem(d, a, i1, i2, i3), xa * c - xb * s);
-            store(d, elem(d, b, i1, i2, i3), xa * s + xb * c);
+            store(d, elem(d, a, i1, d2, i3), xa * c - xb * s);
+            store(d, elem(d, b, i1, d2, i3), xa * s + xb * c);
         }
         for (int64_t i0 = 0; i0 < x->ne[0]; i0++)
             if (i0 < lo || i0 >= hi)
-                store(d, elem(d, i0, i1, i2, i3), load(x, elem(x, i0, i1, i2, i3)));
+                store(d, elem(d, i0, i1, d2, i3), load(x, elem(x, i0, i1, i2, i3)));
     }
 }
 
 static double pos_at(const struct pe_view *p, int64_t t, int64_t stream, int64_t batch)
 {
     return load(p, p->offset + t * p->st[0] + stream * p->st[1] + batch * p->st[2]);
+}
+
+/* The row index of element idx of an i32 / i64 view, or -1 when it is outside [0, n_rows)
+ * (posenc_set_rows, posenc_rope_set_rows: such a row is skipped). */
+static int64_t row_index(const struct pe_view *r, int64_t idx, int64_t n_rows)
+{
+    int64_t v;
+    if (r->dtype == POSENC_DTYPE_I64) {
+        memcpy(&v, (const unsigned char *)r->mem + (size_t)idx * 8, 8);
+    } else {
+        int32_t w;
+        memcpy(&w, (const unsigned char *)r->mem + (size_t)idx * 4, 4);
+        v = w;
+    }
+    return v >= 0 && v < n_rows ? v : -1;
 }
 
 static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op)
@@ -157,6 +178,14 @@ static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op
                         (long long)op->n_pairs);
     for (int64_t i3 = 0; i3 < op->x.ne[3]; i3++)
         for (int64_t i2 = 0; i2 < op->x.ne[2]; i2++) {
+            /* rope_set_rows: the destination token (an invalid index skips the token) */
+            int64_t d2 = i2;
+            if (op->rows.mem) {
+                d2 = row_index(&op->rows, op->rows.offset + i2 * op->rows.st[0] +
+                                              i3 * op->rows.st[1], op->n_rows);
+                if (d2 < 0)
+                    continue;
+            }
             /* cos/sin once per (token, pair), in double, shared by every head */
             for (int64_t j = 0; j < op->n_pairs; j++) {
                 double angle = op->sign * pos_at(&op->pos, i2, op->stream[j], i3) * op->freq[j];
@@ -165,9 +194,9 @@ static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op
                 cs[2 * j] = cos(angle) * op->mscale;
                 cs[2 * j + 1] = sin(angle) * op->mscale;
             }
-            cpu_rope_tensor(op, &op->x, &op->dst, i2, i3, cs);
+            cpu_rope_tensor(op, &op->x, &op->dst, i2, d2, i3, cs);
             if (op->x2.mem)
-                cpu_rope_tensor(op, &op->x2, &op->dst2, i2, i3, cs);
+                cpu_rope_tensor(op, &op->x2, &op->dst2, i2, i2, i3, cs);
         }
     free(cs);
     return POSENC_OK;
@@ -395,6 +424,71 @@ static posenc_status cpu_attn_output(struct pe_backend *be, const struct pe_attn
     return POSENC_OK;
 }
 
+/* ---- fill, set_rows -------------------------------------------------------------------- */
+
+/* Every element gets the bits the front end converted (the same on every backend). Both
+ * paths run this: a memset-like loop is already what the fast path would be. */
+static posenc_status cpu_fill(struct pe_backend *be, const struct pe_fill_op *op)
+{
+    (void)be;
+    const struct pe_view *d = &op->dst;
+    const size_t es = posenc_dtype_size(d->dtype);
+    unsigned char *base = d->mem;
+    const uint16_t h = (uint16_t)op->bits;
+    for (int64_t i3 = 0; i3 < d->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < d->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < d->ne[1]; i1++) {
+                const int64_t row = elem(d, 0, i1, i2, i3);
+                if (es == 4) {
+                    for (int64_t i0 = 0; i0 < d->ne[0]; i0++)
+                        memcpy(base + (size_t)(row + i0 * d->st[0]) * 4, &op->bits, 4);
+                } else {
+                    for (int64_t i0 = 0; i0 < d->ne[0]; i0++)
+                        memcpy(base + (size_t)(row + i0 * d->st[0]) * 2, &h, 2);
+                }
+            }
+    return POSENC_OK;
+}
+
+/* dst[:, rows[i1, j2, j3], i2, i3] = src[:, i1, i2, i3]: the same dtype copies the bits
+ * (one memcpy per row when both rows are contiguous), f32 <-> f16 converts through double
+ * with one rounding (internal.h). Both paths run this. */
+static posenc_status cpu_set_rows(struct pe_backend *be, const struct pe_set_rows_op *op)
+{
+    (void)be;
+    const struct pe_view *s = &op->src, *d = &op->dst, *r = &op->rows;
+    const size_t es = posenc_dtype_size(s->dtype);
+    const bool same = s->dtype == d->dtype;
+    const bool rows_flat = same && s->st[0] == 1 && d->st[0] == 1;
+    const int64_t e2 = r->ne[1], e3 = r->ne[2];
+    for (int64_t i3 = 0; i3 < s->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < s->ne[2]; i2++) {
+            const int64_t j2 = (i2 + op->base2) % e2, j3 = (i3 + op->base3) % e3;
+            for (int64_t i1 = 0; i1 < s->ne[1]; i1++) {
+                const int64_t row =
+                    row_index(r, r->offset + i1 * r->st[0] + j2 * r->st[1] + j3 * r->st[2],
+                              op->n_rows);
+                if (row < 0)
+                    continue; /* POSENC_ROWS_UNCHECKED: skipped */
+                const int64_t si = elem(s, 0, i1, i2, i3), di = elem(d, 0, row, i2, i3);
+                if (rows_flat) {
+                    memcpy((unsigned char *)d->mem + (size_t)di * es,
+                           (const unsigned char *)s->mem + (size_t)si * es,
+                           (size_t)s->ne[0] * es);
+                } else if (same) {
+                    for (int64_t i0 = 0; i0 < s->ne[0]; i0++)
+                        memcpy((unsigned char *)d->mem + (size_t)(di + i0 * d->st[0]) * es,
+                               (const unsigned char *)s->mem + (size_t)(si + i0 * s->st[0]) * es,
+                               es);
+                } else {
+                    for (int64_t i0 = 0; i0 < s->ne[0]; i0++)
+                        store(d, di + i0 * d->st[0], load(s, si + i0 * s->st[0]));
+                }
+            }
+        }
+    return POSENC_OK;
+}
+
 /* ---- device, buffers ------------------------------------------------------------------ */
 
 static posenc_status cpu_device_count(int32_t *out_count, char *reason, size_t reason_size)
@@ -520,4 +614,6 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .attn_scores = cpu_attn_scores,
     .attn_softmax = cpu_attn_softmax,
     .attn_output = cpu_attn_output,
+    .fill = cpu_fill,
+    .set_rows = cpu_set_rows,
 };

@@ -842,11 +842,12 @@ static void rope_row(const float *restrict in, float *restrict out, const float 
     }
 }
 
-/* Heads [h0, h1) of tensor x -> d for token (i2, i3); nt: streaming stores where the rows
- * are aligned. */
+/* Heads [h0, h1) of tensor x -> d for token (i2, i3), written at d's token d2 (i2, or
+ * rope_set_rows' row); nt: streaming stores where the rows are aligned. */
 static void rope_heads(const struct pe_rope_op *op, const struct pe_view *x,
                        const struct pe_view *d, bool in_place, bool nt, int64_t h0, int64_t h1,
-                       int64_t i2, int64_t i3, const float *tab, float *tin, float *tout)
+                       int64_t i2, int64_t d2, int64_t i3, const float *tab, float *tin,
+                       float *tout)
 {
     if (h1 <= h0)
         return;
@@ -855,7 +856,7 @@ static void rope_heads(const struct pe_rope_op *op, const struct pe_view *x,
 #ifdef PE_HAVE_F16C
     if (have_avx2_f16c && x->dtype == d->dtype && x->st[0] == 1 && d->st[0] == 1) {
         /* every row in one call: no per-row dispatch */
-        const int64_t xi = at4(x, h0, i2, i3), di = at4(d, h0, i2, i3), n = h1 - h0;
+        const int64_t xi = at4(x, h0, i2, i3), di = at4(d, h0, d2, i3), n = h1 - h0;
         const size_t es = x->dtype == POSENC_DTYPE_F32 ? 4 : 2;
         const uintptr_t w = (uintptr_t)((unsigned char *)d->mem + (size_t)(di + op->n_offs) * es);
         const bool nt_rows = nt && np % 8 == 0 && w % (8 * es) == 0 &&
@@ -875,7 +876,7 @@ static void rope_heads(const struct pe_rope_op *op, const struct pe_view *x,
     /* the dims outside the window are already in place only when out is x's memory */
     const bool copy_rest = !(in_place && direct_f32(d));
     for (int64_t h = h0; h < h1; h++) {
-        const int64_t xi = at4(x, h, i2, i3), di = at4(d, h, i2, i3);
+        const int64_t xi = at4(x, h, i2, i3), di = at4(d, h, d2, i3);
         const float *in = input_row(x, xi, hd, in_place, tin);
         float *out = output_row(d, di, tout);
         rope_row(in, out, c, s, hd, op->n_offs, np, op->pairing, copy_rest);
@@ -889,13 +890,23 @@ static void rope_rows(const struct rope_job *rj, int64_t r0, int64_t r1, int64_t
 {
     const struct pe_rope_op *op = rj->op;
     const int64_t H1 = op->x.ne[1];
+    int64_t d2 = i2;
+    if (op->rows.mem) {
+        /* rope_set_rows: the destination token; an index outside [0, n_rows) skips it */
+        const struct pe_view *rv = &op->rows;
+        const int64_t ri = rv->offset + i2 * rv->st[0] + i3 * rv->st[1];
+        d2 = rv->dtype == POSENC_DTYPE_I64 ? ((const int64_t *)rv->mem)[ri]
+                                           : (int64_t)((const int32_t *)rv->mem)[ri];
+        if (d2 < 0 || d2 >= op->n_rows)
+            return;
+    }
     const bool in1 = same_view(&op->x, &op->dst);
-    rope_heads(op, &op->x, &op->dst, in1, rj->nt && !in1, r0, r1 < H1 ? r1 : H1, i2, i3, tab,
-               tin, tout);
+    rope_heads(op, &op->x, &op->dst, in1, rj->nt && !in1, r0, r1 < H1 ? r1 : H1, i2, d2, i3,
+               tab, tin, tout);
     if (op->x2.mem && r1 > H1) {
         const bool in2 = same_view(&op->x2, &op->dst2);
         rope_heads(op, &op->x2, &op->dst2, in2, rj->nt && !in2, r0 > H1 ? r0 - H1 : 0, r1 - H1,
-                   i2, i3, tab, tin, tout);
+                   i2, i2, i3, tab, tin, tout);
     }
 }
 

@@ -1738,8 +1738,12 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                    use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)n_head *
                                   (double)x->ne[0] * (double)x->ne[2] * (double)x->ne[3]);
     const int nu = tok ? (int)(n_pairs / 8) : 0;
+    /* posenc_rope_set_rows: the destination token comes from op->rows (-DHAS_ROWS) */
+    const int has_rows = op->rows.mem != NULL;
+    const int rows_i64 = has_rows && op->rows.dtype == POSENC_DTYPE_I64;
     /* the variant's bits (whether the device is a CPU and fp64 are the backend's own): op 1 = rope */
-    const uint64_t memo_key = 1u | (uint64_t)x_f16 << 8 | (uint64_t)dst_f16 << 9 |
+    const uint64_t memo_key = 1u | (uint64_t)has_rows << 19 | (uint64_t)rows_i64 << 20 |
+                              (uint64_t)x_f16 << 8 | (uint64_t)dst_f16 << 9 |
                               (uint64_t)has_x2 << 10 | (uint64_t)x2_f16 << 11 |
                               (uint64_t)dst2_f16 << 12 | (uint64_t)pos_i32 << 13 |
                               (uint64_t)has_from << 14 | (uint64_t)pos_from_i32 << 15 |
@@ -1748,9 +1752,12 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
     struct pe_cl_program *p = memo_find(be, memo_key);
     if (!p) {
         char defines[PE_CL_OPTS_MAX];
-        char nu_def[24] = "";
+        char nu_def[64] = "";
         if (tok)
             snprintf(nu_def, sizeof(nu_def), " -DPE_NU=%d", nu);
+        if (has_rows) /* appended only for rope_set_rows: posenc_rope's options stay as they were */
+            snprintf(nu_def + strlen(nu_def), sizeof(nu_def) - strlen(nu_def),
+                     " -DHAS_ROWS=1 -DROWS_I64=%d", rows_i64);
         snprintf(defines, sizeof(defines),
                  "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
                  "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
@@ -1806,6 +1813,12 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
         ARG(pos_from_mem), ARG(pos_from_off), ARG(pos_from_st), ARG(tab_mem), ARG(shape),
         ARG(dims),         ARG(flags),       ARG(mscale),  ARG(sign),
     };
+    /* rope_set_rows: rows, rows_off, rows_st after the kernel's last argument (rope.cl) */
+    cl_mem rows_mem = (cl_mem)op->rows.mem;
+    const cl_long rows_off = op->rows.offset;
+    const cl_long4 rows_st = long4_of(op->rows.st[0], op->rows.st[1], op->n_rows, 0);
+    const struct pe_cl_arg rows_args[] = {ARG(rows_mem), ARG(rows_off), ARG(rows_st)};
+    const size_t n_rows_args = has_rows ? PE_ARRAY_SIZE(rows_args) : 0;
     if (vec) {
         /* Few tokens (decode): split the heads into chunks so that about two work-groups
          * per compute unit run; many tokens: one chunk. */
@@ -1817,9 +1830,10 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
             chunks = rows;
         const cl_int rows_per = (cl_int)((rows + chunks - 1) / chunks);
         chunks = (rows + (uint64_t)rows_per - 1) / (uint64_t)rows_per;
-        struct pe_cl_arg vargs[PE_ARRAY_SIZE(args) + 1];
+        struct pe_cl_arg vargs[PE_ARRAY_SIZE(args) + 1 + PE_ARRAY_SIZE(rows_args)];
         memcpy(vargs, args, sizeof(args));
         vargs[PE_ARRAY_SIZE(args)] = (struct pe_cl_arg)ARG(rows_per);
+        memcpy(vargs + PE_ARRAY_SIZE(args) + 1, rows_args, n_rows_args * sizeof(rows_args[0]));
         if (tok) {
             /* (chunks, tokens, batch); a group is up to 8 consecutive tokens of one chunk,
              * which the device runs one after another: memory order */
@@ -1830,14 +1844,21 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                               l1 > wg_limit(be, p)))
                 l1--;
             const size_t l[3] = {1, l1, 1};
-            return launch_exact(be, p, vargs, PE_ARRAY_SIZE(vargs), gt, l);
+            return launch_exact(be, p, vargs, PE_ARRAY_SIZE(args) + 1 + n_rows_args, gt, l);
         }
         const uint64_t g[3] = {(uint64_t)n_pairs / 8 * chunks, (uint64_t)x->ne[2],
                                (uint64_t)x->ne[3]};
-        return launch_vec(be, p, vargs, PE_ARRAY_SIZE(vargs), g, (uint64_t)n_pairs / 8);
+        return launch_vec(be, p, vargs, PE_ARRAY_SIZE(args) + 1 + n_rows_args, g,
+                          (uint64_t)n_pairs / 8);
     }
     const uint64_t n[3] = {(uint64_t)(n_pairs + n_copy), (uint64_t)x->ne[2],
                            (uint64_t)x->ne[3]};
+    if (has_rows) {
+        struct pe_cl_arg sargs[PE_ARRAY_SIZE(args) + PE_ARRAY_SIZE(rows_args)];
+        memcpy(sargs, args, sizeof(args));
+        memcpy(sargs + PE_ARRAY_SIZE(args), rows_args, sizeof(rows_args));
+        return pe_cl_launch(be, p, sargs, PE_ARRAY_SIZE(sargs), n);
+    }
     return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
 }
 
@@ -1869,4 +1890,6 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .attn_scores = pe_cl_attn_scores,
     .attn_softmax = pe_cl_attn_softmax,
     .attn_output = pe_cl_attn_output,
+    .fill = pe_cl_fill,
+    .set_rows = pe_cl_set_rows,
 };

@@ -147,6 +147,10 @@ posenc_status pe_cl_relbias(struct pe_backend *be, const struct pe_relbias_op *o
 posenc_status pe_cl_relbias_backward(struct pe_backend *be, const struct pe_relbias_bwd_op *op);
 posenc_status pe_cl_alibi(struct pe_backend *be, const struct pe_alibi_op *op);
 
+/* The ops of src/opencl/ops_rows.c. */
+posenc_status pe_cl_fill(struct pe_backend *be, const struct pe_fill_op *op);
+posenc_status pe_cl_set_rows(struct pe_backend *be, const struct pe_set_rows_op *op);
+
 /* The ops of src/opencl/ops_attention.c (posenc_attention's steps). */
 posenc_status pe_cl_attn_scores(struct pe_backend *be, const struct pe_attn_scores_op *op);
 posenc_status pe_cl_attn_softmax(struct pe_backend *be, const struct pe_attn_softmax_op *op);

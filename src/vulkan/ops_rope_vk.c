@@ -192,6 +192,24 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
             be, "rope", from, 3, from->ne, &from_off,
             (uint32_t *const[]){&pc.from_st0, &unused_st1, &pc.from_st2}, "pos_from",
             &binds[5]));
+    uint32_t rows_flags = 0;
+    if (op->rows.mem) {
+        /* rope_set_rows: the indices in the x2 fields and binding 2, in 32-bit words */
+        const struct pe_view *r = &op->rows;
+        uint32_t roff, rst0, rst1;
+        PE_RETURN_IF_ERROR(pe_vk_put_view(be, "rope", r, 2, r->ne, &roff,
+                                          (uint32_t *const[]){&rst0, &rst1}, "rows", &binds[2]));
+        const int64_t w = r->dtype == POSENC_DTYPE_I64 ? 2 : 1;
+        const int64_t last =
+            ((int64_t)roff + (r->ne[0] - 1) * rst0 + (r->ne[1] - 1) * rst1) * w + (w - 1);
+        uint32_t unused;
+        PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &unused, last, "last index word"));
+        pc.x2_off = (uint32_t)(roff * w);
+        pc.x2_st0 = (uint32_t)(rst0 * w);
+        pc.x2_st1 = (uint32_t)(rst1 * w);
+        PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.x2_st2, op->n_rows, "dst rows"));
+        rows_flags = PE_ROPE_FLAG_ROWS | (w == 2 ? PE_ROPE_FLAG_ROWS_I64 : 0u);
+    }
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.ne1, ne1, "heads of x"));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.ne1b, ne1b, "heads of x2"));
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "rope", &pc.ne2, ne2, "tokens"));
@@ -220,7 +238,7 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
         pc.flags |= PE_ROPE_FLAG_FROM_F32;
     if (op->sign < 0)
         pc.flags |= PE_ROPE_FLAG_NEG;
-    uint32_t flags = geom << PE_ROPE_GEOM_SHIFT; /* specialization constant 0 */
+    uint32_t flags = geom << PE_ROPE_GEOM_SHIFT | rows_flags; /* specialization constant 0 */
     if (has_from)
         flags |= PE_ROPE_FLAG_FROM;
     if (pairing1)

@@ -209,6 +209,9 @@ posenc_status pe_vk_resize_2d(struct pe_backend *b, const struct pe_resize_op *o
 posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op);
 posenc_status pe_vk_relbias_backward(struct pe_backend *b, const struct pe_relbias_bwd_op *op);
 posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op);
+/* ops_rows_vk.c */
+posenc_status pe_vk_fill(struct pe_backend *b, const struct pe_fill_op *op);
+posenc_status pe_vk_set_rows(struct pe_backend *b, const struct pe_set_rows_op *op);
 /* ops_attention_vk.c */
 posenc_status pe_vk_attn_scores(struct pe_backend *b, const struct pe_attn_scores_op *op);
 posenc_status pe_vk_attn_softmax(struct pe_backend *b, const struct pe_attn_softmax_op *op);

@@ -1,0 +1,45 @@
+/* ops_fill.c - posenc_fill: checks, the value converted once to dst's dtype, dispatch. */
+#include "backend.h"
+#include "split.h"
+#include "tensor.h"
+
+#include <math.h>
+#include <string.h>
+
+posenc_status posenc_fill(posenc_context *ctx, const posenc_tensor *dst, double value)
+{
+    if (!ctx)
+        return POSENC_ERR_INVALID_ARGUMENT;
+    pe_clear_error(ctx);
+    struct pe_fill_op op;
+    memset(&op, 0, sizeof(op));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, &op.dst));
+    switch (dst->dtype) {
+    case POSENC_DTYPE_F32: {
+        const float f = (float)value; /* round to nearest even; NaN / inf stay */
+        memcpy(&op.bits, &f, sizeof f);
+        break;
+    }
+    case POSENC_DTYPE_F16:
+        op.bits = pe_f16_from_double(value); /* one rounding from the double */
+        break;
+    case POSENC_DTYPE_I32: {
+        if (!(value == floor(value)) || value < (double)INT32_MIN || value > (double)INT32_MAX)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "value = %.17g: an i32 dst needs an integer in [%d, %d]", value,
+                            (int)INT32_MIN, (int)INT32_MAX);
+        const int32_t i = (int32_t)value;
+        memcpy(&op.bits, &i, sizeof i);
+        break;
+    }
+    default:
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "dst->dtype = %s, must be f32, f16 or i32", posenc_dtype_name(dst->dtype));
+    }
+    if (pe_tensor_empty(dst))
+        return POSENC_OK;
+    if (!ctx->backend->vt->fill)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no fill op",
+                        ctx->backend->vt->name);
+    return pe_run_fill(ctx, &op);
+}
