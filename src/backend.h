@@ -89,6 +89,8 @@ struct pe_backend_vtable {
     posenc_status (*attn_output)(struct pe_backend *be, const struct pe_attn_output_op *op);
     /* posenc_copy (also the benchmark's copy ceiling: it is this backend's own copy). */
     posenc_status (*copy)(struct pe_backend *be, const struct pe_copy_op *op);
+    /* posenc_softmax (ggml's GGML_OP_SOFT_MAX). */
+    posenc_status (*softmax)(struct pe_backend *be, const struct pe_softmax_op *op);
 };
 
 extern const struct pe_backend_vtable pe_cpu_vtable;
