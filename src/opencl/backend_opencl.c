@@ -1869,4 +1869,5 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .attn_scores = pe_cl_attn_scores,
     .attn_softmax = pe_cl_attn_softmax,
     .attn_output = pe_cl_attn_output,
+    .softmax = pe_cl_softmax,
 };
