@@ -147,8 +147,13 @@ void main()
         const uint mb = has_mask ? pc.m_off + i1 * pc.m_st1 + (h % pc.m_ne2) * pc.m_st2 +
                                        (b % pc.m_ne3) * pc.m_st3
                                  : 0u;
-        const float slope = (pc.flags & PE_SM_FLAG_SLOPES) != 0u ? slopes[h] : 1.0f;
-        const float sink = has_sinks ? sinks[pc.s_off + h * pc.s_st0] : neg_inf;
+        // (branches, not selects: an absent table is bound to x and must not be read)
+        float slope = 1.0f;
+        if ((pc.flags & PE_SM_FLAG_SLOPES) != 0u)
+            slope = slopes[h];
+        float sink = neg_inf;
+        if (has_sinks)
+            sink = sinks[pc.s_off + h * pc.s_st0];
 
         float m = neg_inf;
         for (uint k = lid; k < pc.n; k += PE_SM_WG)
