@@ -1031,6 +1031,75 @@ POSENC_API posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *
                                       const struct posenc_alibi_params *params);
 
 /* ------------------------------------------------------------------------------------ */
+/* Softmax over rows, as ggml's GGML_OP_SOFT_MAX (ggml_soft_max_ext + add_sinks)          */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Parameters of posenc_softmax(). The all-zero value (or NULL) means the defaults:
+ * scale 1, no ALiBi slopes, no flags.
+ */
+struct posenc_softmax_params {
+    /* Multiplies x. 0 -> 1 (ggml's default); any other finite value is used as given
+     * (negative too). ggml's scale = 0 (every logit becomes 0) cannot be expressed: pass
+     * x filled with zeros and scale 1 instead. Not finite: INVALID_ARGUMENT. */
+    float scale;
+    /* ALiBi max_bias with ggml_soft_max_ext's meaning: 0 = no slopes (the mask is added
+     * with slope 1); > 0: the mask of head h = x->ne[2] index is multiplied by
+     * slope_h = 2^(-max_bias*(h+1)/n) for h < n, 2^(-max_bias/2*(2(h-n)+1)/n) beyond,
+     * n = 2^floor(log2 n_head), n_head = x->ne[2] (the rule of posenc_alibi_slopes, which
+     * this op uses, computed on the host in double). Without a mask it has no effect
+     * (ggml refuses that combination when it builds the graph). Negative or not finite:
+     * INVALID_ARGUMENT. Note that posenc_alibi_params.max_bias = 0 means 8 instead. */
+    float max_bias;
+    uint32_t flags;       /* none yet: must be 0 */
+    uint32_t reserved[4]; /* must be zero */
+};
+
+/*
+ * dst = softmax over dim 0 of scale*x + slope*mask, with an optional sink logit per head;
+ * ggml's GGML_OP_SOFT_MAX (ggml_soft_max_ext, ggml_soft_max_ext_inplace and
+ * ggml_soft_max_add_sinks) with the same broadcasting and the same results up to f32
+ * rounding. For every row (i1, h, b) of x, with n = x->ne[0]:
+ *
+ *     v_k   = scale * x[k, i1, h, b] + slope_h * mask[k, i1, h % mask->ne[2], b % mask->ne[3]]
+ *             (no mask: v_k = scale * x[k, i1, h, b])
+ *     m     = max(max_k v_k, sinks[h])           (no sinks: max_k v_k)
+ *     dst_k = exp(v_k - m) / (sum_j exp(v_j - m) + exp(sinks[h] - m))
+ *             (no sinks: the sum alone)
+ *
+ *   x      [n, rows, H, B]  f32 or f16, any strides (a permuted or padded view works).
+ *   mask   NULL, or [n, >= rows, M2, M3], f32 or f16, any strides: row i1 of x uses mask
+ *          row i1 (rows past x->ne[1] are not read, ggml's padded KQ masks); M2 must divide
+ *          H and M3 must divide B (head h reads mask plane h % M2, batch b reads b % M3, as
+ *          ggml). -inf masks a key (exp gives exactly 0).
+ *   sinks  NULL, or [H, 1, 1, 1] f32 (ggml_soft_max_add_sinks): one extra logit per head
+ *          that takes part in the max and the sum but is not written.
+ *   dst    [n, rows, H, B] f32 or f16: may be exactly x (in place, same dtype, offset and
+ *          strides), else it must not overlap x, mask or sinks.
+ *
+ * A row whose every v_k is -inf (every key masked) and that has no finite sink gives NaN
+ * in every element, as ggml does (exp(-inf - -inf)); with a finite sink it gives zeros.
+ * Any other NaN or +inf in x, mask or sinks propagates as in the formula. The GPU backends
+ * compute in f32 (ggml's precision: v_k is formed in f32, the sums accumulate in f32 with
+ * compensation); the CPU reference in double. Rows of any length run (one work-group per
+ * row loops over it).
+ *
+ * Returns POSENC_OK (also for an empty x: nothing is written), or
+ * POSENC_ERR_INVALID_ARGUMENT for a NULL ctx, x or dst, a bad view, x / dst / mask not f32
+ * or f16, sinks not f32, dst not the shape of x, mask->ne[0] != n, mask->ne[1] < rows,
+ * M2 not dividing H or M3 not dividing B, sinks not [H, 1, 1, 1], dst partly overlapping
+ * x or overlapping mask / sinks, or bad params (scale or max_bias not finite, max_bias
+ * < 0, flags or reserved not zero); the message names the argument and the value. Also
+ * POSENC_ERR_UNSUPPORTED when one row of x, dst or mask is more than one binding of the
+ * device may address (posenc_device_info.max_binding_size; larger tensors are cut into
+ * launches over rows, heads and batches).
+ */
+POSENC_API posenc_status posenc_softmax(posenc_context *ctx, const posenc_tensor *x,
+                                        const posenc_tensor *mask, const posenc_tensor *sinks,
+                                        const posenc_tensor *dst,
+                                        const struct posenc_softmax_params *params);
+
+/* ------------------------------------------------------------------------------------ */
 /* Attention with any of the encodings plugged in                                        */
 /* ------------------------------------------------------------------------------------ */
 

@@ -93,6 +93,8 @@ struct pe_backend_vtable {
      * op->rows set). */
     posenc_status (*fill)(struct pe_backend *be, const struct pe_fill_op *op);
     posenc_status (*set_rows)(struct pe_backend *be, const struct pe_set_rows_op *op);
+    /* posenc_softmax (ggml's GGML_OP_SOFT_MAX). */
+    posenc_status (*softmax)(struct pe_backend *be, const struct pe_softmax_op *op);
 };
 
 extern const struct pe_backend_vtable pe_cpu_vtable;

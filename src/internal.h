@@ -254,6 +254,30 @@ struct pe_alibi_op {
     const float *slopes_f32;
 };
 
+/* posenc_softmax, resolved. For each row (i1, i2, i3) of x / dst, with the global head
+ * h = h_off + i2 and batch b = b_off + i3 (src/split.c may cut the op into slices along
+ * rows, heads and batches; h_off, b_off are 0 otherwise):
+ *   v_k   = scale * x[k, i1, i2, i3] + slope[h] * mask[k, i1, h % mask.ne[2], b % mask.ne[3]]
+ *           (mask.mem == NULL: no mask term; slopes_f32 == NULL: slope 1)
+ *   m     = max(max_k v_k, sink[h])  (sinks.mem == NULL: no sink), sink[h] at
+ *           sinks.offset + h * sinks.st[0]
+ *   m == -inf (every v_k is -inf, no finite sink):  every dst_k = NaN (as ggml)
+ *   else   dst_k = exp(v_k - m) / (sum_j exp(v_j - m) + exp(sink[h] - m))
+ * x and dst are [n, rows, H, B] (dst may be exactly x: in place); the mask view has ne[0] =
+ * n, ne[1] = rows (its rows past x's were dropped) and its own ne[2], ne[3] (a slice over
+ * one head / batch narrows it to that plane, ne = 1); sinks has ne[0] = n_head. */
+struct pe_softmax_op {
+    struct pe_view x, dst;
+    struct pe_view mask;      /* f32 or f16; mem == NULL: none */
+    struct pe_view sinks;     /* f32 [n_head]; mem == NULL: none */
+    int64_t h_off, b_off;
+    int64_t n_head;           /* the whole op's x->ne[2]: length of slopes and sinks */
+    double scale;
+    float scale_f32;
+    const double *slopes;     /* [n_head]; NULL: every slope is 1 */
+    const float *slopes_f32;  /* the same rounded to f32 (GPU backends) */
+};
+
 /*
  * posenc_attention, resolved into three backend steps (src/ops_attention.c runs the
  * encodings around them with the ops above). Shapes: D = q.ne[0], Hq = q.ne[1],

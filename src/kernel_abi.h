@@ -440,5 +440,41 @@ _Static_assert(sizeof(struct pe_vk_set_rows_push) == 92, "must match shaders/row
 
 /* Workgroup size of fill.comp and set_rows.comp. */
 #define PE_VK_ROWS_WG 64u
+/* ---- softmax (shaders/softmax.comp, which holds the mirroring push block) -------------- */
+
+#define PE_SM_FLAG_MASK   0x1u /* a mask is added */
+#define PE_SM_FLAG_SINKS  0x2u /* sinks are read */
+#define PE_SM_FLAG_SLOPES 0x4u /* the mask is multiplied by the per-head slopes (binding 4) */
+#define PE_SM_FLAG_PAIRS  0x8u /* f16 dst with unit stride, even offset, strides and n:
+                                * written two elements to a word */
+
+/*
+ * One workgroup (PE_VK_SM_WG invocations) per row at a time, grid-stride over rows:
+ * row = i1 + n_r*(i2 + n_h*i3). The global head is h = h_off + i2 (slope, sink, mask plane
+ * h % m_ne2), the global batch b = b_off + i3 (mask plane b % m_ne3). Offsets and strides
+ * are in elements of each view's own dtype (f16: half (e & 1) of word e >> 1); a stride
+ * of a dimension with one element is 0.
+ */
+struct pe_vk_softmax_push {
+    uint32_t x_off, x_st0, x_st1, x_st2, x_st3;   /* x [n, n_r, n_h, B] */
+    uint32_t d_off, d_st0, d_st1, d_st2, d_st3;   /* dst, the same shape */
+    uint32_t m_off, m_st0, m_st1, m_st2, m_st3;   /* mask [n, n_r, m_ne2, m_ne3] */
+    uint32_t s_off, s_st0;                        /* sinks f32 [n_head] */
+    uint32_t n, n_r, n_h, n_rows;                 /* row length, rows, heads, n_r*n_h*B */
+    uint32_t m_ne2, m_ne3, h_off, b_off;
+    float scale;
+    uint32_t flags;                               /* PE_SM_FLAG_* */
+};
+_Static_assert(sizeof(struct pe_vk_softmax_push) == 108, "must match shaders/softmax.comp");
+_Static_assert(sizeof(struct pe_vk_softmax_push) <= 128, "Vulkan guarantees 128 bytes");
+_Static_assert(offsetof(struct pe_vk_softmax_push, d_off) == 20, "abi");
+_Static_assert(offsetof(struct pe_vk_softmax_push, m_off) == 40, "abi");
+_Static_assert(offsetof(struct pe_vk_softmax_push, s_off) == 60, "abi");
+_Static_assert(offsetof(struct pe_vk_softmax_push, n) == 68, "abi");
+_Static_assert(offsetof(struct pe_vk_softmax_push, m_ne2) == 84, "abi");
+_Static_assert(offsetof(struct pe_vk_softmax_push, scale) == 100, "abi");
+_Static_assert(offsetof(struct pe_vk_softmax_push, flags) == 104, "abi");
+
+#define PE_VK_SM_WG 64u
 
 #endif

@@ -70,6 +70,7 @@ union pe_any_op {
     struct pe_relbias_op relbias;
     struct pe_fill_op fill;
     struct pe_set_rows_op set_rows;
+    struct pe_softmax_op softmax;
 };
 
 /* A view of an op, by its place in the union. */
@@ -294,6 +295,36 @@ static const struct split_desc set_rows_desc = {
     "set_rows", 0, offsetof(union pe_any_op, set_rows.src),
     {V(set_rows.src, "src"), V(set_rows.dst, "dst"), V(set_rows.rows, "rows")},
     set_rows_slice, set_rows_run, NULL};
+/* softmax: x, dst [n, rows, H, B], rows (dim 0) never cut. A row cut moves the mask's
+ * rows with x's; head and batch cuts move h_off / b_off (slopes, sinks and the mask plane
+ * h % mask.ne[2] follow the global head) and keep the whole mask, except that a slice of
+ * one head (batch) narrows the mask to that head's (batch's) plane. */
+static void softmax_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
+{
+    struct pe_softmax_op *o = &op->softmax;
+    struct pe_view *m = &o->mask;
+    cut(&o->x, d, a, n);
+    cut(&o->dst, d, a, n);
+    if (d == 1) {
+        cut(m, 1, a, n);
+        return;
+    }
+    int64_t *off = d == 2 ? &o->h_off : &o->b_off;
+    if (m->mem && n == 1 && m->ne[d] > 1) {
+        m->offset += ((*off + a) % m->ne[d]) * m->st[d];
+        m->ne[d] = 1;
+    }
+    *off += a;
+}
+static posenc_status softmax_run(struct pe_backend *be, const union pe_any_op *op)
+{
+    return be->vt->softmax(be, &op->softmax);
+}
+static const struct split_desc softmax_desc = {
+    "softmax", 1, offsetof(union pe_any_op, softmax.dst),
+    {V(softmax.dst, "dst"), V(softmax.x, "x"), V(softmax.mask, "mask"),
+     V(softmax.sinks, "sinks")},
+    softmax_slice, softmax_run, NULL};
 #undef V
 
 /* ------------------------------------------------------------------------------------ */
@@ -409,6 +440,7 @@ PE_RUN_SPLIT(pe_run_alibi, alibi, struct pe_alibi_op, alibi_desc)
 PE_RUN_SPLIT(pe_run_relbias, relbias, struct pe_relbias_op, relbias_desc)
 PE_RUN_SPLIT(pe_run_fill, fill, struct pe_fill_op, fill_desc)
 PE_RUN_SPLIT(pe_run_set_rows, set_rows, struct pe_set_rows_op, set_rows_desc)
+PE_RUN_SPLIT(pe_run_softmax, softmax, struct pe_softmax_op, softmax_desc)
 
 posenc_status pe_check_binding(posenc_context *ctx, const char *op_name, int n_views,
                                const struct pe_view *const *views, const char *const *names)

@@ -27,6 +27,7 @@ posenc_status pe_run_alibi(posenc_context *ctx, const struct pe_alibi_op *op);
 posenc_status pe_run_relbias(posenc_context *ctx, const struct pe_relbias_op *op);
 posenc_status pe_run_fill(posenc_context *ctx, const struct pe_fill_op *op);
 posenc_status pe_run_set_rows(posenc_context *ctx, const struct pe_set_rows_op *op);
+posenc_status pe_run_softmax(posenc_context *ctx, const struct pe_softmax_op *op);
 
 /* POSENC_ERR_UNSUPPORTED (message naming op_name, the view and the limit) when one of
  * views[0 .. n_views) spans more than the binding limit. */

@@ -342,6 +342,52 @@ static posenc_status cpu_alibi(struct pe_backend *be, const struct pe_alibi_op *
     return POSENC_OK;
 }
 
+/* ---- softmax (posenc_softmax, ggml's GGML_OP_SOFT_MAX) ---------------------------------- */
+
+/* Each row in double: v_k = scale*x_k + slope*mask_k, m = max(max v, sink), exp, sum, one
+ * rounding per output. The row is staged first, so dst may be x itself. A row with
+ * m = -inf (all masked, no finite sink) is NaN, as ggml's exp(-inf - -inf). */
+static posenc_status cpu_softmax(struct pe_backend *be, const struct pe_softmax_op *op)
+{
+    if (fast_of(be))
+        return pe_cpu_fast_softmax(fast_of(be), op);
+    const struct pe_view *x = &op->x, *d = &op->dst, *mk = &op->mask;
+    const int64_t n = x->ne[0];
+    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!v)
+        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a row of %lld "
+                        "values", (long long)n);
+    for (int64_t i3 = 0; i3 < x->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
+            const int64_t h = op->h_off + i2, b = op->b_off + i3;
+            const double slope = op->slopes ? op->slopes[h] : 1.0;
+            const bool has_sink = op->sinks.mem != NULL;
+            const double sink = has_sink ? load(&op->sinks, op->sinks.offset +
+                                                                h * op->sinks.st[0])
+                                         : -INFINITY;
+            for (int64_t i1 = 0; i1 < x->ne[1]; i1++) {
+                double m = sink;
+                for (int64_t k = 0; k < n; k++) {
+                    double t = op->scale * load(x, elem(x, k, i1, i2, i3));
+                    if (mk->mem)
+                        t += slope * load(mk, elem(mk, k, i1, h % mk->ne[2], b % mk->ne[3]));
+                    v[k] = t;
+                    if (t > m || isnan(t))
+                        m = t;
+                }
+                double sum = has_sink ? exp(sink - m) : 0.0;
+                for (int64_t k = 0; k < n; k++) {
+                    v[k] = exp(v[k] - m); /* m = -inf: NaN, as ggml */
+                    sum += v[k];
+                }
+                for (int64_t k = 0; k < n; k++)
+                    store(d, elem(d, k, i1, i2, i3), m == -INFINITY ? NAN : v[k] / sum);
+            }
+        }
+    free(v);
+    return POSENC_OK;
+}
+
 /* ---- attention (the three steps of posenc_attention, internal.h) ---------------------- */
 
 /* logits = scale * Q.K over the head dim: the dot product in double, scaled in double,
@@ -611,6 +657,7 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .relbias_backward = cpu_relbias_backward,
     .alibi = cpu_alibi,
     .copy = cpu_copy,
+    .softmax = cpu_softmax,
     .attn_scores = cpu_attn_scores,
     .attn_softmax = cpu_attn_softmax,
     .attn_output = cpu_attn_output,

@@ -1413,6 +1413,98 @@ posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op 
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Softmax (posenc_softmax)                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+/* Items are rows (i1, i2, i3) of x. Per row, as ggml's CPU op: v = scale*x + slope*mask in
+ * f32, the max, expf(v - m) in f32 summed in double, the sink's exp added, then a multiply
+ * by 1/sum in f32 -- within a few f32 ulp of the double reference. */
+struct softmax_job {
+    struct pe_fast_job base;
+    const struct pe_softmax_op *op;
+    size_t off_x, off_v, off_m;
+};
+
+PE_CLONES
+static float softmax_prep(const float *restrict x, const float *restrict mk, float *restrict v,
+                          int64_t n, float scale, float slope, float m)
+{
+    for (int64_t k = 0; k < n; k++) {
+        const float t = mk ? scale * x[k] + slope * mk[k] : scale * x[k];
+        v[k] = t;
+        m = t > m ? t : m;
+    }
+    return m;
+}
+
+static void softmax_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
+                        float *scratch)
+{
+    const struct softmax_job *sj = (const struct softmax_job *)job;
+    const struct pe_softmax_op *op = sj->op;
+    const struct pe_view *x = &op->x, *d = &op->dst, *mk = &op->mask;
+    const int64_t n = x->ne[0], R = x->ne[1], H = x->ne[2];
+    const bool in_place = same_view(x, d);
+    float *tx = scratch + sj->off_x, *v = scratch + sj->off_v, *tm = scratch + sj->off_m;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t i1 = it % R, i2 = (it / R) % H, i3 = it / (R * H);
+        const int64_t h = op->h_off + i2, b = op->b_off + i3;
+        const float slope = op->slopes_f32 ? op->slopes_f32[h] : 1.0f;
+        const bool has_sink = op->sinks.mem != NULL;
+        const float sink =
+            has_sink ? ((const float *)op->sinks.mem)[op->sinks.offset + h * op->sinks.st[0]]
+                     : -INFINITY;
+        /* x is read whole into v before dst is written: in place is safe */
+        const float *xr = input_row(x, at4(x, i1, i2, i3), n, in_place, tx);
+        const float *mr = mk->mem ? input_row(mk, at4(mk, i1, h % mk->ne[2], b % mk->ne[3]), n,
+                                              false, tm)
+                                  : NULL;
+        float m = softmax_prep(xr, mr, v, n, op->scale_f32, slope, sink);
+        bool any_nan = isnan(sink);
+        double sum = has_sink ? (double)expf(sink - m) : 0.0;
+        for (int64_t k = 0; k < n; k++) {
+            any_nan |= isnan(v[k]);
+            const float e = expf(v[k] - m);
+            v[k] = e;
+            sum += (double)e;
+        }
+        const int64_t di = at4(d, i1, i2, i3);
+        float *out = output_row(d, di, v);
+        if (m == -INFINITY || any_nan) { /* every v_k -inf and no finite sink: NaN (ggml) */
+            for (int64_t k = 0; k < n; k++)
+                out[k] = NAN;
+        } else {
+            const float inv = (float)(1.0 / sum);
+            for (int64_t k = 0; k < n; k++)
+                out[k] = v[k] * inv;
+        }
+        finish_row(d, di, n, out);
+    }
+}
+
+posenc_status pe_cpu_fast_softmax(struct pe_cpu_fast *f, const struct pe_softmax_op *op)
+{
+    const struct pe_view *x = &op->x;
+    struct softmax_job sj;
+    memset(&sj, 0, sizeof(sj));
+    sj.op = op;
+    size_t used = 0;
+    sj.off_x = carve(&used, (size_t)x->ne[0]);
+    sj.off_v = carve(&used, (size_t)x->ne[0]);
+    sj.off_m = carve(&used, (size_t)x->ne[0]);
+    PE_RETURN_IF_ERROR(fast_reserve(f, used));
+    sj.base.fn = softmax_run;
+    sj.base.op = op;
+    sj.base.n_items = x->ne[1] * x->ne[2] * x->ne[3];
+    const double n = (double)x->ne[0] * (double)sj.base.n_items;
+    const double bytes =
+        n * (double)(posenc_dtype_size(x->dtype) + posenc_dtype_size(op->dst.dtype) +
+                     (op->mask.mem ? posenc_dtype_size(op->mask.dtype) : 0));
+    fast_run(f, &sj.base, bytes);
+    return POSENC_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Learned                                                                              */
 /* ------------------------------------------------------------------------------------ */
 

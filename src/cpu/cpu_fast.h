@@ -26,5 +26,6 @@ posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op 
 posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned_op *op);
 posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias_op *op);
 posenc_status pe_cpu_fast_copy(struct pe_cpu_fast *f, const struct pe_copy_op *op);
+posenc_status pe_cpu_fast_softmax(struct pe_cpu_fast *f, const struct pe_softmax_op *op);
 
 #endif

@@ -1892,4 +1892,5 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .attn_output = pe_cl_attn_output,
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,
+    .softmax = pe_cl_softmax,
 };

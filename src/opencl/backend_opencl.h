@@ -156,6 +156,9 @@ posenc_status pe_cl_attn_scores(struct pe_backend *be, const struct pe_attn_scor
 posenc_status pe_cl_attn_softmax(struct pe_backend *be, const struct pe_attn_softmax_op *op);
 posenc_status pe_cl_attn_output(struct pe_backend *be, const struct pe_attn_output_op *op);
 
+/* posenc_softmax (src/opencl/ops_softmax.c). */
+posenc_status pe_cl_softmax(struct pe_backend *be, const struct pe_softmax_op *op);
+
 /* Small helpers shared by the op files: a view's element strides as a kernel argument,
  * whether a view is f16, and one kernel argument from a variable. */
 static inline cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)

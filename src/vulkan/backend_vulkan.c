@@ -1220,4 +1220,5 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .attn_scores = pe_vk_attn_scores,
     .attn_softmax = pe_vk_attn_softmax,
     .attn_output = pe_vk_attn_output,
+    .softmax = pe_vk_softmax,
 };
