@@ -108,31 +108,168 @@ static void gp_rope(struct gp_device *dev, const struct ggml_tensor *node)
 
 /* ---- copies ----------------------------------------------------------------------------- */
 
-/* CPY, DUP, CONT: src[0] -> node. posenc_copy converts f32 <-> f16 over any strides when
- * the shapes match; ggml_cpy only asks for equal element counts, so other shapes run when
- * both sides are contiguous (then both are one row). */
+/* CPY, DUP, CONT: src[0] -> node, f32 <-> f16 or i32 -> i32. ggml_cpy only asks for equal
+ * element counts: the elements go in row-major order of each side's own shape. posenc_copy
+ * converts over any strides between equal shapes, so a side that is contiguous is viewed
+ * in the other side's shape, and when neither is, the elements go through a contiguous
+ * temporary (two copies). */
 static bool gp_supports_copy(const struct ggml_tensor *op)
 {
     const struct ggml_tensor *src = op->src[0];
     bool floats = gp_is_float(src) && gp_is_float(op);
     bool ints = src->type == GGML_TYPE_I32 && op->type == GGML_TYPE_I32;
-    if (!floats && !ints)
-        return false;
-    if (ggml_are_same_shape(src, op))
-        return true;
-    return ggml_nelements(src) == ggml_nelements(op) && ggml_is_contiguous(src) &&
-           ggml_is_contiguous(op);
+    return (floats || ints) && ggml_nelements(src) == ggml_nelements(op);
+}
+
+/* t's memory (contiguous) seen with `shape`'s element counts, packed. */
+static posenc_tensor gp_reshaped(posenc_tensor t, const struct ggml_tensor *shape)
+{
+    return posenc_tensor_contiguous(t.buffer, t.offset, t.dtype, shape->ne[0], shape->ne[1],
+                                    shape->ne[2], shape->ne[3]);
 }
 
 static void gp_copy(struct gp_device *dev, const struct ggml_tensor *node)
 {
     const struct ggml_tensor *src = node->src[0];
     posenc_tensor s = gp_view(src), d = gp_view(node);
-    if (!ggml_are_same_shape(src, node)) {
-        s = posenc_tensor_contiguous(s.buffer, s.offset, s.dtype, ggml_nelements(src), 1, 1, 1);
-        d = posenc_tensor_contiguous(d.buffer, d.offset, d.dtype, ggml_nelements(node), 1, 1, 1);
+    if (ggml_are_same_shape(src, node)) {
+        GP_CHECK(dev, posenc_copy(dev->ctx, &s, &d), "posenc_copy");
+    } else if (ggml_is_contiguous(src)) {
+        s = gp_reshaped(s, node);
+        GP_CHECK(dev, posenc_copy(dev->ctx, &s, &d), "posenc_copy");
+    } else if (ggml_is_contiguous(node)) {
+        d = gp_reshaped(d, src);
+        GP_CHECK(dev, posenc_copy(dev->ctx, &s, &d), "posenc_copy");
+    } else {
+        posenc_buffer *tmp = NULL;
+        size_t bytes = (size_t)ggml_nelements(src) * posenc_dtype_size(d.dtype);
+        GP_CHECK(dev, posenc_buffer_create(dev->ctx, bytes, &tmp), "posenc_buffer_create");
+        posenc_tensor t = posenc_tensor_contiguous(tmp, 0, d.dtype, 1, 1, 1, 1);
+        posenc_tensor ts = gp_reshaped(t, src), td = gp_reshaped(t, node);
+        GP_CHECK(dev, posenc_copy(dev->ctx, &s, &ts), "posenc_copy");
+        GP_CHECK(dev, posenc_copy(dev->ctx, &td, &d), "posenc_copy");
+        posenc_buffer_destroy(&tmp);
     }
-    GP_CHECK(dev, posenc_copy(dev->ctx, &s, &d), "posenc_copy");
+}
+
+/* ---- softmax ---------------------------------------------------------------------------- */
+
+/* ggml_soft_max_ext (+ add_sinks): posenc_softmax has ggml's semantics, broadcasting and
+ * sinks; op_params are scale and max_bias as floats. ggml's scale = 0 has no posenc
+ * spelling (0 means "1" there): refused. */
+static bool gp_softmax_params(const struct ggml_tensor *op, struct posenc_softmax_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->scale = ggml_get_op_params_f32(op, 0);
+    p->max_bias = ggml_get_op_params_f32(op, 1);
+    return p->scale != 0.0f && isfinite(p->scale) && isfinite(p->max_bias) && p->max_bias >= 0;
+}
+
+static bool gp_supports_softmax(const struct ggml_tensor *op)
+{
+    const struct ggml_tensor *x = op->src[0], *mask = op->src[1], *sinks = op->src[2];
+    struct posenc_softmax_params p;
+    if (!gp_is_float(x) || !gp_is_float(op) || !ggml_are_same_shape(x, op) ||
+        !gp_softmax_params(op, &p))
+        return false;
+    if (mask && (!gp_is_float(mask) || mask->ne[0] != x->ne[0] || mask->ne[1] < x->ne[1] ||
+                 x->ne[2] % mask->ne[2] != 0 || x->ne[3] % mask->ne[3] != 0))
+        return false;
+    if (sinks && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] != x->ne[2] ||
+                  ggml_nelements(sinks) != sinks->ne[0]))
+        return false;
+    return true;
+}
+
+static void gp_softmax(struct gp_device *dev, const struct ggml_tensor *node)
+{
+    struct posenc_softmax_params p;
+    GGML_ASSERT(gp_softmax_params(node, &p));
+    posenc_tensor x = gp_view(node->src[0]), d = gp_view(node), m, s;
+    if (node->src[1])
+        m = gp_view(node->src[1]);
+    if (node->src[2])
+        s = gp_view(node->src[2]);
+    GP_CHECK(dev,
+             posenc_softmax(dev->ctx, &x, node->src[1] ? &m : NULL, node->src[2] ? &s : NULL,
+                            &d, &p),
+             "posenc_softmax");
+}
+
+/* ---- set_rows ---------------------------------------------------------------------------- */
+
+/* ggml_set_rows(a, b, c): the node is a view of a, src[0] = b (rows to write), src[1] = c
+ * (i32 / i64 indices). ggml checks no index: posenc runs UNCHECKED (no read-back, no
+ * host wait), where an index outside the destination skips its row. */
+static const struct posenc_set_rows_params gp_rows_unchecked = {POSENC_ROWS_UNCHECKED, {0}};
+
+static bool gp_is_index(const struct ggml_tensor *t)
+{
+    return t->type == GGML_TYPE_I32 || t->type == GGML_TYPE_I64;
+}
+
+static bool gp_supports_set_rows(const struct ggml_tensor *op)
+{
+    const struct ggml_tensor *src = op->src[0], *rows = op->src[1];
+    return gp_is_float(src) && gp_is_float(op) && gp_is_index(rows) &&
+           src->ne[0] == op->ne[0] && src->ne[2] == op->ne[2] && src->ne[3] == op->ne[3] &&
+           rows->ne[0] == src->ne[1] && rows->ne[3] == 1 && src->ne[2] % rows->ne[1] == 0 &&
+           src->ne[3] % rows->ne[2] == 0;
+}
+
+static void gp_set_rows(struct gp_device *dev, const struct ggml_tensor *node)
+{
+    posenc_tensor s = gp_view(node->src[0]), r = gp_view(node->src[1]), d = gp_view(node);
+    GP_CHECK(dev, posenc_set_rows(dev->ctx, &s, &r, &d, &gp_rows_unchecked), "posenc_set_rows");
+}
+
+/* ROPE -> VIEW -> SET_ROWS, the KV-cache write of llama.cpp's graphs (ggml's CUDA and
+ * Vulkan backends fuse it too): the rotated rows go straight to their cache rows with
+ * posenc_rope_set_rows, the intermediate is never written. The view must be the rope's
+ * [head_dim*H, T] rows of batch 0 and the cache [head_dim*H, R] with packed rows. */
+static bool gp_can_fuse_rope_set_rows(const struct ggml_cgraph *g, int i)
+{
+    static const enum ggml_op ops[3] = {GGML_OP_ROPE, GGML_OP_VIEW, GGML_OP_SET_ROWS};
+    const int outputs[1] = {i + 2};
+    if (i + 2 >= g->n_nodes || !ggml_can_fuse_subgraph(g, i, 3, ops, outputs, 1))
+        return false;
+    const struct ggml_tensor *rope = g->nodes[i], *view = g->nodes[i + 1], *sr = g->nodes[i + 2];
+    const struct ggml_tensor *rows = sr->src[1];
+    if (view->src[0] != rope || sr->src[0] != view || !gp_supports_rope(rope) ||
+        !gp_supports_set_rows(sr))
+        return false;
+    const size_t es = ggml_type_size(rope->type), ed = ggml_type_size(sr->type);
+    return view->view_offs == 0 && view->ne[0] == rope->ne[0] * rope->ne[1] &&
+           view->ne[1] == rope->ne[2] && view->ne[2] == 1 && view->ne[3] == 1 &&
+           view->nb[1] == rope->nb[2] && rope->nb[0] == es && rope->nb[1] == es * rope->ne[0] &&
+           sr->nb[0] == ed && sr->ne[2] == 1 && sr->ne[3] == 1 && rows->ne[1] == 1 &&
+           rows->ne[2] == 1;
+}
+
+static void gp_rope_set_rows(struct gp_device *dev, const struct ggml_tensor *rope,
+                             const struct ggml_tensor *sr)
+{
+    const struct ggml_tensor *x = rope->src[0];
+    struct posenc_rope_params p;
+    GGML_ASSERT(gp_rope_params(rope, &p));
+    posenc_tensor xt = gp_view(x), ff, rt = gp_view(sr->src[1]), dt = gp_view(sr);
+    posenc_tensor pt = gp_rope_pos(rope->src[1], x->ne[2], gp_rope_streams(rope));
+    xt.ne[3] = 1; /* the view takes batch 0 */
+    if (rope->src[2]) {
+        ff = gp_view(rope->src[2]);
+        p.freq_factors_tensor = &ff;
+    }
+    /* the cache [head_dim*H, R] as [head_dim, H, R, 1] */
+    dt.ne[0] = x->ne[0];
+    dt.ne[1] = x->ne[1];
+    dt.ne[2] = sr->ne[1];
+    dt.ne[3] = 1;
+    dt.nb[1] = dt.nb[0] * x->ne[0];
+    dt.nb[2] = (int64_t)sr->nb[1];
+    dt.nb[3] = (int64_t)sr->nb[2] * sr->ne[2];
+    rt.ne[1] = rt.ne[2] = rt.ne[3] = 1;
+    GP_CHECK(dev, posenc_rope_set_rows(dev->ctx, &xt, &pt, &rt, &dt, &p, &gp_rows_unchecked),
+             "posenc_rope_set_rows");
 }
 
 /* ---- timestep embedding ----------------------------------------------------------------- */
@@ -193,6 +330,10 @@ bool gp_supports_op(const struct gp_device *dev, const struct ggml_tensor *op)
         return gp_supports_copy(op);
     case GGML_OP_TIMESTEP_EMBEDDING:
         return gp_supports_timestep(op);
+    case GGML_OP_SOFT_MAX:
+        return gp_supports_softmax(op);
+    case GGML_OP_SET_ROWS:
+        return gp_supports_set_rows(op);
     default:
         return false;
     }
@@ -207,8 +348,21 @@ enum ggml_status gp_graph_compute(struct gp_device *dev, struct ggml_cgraph *cgr
             continue;
         switch (node->op) {
         case GGML_OP_ROPE:
+            if (gp_can_fuse_rope_set_rows(cgraph, i)) {
+                gp_rope_set_rows(dev, node, cgraph->nodes[i + 2]);
+                i += 2;
+                break;
+            }
+            gp_rope(dev, node);
+            break;
         case GGML_OP_ROPE_BACK:
             gp_rope(dev, node);
+            break;
+        case GGML_OP_SOFT_MAX:
+            gp_softmax(dev, node);
+            break;
+        case GGML_OP_SET_ROWS:
+            gp_set_rows(dev, node);
             break;
         case GGML_OP_CPY:
         case GGML_OP_DUP:
