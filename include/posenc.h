@@ -1079,10 +1079,12 @@ struct posenc_softmax_params {
  *
  * A row whose every v_k is -inf (every key masked) and that has no finite sink gives NaN
  * in every element, as ggml does (exp(-inf - -inf)); with a finite sink it gives zeros.
- * Any other NaN or +inf in x, mask or sinks propagates as in the formula. The GPU backends
- * compute in f32 (ggml's precision: v_k is formed in f32, the sums accumulate in f32 with
- * compensation); the CPU reference in double. Rows of any length run (one work-group per
- * row loops over it).
+ * Any other NaN or +inf in x, mask or sinks propagates as in the formula (the row becomes
+ * NaN). The GPU backends compute in f32 (ggml's precision: v_k is formed in f32, the sums
+ * accumulate in f32 with Kahan compensation), the CPU fast path as ggml's CPU op (f32, the
+ * sum in double), the CPU reference (POSENC_CONTEXT_CPU_REFERENCE) in double; results
+ * agree within a few f32 ulp. Rows of any length run (on the GPUs one work-group per row
+ * loops over it).
  *
  * Returns POSENC_OK (also for an empty x: nothing is written), or
  * POSENC_ERR_INVALID_ARGUMENT for a NULL ctx, x or dst, a bad view, x / dst / mask not f32

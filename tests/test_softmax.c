@@ -14,6 +14,7 @@
  *  - the same cases on a second context with POSENC_MAX_BINDING=8192, so that src/split.c
  *    cuts them over rows, heads and batches (slopes, sinks and mask planes must follow the
  *    global head).
+ *  - CPU only: the fast path on 3 threads with POSENC_CPU_MIN_SPLIT=1 (every case split).
  *  - bad input: NULL x / dst, shapes, dtypes (mask i32, sinks f16), sinks length, params
  *    (reserved, flags, max_bias < 0, scale not finite), overlaps: the exact status, a
  *    message naming the argument, and dst untouched.
@@ -488,6 +489,34 @@ static void test_limited(void **state)
                  n_cut, ran, refused);
 }
 
+/* ---- CPU fast path split over threads ------------------------------------------------- */
+
+/* CPU only: a context with 3 threads and POSENC_CPU_MIN_SPLIT=1, so that even small ops are
+ * split over every thread in uneven chunks, runs every case against the reference (the
+ * default dut context may run small cases on one thread). */
+static void test_cpu_threads(void **state)
+{
+    (void)state;
+    if (th.kind != POSENC_BACKEND_CPU)
+        skip();
+    setenv("POSENC_CPU_MIN_SPLIT", "1", 1);
+    struct posenc_context_params p;
+    memset(&p, 0, sizeof p);
+    p.backend = POSENC_BACKEND_CPU;
+    p.n_threads = 3;
+    p.log_fn = th_log;
+    p.log_level = POSENC_LOG_WARN;
+    posenc_context *ctx = NULL;
+    char err[256];
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof err);
+    unsetenv("POSENC_CPU_MIN_SPLIT");
+    if (st != POSENC_OK)
+        fail_msg("3-thread CPU context: %s", err);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case_on(ctx, &cases[i], "3 threads, POSENC_CPU_MIN_SPLIT=1");
+    posenc_context_destroy(&ctx);
+}
+
 /* ---- bad input ----------------------------------------------------------------------- */
 
 static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
@@ -676,7 +705,7 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     const size_t n_cases = sizeof cases / sizeof cases[0];
-    struct CMUnitTest *tests = calloc(n_cases + 3, sizeof *tests);
+    struct CMUnitTest *tests = calloc(n_cases + 4, sizeof *tests);
     assert_non_null(tests);
     for (size_t i = 0; i < n_cases; i++) {
         tests[i].name = cases[i].name;
@@ -686,7 +715,8 @@ int main(int argc, char **argv)
     tests[n_cases] = (struct CMUnitTest)cmocka_unit_test(test_bad_input);
     tests[n_cases + 1] = (struct CMUnitTest)cmocka_unit_test(test_scale_default);
     tests[n_cases + 2] = (struct CMUnitTest)cmocka_unit_test(test_limited);
-    rc = th_run("softmax", tests, n_cases + 3);
+    tests[n_cases + 3] = (struct CMUnitTest)cmocka_unit_test(test_cpu_threads);
+    rc = th_run("softmax", tests, n_cases + 4);
     free(tests);
     th_fini();
     return rc;
