@@ -511,6 +511,12 @@ static const struct rr_case rr_cases[] = {
      POSENC_DTYPE_F32, POSENC_DTYPE_F32, POSENC_DTYPE_I32, 1, LAY_CONTIG, LAY_CONTIG, 1},
     {"normal out-of-range i64", POSENC_ROPE_NORMAL, 64, 2, 6, 2, 7, 0, 0, {0}, 0, 0,
      POSENC_DTYPE_F16, POSENC_DTYPE_F16, POSENC_DTYPE_I64, 1, LAY_CONTIG, LAY_CONTIG, 1},
+    /* 144 pairs: OpenCL's pe_rope_vec on CPU devices too (its barriers with skipped
+     * tokens), more than pe_rope_tok takes */
+    {"neox wide head out-of-range", POSENC_ROPE_NEOX, 288, 2, 4, 2, 6, 0, 0, {0}, 0, 0,
+     POSENC_DTYPE_F32, POSENC_DTYPE_F32, POSENC_DTYPE_I32, 1, LAY_CONTIG, LAY_CONTIG, 1},
+    {"normal wide head f16", POSENC_ROPE_NORMAL, 288, 3, 3, 1, 5, 0, 0, {0}, 0, 0,
+     POSENC_DTYPE_F16, POSENC_DTYPE_F16, POSENC_DTYPE_I64, 0, LAY_CONTIG, LAY_CONTIG, 0},
 };
 
 static int n_streams_of(posenc_rope_mode m)
