@@ -1273,8 +1273,9 @@ struct posenc_set_rows_params {
  *
  * (ggml's broadcast rule: the row index tensor repeats over dims 2 and 3.) Rows of dst
  * that no index names are left as they are. When two source rows of one (i2, i3) name the
- * same destination row, which of them lands is unspecified. src, rows and dst must not
- * overlap one another. Any view (padded, permuted, offset) works.
+ * same destination row, which of them lands is unspecified: each element of that row
+ * holds the value of one of them, not necessarily the same one for every element. dst
+ * must not overlap src or rows. Any view (padded, permuted, offset) works.
  *
  * By default the indices are read back to the host before anything is queued (this waits
  * for queued work, as posenc_learned's positions do); an index outside [0, R) gives

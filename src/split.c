@@ -15,6 +15,11 @@
  * attention GEMMs) are refused with POSENC_ERR_UNSUPPORTED naming the limit when a view
  * exceeds it -- their outputs do not decompose that way.
  *
+ * fill is cut like copy. set_rows (and rope_set_rows, which is RoPE with a rows view) write
+ * destination rows chosen by data, so a cut of the source rows (tokens) moves the index
+ * view and leaves the destination whole; the other dimensions cut both sides (set_rows
+ * carries the broadcast bases of its index view instead of cutting it).
+ *
  * Slicing dimension d at [a, a + n) of the op's main shape moves each view's offset by
  * a * stride and sets its extent to n; positions, slopes and q/k offsets follow the same
  * coordinate. Views are non-negative-strided (the front end checked), so a view's span is

@@ -75,6 +75,14 @@
  *   CPU devices, under pe_rope_vec's conditions. NDRange (chunks, ne2, ne3), local
  *   (1, up to 8 tokens, 1): one work-item per token and chunk of heads.
  *
+ *   posenc_rope_set_rows: the same three kernels built with -DHAS_ROWS=1 -DROWS_I64 (0 or
+ *   1) take three more arguments after their last one (pe_rope: 24-26; pe_rope_vec and
+ *   pe_rope_tok: 25-27):
+ *       mem    rows_idx  i32 or i64 indices, read as 32-bit words
+ *       long   rows_off  in index elements
+ *       long4  rows_st   (st for the token, st for the batch (0: shared), R = dst rows, 0)
+ *   and write token (i2, i3) at dst token rows[...] (skipped outside [0, R)).
+ *
  *   pe_copy  (cl/copy.cl; -DCOPY_MODE: 0 same 4-byte type, 1 same f16, 2 f32->f16,
  *             3 f16->f32)
  *     0-2   dst, dst_off, dst_st
@@ -145,6 +153,9 @@
  *   pe_alibi_vec  (cl/bias.cl; same arguments and options, plus -DPE_KPW): dst and logits
  *   with unit key stride and rows aligned to 16 elements. NDRange (ceil(K/PE_KPW), Q, H*B):
  *   PE_KPW = 16 keys per work-item, PE_CL_CPU_ROW_SPAN on CPU devices.
+ *
+ * posenc_fill and posenc_set_rows (cl/rows.cl: pe_fill, pe_set_rows) are listed in
+ * src/opencl/ops_rows.c.
  *
  * posenc_attention's kernels (cl/attention.cl: pe_attn_softmax, pe_attn_copy and the
  * no-CLBlast pe_attn_scores / pe_attn_output) and its CLBlast calls are listed in
