@@ -20,6 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The largest buffer: malloc refuses more than PTRDIFF_MAX bytes; a multiple of the 64-byte
+ * alignment, so rounding it up cannot wrap. */
+#define PE_CPU_MAX_BUFFER ((size_t)PTRDIFF_MAX & ~(size_t)63)
+
 struct pe_cpu_backend {
     struct pe_backend base;
     struct pe_cpu_fast *fast; /* NULL: reference loops only */
@@ -449,7 +453,7 @@ static void cpu_get_info(const struct pe_backend *be, struct posenc_device_info 
     pe_strlcpy(out->api_version, "C11", sizeof(out->api_version));
     out->f16_storage = 1;
     out->f16_native = 0;
-    out->max_buffer_size = (uint64_t)SIZE_MAX;
+    out->max_buffer_size = (uint64_t)PE_CPU_MAX_BUFFER;
     out->max_workgroup_size = 1;
     out->compute_units = fast ? (uint32_t)pe_cpu_fast_threads(fast) : 1;
 }
@@ -463,9 +467,12 @@ static posenc_status cpu_finish(struct pe_backend *be)
 static posenc_status cpu_buffer_create(struct pe_backend *be, size_t size, void **out_mem)
 {
     /* 64-byte aligned, size rounded up to a multiple of the alignment (aligned_alloc) */
+    if (size > PE_CPU_MAX_BUFFER)
+        return pe_error(be->ctx, POSENC_ERR_UNSUPPORTED,
+                        "buffer size %zu bytes exceeds the CPU backend's largest buffer "
+                        "(%zu bytes, PTRDIFF_MAX)",
+                        size, (size_t)PE_CPU_MAX_BUFFER);
     size_t rounded = (size + 63) & ~(size_t)63;
-    if (rounded < size)
-        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "buffer size %zu is too large", size);
     void *p = aligned_alloc(64, rounded);
     if (!p)
         return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY,
