@@ -782,7 +782,9 @@ POSENC_API posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x
  * Rotate queries and keys in one launch (several only over the device's binding limit,
  * max_binding_size): q [head_dim, Hq, T, B] -> q_out and
  * k [head_dim, Hk, T, B] -> k_out with the same positions and params (GQA: Hq != Hk).
- * Each output may be its input (in place). Same checks and statuses as posenc_rope.
+ * Each output may be its input (in place). q and k may be views of one buffer that
+ * interleave (the heads of a fused QKV tensor) as long as they share no element: overlap
+ * is decided on elements, not byte ranges. Same checks and statuses as posenc_rope.
  */
 POSENC_API posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q,
                                         const posenc_tensor *k, const posenc_tensor *pos,

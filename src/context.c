@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "split.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,10 +122,13 @@ static posenc_status context_begin(const struct posenc_context_params *params,
     if (env && *env) {
         /* Bytes; at least 1 KiB so that one row of most ops still fits. */
         char *end;
+        errno = 0;
         unsigned long long v = strtoull(env, &end, 10);
-        if (*end != '\0' || env[0] == '-' || v < 1024) {
+        /* ERANGE: more than 2^64 - 1 (strtoull would give ULLONG_MAX, no limit at all) */
+        if (*end != '\0' || env[0] < '0' || env[0] > '9' || errno == ERANGE || v < 1024) {
             st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
-                          "POSENC_MAX_BINDING = \"%s\" is not a byte count >= 1024", env);
+                          "POSENC_MAX_BINDING = \"%s\" is not a byte count in [1024, 2^64 - 1]",
+                          env);
             pe_strlcpy(out_error, ctx->last_error, error_size);
             free(ctx);
             return st;
@@ -175,7 +179,11 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
                                                         POSENC_BACKEND_OPENCL};
         st = POSENC_ERR_UNAVAILABLE;
         for (size_t i = 0; i < PE_ARRAY_SIZE(gpu_order) && st != POSENC_OK; i++) {
+            /* A probe that fails is not an error of the call: its reason is logged
+             * below, once, at INFO or WARN. */
+            ctx->quiet_errors = true;
             st = open_backend(ctx, gpu_order[i], p.device, true);
+            ctx->quiet_errors = false;
             /* No driver or no GPU is the normal case on many machines; a driver that
              * is there and fails is worth a warning. */
             if (st != POSENC_OK)

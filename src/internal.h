@@ -46,6 +46,8 @@ struct posenc_context {
     int64_t live_buffers;
     struct posenc_buffer *buffers; /* live buffers, to release what the user forgot */
     char last_error[PE_ERR_MAX];
+    bool quiet_errors;    /* AUTO's probe: pe_error records but does not log (the caller
+                           * logs the skipped backend at INFO / WARN) */
     struct pe_rope_cache *rope_cache; /* resolved RoPE tables (rope_freq.c); NULL until used */
 };
 

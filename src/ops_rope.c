@@ -35,12 +35,13 @@ static posenc_status check_same_shape(posenc_context *ctx, const char *a_name,
                     (long long)a->ne[2], (long long)a->ne[3]);
 }
 
-/* An output may be exactly an input (in place) or disjoint from it. */
+/* An output may be exactly an input (in place) or share no element with it (views that
+ * interleave in one buffer, as q and k in a fused QKV tensor, are disjoint). */
 static posenc_status check_alias(posenc_context *ctx, const char *out_name,
                                  const posenc_tensor *out, const char *in_name,
                                  const posenc_tensor *in, bool may_be_identical)
 {
-    if (!pe_tensors_overlap(out, in))
+    if (!pe_tensors_share_elements(out, in))
         return POSENC_OK;
     if (may_be_identical && pe_tensors_identical(out, in))
         return POSENC_OK;

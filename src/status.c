@@ -64,7 +64,7 @@ posenc_status pe_error(posenc_context *ctx, posenc_status status, const char *fm
     va_start(ap, fmt);
     vsnprintf(ctx->last_error, sizeof(ctx->last_error), fmt, ap);
     va_end(ap);
-    if (ctx->log_fn && ctx->log_level >= POSENC_LOG_ERROR)
+    if (ctx->log_fn && ctx->log_level >= POSENC_LOG_ERROR && !ctx->quiet_errors)
         ctx->log_fn(POSENC_LOG_ERROR, ctx->last_error, ctx->log_user_data);
     return status;
 }

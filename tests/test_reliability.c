@@ -129,6 +129,178 @@ static void test_relbias_cut_keys_queries(void **state)
     th_check_warnings();
 }
 
+/* ---- 8. messages, statuses and element-level overlap ------------------------------- */
+
+struct log_capture {
+    int errors;
+    char text[8192];
+};
+
+static void capture_log(posenc_log_level level, const char *msg, void *user)
+{
+    struct log_capture *c = user;
+    if (level == POSENC_LOG_ERROR)
+        c->errors++;
+    size_t n = strlen(c->text);
+    snprintf(c->text + n, sizeof(c->text) - n, "[%d] %s\n", (int)level, msg);
+}
+
+/* AUTO that succeeds logs no POSENC_LOG_ERROR line: a skipped backend is INFO (no driver
+ * or no GPU) or WARN (a driver that fails), once, with its reason. */
+static void test_auto_logs_no_error(void **state)
+{
+    (void)state;
+    struct log_capture cap = {0, ""};
+    struct posenc_context_params p = {.backend = POSENC_BACKEND_AUTO, .log_fn = capture_log,
+                                      .log_level = POSENC_LOG_DEBUG, .log_user_data = &cap};
+    posenc_context *ctx = NULL;
+    char err[512];
+    char *saved = getenv("POSENC_BACKEND") ? strdup(getenv("POSENC_BACKEND")) : NULL;
+    unsetenv("POSENC_BACKEND");
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    if (saved) {
+        setenv("POSENC_BACKEND", saved, 1);
+        free(saved);
+    }
+    assert_int_equal(st, POSENC_OK);
+    if (cap.errors)
+        fail_msg("AUTO succeeded but logged %d ERROR lines:\n%s", cap.errors, cap.text);
+    assert_non_null(strstr(cap.text, "using backend"));
+    posenc_context_destroy(&ctx);
+}
+
+/* A buffer whose context was destroyed is named as such, not "of another context". */
+static void test_orphan_buffer_message(void **state)
+{
+    (void)state;
+    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    posenc_context *ctx = NULL;
+    assert_int_equal(posenc_context_create(&p, &ctx, NULL, 0), POSENC_OK);
+    posenc_buffer *orphan = NULL, *good = NULL;
+    assert_int_equal(posenc_buffer_create(ctx, 256, &orphan), POSENC_OK);
+    posenc_context_destroy(&ctx);
+    assert_int_equal(posenc_buffer_create(th.dut, 256, &good), POSENC_OK);
+    posenc_tensor src = posenc_tensor_contiguous(orphan, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
+    posenc_tensor dst = posenc_tensor_contiguous(good, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
+    assert_int_equal(posenc_copy(th.dut, &src, &dst), POSENC_ERR_INVALID_ARGUMENT);
+    const char *m = posenc_context_last_error(th.dut);
+    if (!strstr(m, "src->buffer") || !strstr(m, "destroyed"))
+        fail_msg("message \"%s\" does not say src's context was destroyed", m);
+    posenc_buffer_destroy(&orphan);
+    posenc_buffer_destroy(&good);
+    th_check_warnings();
+}
+
+/* POSENC_MAX_BINDING past 2^64 - 1 (or not a plain decimal) is refused, not saturated. */
+static void test_max_binding_overflow(void **state)
+{
+    (void)state;
+    const char *bad[] = {"99999999999999999999999", "18446744073709551616", " 4096", "+4096",
+                         " -4096"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("POSENC_MAX_BINDING", bad[i], 1);
+        struct posenc_context_params p = {.backend = th.kind};
+        posenc_context *ctx = NULL;
+        char err[512] = "";
+        posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+        unsetenv("POSENC_MAX_BINDING");
+        if (st != POSENC_ERR_INVALID_ARGUMENT || ctx || !strstr(err, "POSENC_MAX_BINDING"))
+            fail_msg("POSENC_MAX_BINDING=\"%s\": %s, \"%s\"", bad[i], posenc_status_string(st),
+                     err);
+        posenc_context_destroy(&ctx);
+    }
+    setenv("POSENC_MAX_BINDING", "18446744073709551615", 1);
+    struct posenc_context_params p = {.backend = th.kind};
+    posenc_context *ctx = NULL;
+    posenc_status st = posenc_context_create(&p, &ctx, NULL, 0);
+    unsetenv("POSENC_MAX_BINDING");
+    assert_int_equal(st, POSENC_OK);
+    posenc_context_destroy(&ctx);
+}
+
+/* A fused QKV tensor [D, pad + Hq + Hk + Hv heads, T, B]: q and k are interleaved per token
+ * in one buffer but share no element; rotating both in place is valid. */
+static void rope_fused_qkv(posenc_dtype dt, int64_t pad)
+{
+    const int64_t D = 8, Hq = 4, Hk = 2, Hv = 2, T = 5, B = 2;
+    const int64_t row = pad + (Hq + Hk + Hv) * D; /* elements per token */
+    const size_t es = posenc_dtype_size(dt), n = (size_t)(row * T * B);
+    float *vals = random_floats(n, 5u);
+    void *host = malloc(n * es);
+    assert_non_null(host);
+    for (size_t i = 0; i < n; i++) {
+        if (dt == POSENC_DTYPE_F16)
+            ((uint16_t *)host)[i] = posenc_f32_to_f16(vals[i]);
+        else
+            ((float *)host)[i] = vals[i];
+    }
+    int32_t pos[5 * 2];
+    for (int i = 0; i < T * B; i++)
+        pos[i] = 3 + 7 * i;
+    struct posenc_rope_params rp = {.mode = POSENC_ROPE_NEOX};
+    void *out[2];
+    for (int r = 0; r < 2; r++) {
+        posenc_context *ctx = r ? th.dut : th.ref;
+        posenc_buffer *b = th_upload(ctx, host, n * es);
+        posenc_buffer *bp = th_upload(ctx, pos, sizeof(pos));
+        posenc_tensor q = {.buffer = b, .offset = (size_t)pad * es, .dtype = dt,
+                           .ne = {D, Hq, T, B},
+                           .nb = {(int64_t)es, D * (int64_t)es, row * (int64_t)es,
+                                  row * T * (int64_t)es}};
+        posenc_tensor k = q;
+        k.offset = (size_t)(pad + Hq * D) * es;
+        k.ne[1] = Hk;
+        posenc_tensor tp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, T, 1, B, 1);
+        posenc_status st;
+        if (r == 0) { /* the reference: q and k rotated one at a time */
+            st = posenc_rope(ctx, &q, &tp, &q, &rp);
+            if (st == POSENC_OK)
+                st = posenc_rope(ctx, &k, &tp, &k, &rp);
+        } else {
+            st = posenc_rope_qk(ctx, &q, &k, &tp, &q, &k, &rp);
+        }
+        if (st != POSENC_OK)
+            fail_msg("fused QKV (%s, pad %lld): %s: %s", posenc_dtype_name(dt), (long long)pad,
+                     posenc_status_string(st), posenc_context_last_error(ctx));
+        if (r == 1) {
+            /* an output that does share elements with the other input is still refused */
+            posenc_tensor k_bad = k;
+            k_bad.offset -= (size_t)es;
+            assert_int_equal(posenc_rope_qk(ctx, &q, &k_bad, &tp, &q, &k_bad, &rp),
+                             POSENC_ERR_INVALID_ARGUMENT);
+            assert_non_null(strstr(posenc_context_last_error(ctx), "overlaps"));
+        }
+        out[r] = th_download(b);
+        posenc_buffer_destroy(&b);
+        posenc_buffer_destroy(&bp);
+    }
+    for (size_t i = 0; i < n; i++) {
+        float w = dt == POSENC_DTYPE_F16 ? posenc_f16_to_f32(((uint16_t *)out[0])[i])
+                                         : ((float *)out[0])[i];
+        float g = dt == POSENC_DTYPE_F16 ? posenc_f16_to_f32(((uint16_t *)out[1])[i])
+                                         : ((float *)out[1])[i];
+        float tol = dt == POSENC_DTYPE_F16 ? 2e-3f : 2e-6f;
+        if (!(fabsf(g - w) <= tol))
+            fail_msg("fused QKV (%s, pad %lld): element %zu is %g, want %g",
+                     posenc_dtype_name(dt), (long long)pad, i, g, w);
+    }
+    free(out[0]);
+    free(out[1]);
+    free(vals);
+    free(host);
+}
+
+static void test_rope_qk_fused_in_place(void **state)
+{
+    (void)state;
+    rope_fused_qkv(POSENC_DTYPE_F32, 0);
+    rope_fused_qkv(POSENC_DTYPE_F32, 1);
+    rope_fused_qkv(POSENC_DTYPE_F16, 0);
+    rope_fused_qkv(POSENC_DTYPE_F16, 1); /* q's and k's edges share 32-bit words */
+    th_check_warnings();
+}
+
 int main(int argc, char **argv)
 {
     int rc = th_init(argc, argv, "reliability");
@@ -137,6 +309,10 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buffer_create_huge),
         cmocka_unit_test(test_relbias_cut_keys_queries),
+        cmocka_unit_test(test_auto_logs_no_error),
+        cmocka_unit_test(test_orphan_buffer_message),
+        cmocka_unit_test(test_max_binding_overflow),
+        cmocka_unit_test(test_rope_qk_fused_in_place),
     };
     rc = th_run("reliability", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();
