@@ -68,6 +68,13 @@
  *       and on its buffers must be serialised by the caller (a context may move between
  *       threads). posenc_context_last_error() is per context: read it on the thread that
  *       made the failing call, before the next call on that context.
+ *       Enforced: a call made while another thread is inside a call on the same context
+ *       (or on one of its buffers) is refused at once with POSENC_ERR_INVALID_ARGUMENT and
+ *       does nothing; its message ("... in use by another thread") is read with
+ *       posenc_context_last_error() on the refused thread and is not logged. The check is
+ *       one atomic operation per call (GCC / Clang builds). posenc_buffer_destroy() and
+ *       posenc_context_destroy() cannot refuse: they wait for the other thread's call to
+ *       return (using a context after another thread destroyed it is still an error).
  *   different contexts: independent; they may be created, used and destroyed on
  *       different threads at the same time (tests/test_threads.c, also under
  *       ThreadSanitizer). A buffer is used only with the context that owns it.

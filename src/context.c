@@ -84,6 +84,7 @@ static posenc_status context_begin(const struct posenc_context_params *params,
         pe_strlcpy(out_error, "out of host memory allocating the context", error_size);
         return POSENC_ERR_OUT_OF_MEMORY;
     }
+    atomic_init(&ctx->owner, 0);
     ctx->log_fn = p->log_fn;
     ctx->log_level = p->log_level;
     ctx->log_user_data = p->log_user_data;
@@ -329,6 +330,8 @@ void posenc_context_destroy(posenc_context **pctx)
     if (!pctx || !*pctx)
         return;
     posenc_context *ctx = *pctx;
+    /* A call still running on another thread finishes first (this one cannot refuse). */
+    pe_enter_wait(ctx);
     if (ctx->backend)
         ctx->backend->vt->finish(ctx->backend);
     if (ctx->live_buffers != 0) {
@@ -355,7 +358,7 @@ posenc_status posenc_context_finish(posenc_context *ctx)
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     return ctx->backend->vt->finish(ctx->backend);
 }
 
@@ -364,6 +367,7 @@ posenc_status posenc_context_get_info(const posenc_context *ctx,
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
+    PE_ENTER((posenc_context *)ctx);
     if (!out_info)
         return pe_error((posenc_context *)ctx, POSENC_ERR_INVALID_ARGUMENT, "out_info is NULL");
     memset(out_info, 0, sizeof(*out_info));
@@ -435,7 +439,7 @@ posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buff
         *out_buffer = NULL;
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     if (!out_buffer)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_buffer is NULL");
     if (size == 0)
@@ -490,7 +494,7 @@ posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl_mem,
         *out_buffer = NULL;
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     posenc_buffer *b;
     PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_OPENCL, "posenc_buffer_wrap_opencl",
                                   cl_mem == NULL, "cl_mem", out_buffer, &b));
@@ -515,7 +519,7 @@ posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
         *out_buffer = NULL;
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     posenc_buffer *b;
     PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_VULKAN, "posenc_buffer_wrap_vulkan",
                                   vk_buffer == 0, "vk_buffer (VK_NULL_HANDLE)", out_buffer, &b));
@@ -545,6 +549,7 @@ void posenc_buffer_destroy(posenc_buffer **pbuf)
     posenc_buffer *b = *pbuf;
     posenc_context *ctx = b->ctx;
     if (ctx) { /* else an orphan of a destroyed context: only the handle is left */
+        pe_enter_wait(ctx); /* cannot refuse: waits for a call on another thread */
         ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
         if (b->prev)
             b->prev->next = b->next;
@@ -553,6 +558,7 @@ void posenc_buffer_destroy(posenc_buffer **pbuf)
         if (b->next)
             b->next->prev = b->prev;
         ctx->live_buffers--;
+        pe_leave(ctx);
     }
     free(b);
     *pbuf = NULL;
@@ -586,7 +592,7 @@ posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const vo
     if (!buffer || !buffer->ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
     posenc_context *ctx = buffer->ctx;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(check_range(buffer, offset, src, size, "src"));
     if (size == 0)
         return POSENC_OK;
@@ -598,7 +604,7 @@ posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset, void *dst
     if (!buffer || !buffer->ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
     posenc_context *ctx = buffer->ctx;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(check_range(buffer, offset, dst, size, "dst"));
     if (size == 0)
         return POSENC_OK;

@@ -315,7 +315,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct posenc_attention_params p;
     memset(&p, 0, sizeof(p));
     if (params)
@@ -638,7 +638,7 @@ posenc_status posenc_attention_decay(posenc_context *ctx, int64_t head_dim, int6
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     if (head_dim < 1 || head_dim > (1 << 20))
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "head_dim = %lld, must be in [1, 2^20]", (long long)head_dim);

@@ -188,7 +188,7 @@ posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_relbias_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &op.dst));
@@ -231,7 +231,7 @@ posenc_status posenc_relbias_backward(posenc_context *ctx, const posenc_tensor *
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_relbias_bwd_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(check_logits(ctx, "dlogits", dlogits, false, &op.dlogits));
@@ -361,7 +361,7 @@ posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_alibi_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &op.dst));

@@ -170,7 +170,7 @@ posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x, const pos
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "x", x, false, &op.x));
@@ -200,7 +200,7 @@ posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q, const 
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "q", q, false, &op.x));
@@ -261,7 +261,7 @@ posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "k", k, false, &op.x));
