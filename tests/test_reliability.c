@@ -5,10 +5,14 @@
  */
 #include "harness.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -301,6 +305,223 @@ static void test_rope_qk_fused_in_place(void **state)
     th_check_warnings();
 }
 
+/* ---- 5, 6. the OpenCL program-binary cache: no hang, and trusted only when private ---- */
+
+struct cache_log {
+    int loaded, built;
+};
+
+static void cache_log_fn(posenc_log_level level, const char *msg, void *user)
+{
+    struct cache_log *c = user;
+    if (strstr(msg, "opencl: loaded from the binary cache copy.cl"))
+        c->loaded++;
+    else if (strstr(msg, "opencl: built copy.cl"))
+        c->built++;
+    if (level == POSENC_LOG_WARN && !strstr(msg, "program-binary cache"))
+        th.warnings++; /* a driver message; the cache's own refusal is expected */
+}
+
+/* A fresh OpenCL context on cache folder `dir` copies 64 floats from f32 to dst_dtype;
+ * the result must be right. Returns how the copy.cl program came: 'L' loaded from the
+ * cache, 'B' built from source. */
+static char cache_copy(const char *dir, posenc_dtype dst_dtype)
+{
+    setenv("POSENC_CACHE_DIR", dir, 1);
+    struct cache_log log = {0, 0};
+    struct posenc_context_params p = {.backend = POSENC_BACKEND_OPENCL, .log_fn = cache_log_fn,
+                                      .log_level = POSENC_LOG_INFO, .log_user_data = &log};
+    posenc_context *ctx = NULL;
+    char err[512];
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    unsetenv("POSENC_CACHE_DIR");
+    if (st != POSENC_OK)
+        fail_msg("opencl context: %s", err);
+    float src[64];
+    for (int i = 0; i < 64; i++)
+        src[i] = (float)i * 0.5f - 3.0f;
+    posenc_buffer *bs = th_upload(ctx, src, sizeof(src)), *bd = NULL;
+    assert_int_equal(posenc_buffer_create(ctx, sizeof(src), &bd), POSENC_OK);
+    posenc_tensor ts = posenc_tensor_contiguous(bs, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
+    posenc_tensor td = posenc_tensor_contiguous(bd, 0, dst_dtype, 64, 1, 1, 1);
+    alarm(120); /* a hang fails the test instead of blocking it */
+    st = posenc_copy(ctx, &ts, &td);
+    if (st != POSENC_OK)
+        fail_msg("posenc_copy: %s", posenc_context_last_error(ctx));
+    unsigned char got[256];
+    assert_int_equal(posenc_buffer_read(bd, 0, got, 64 * posenc_dtype_size(dst_dtype)), POSENC_OK);
+    alarm(0);
+    for (int i = 0; i < 64; i++) {
+        float v = dst_dtype == POSENC_DTYPE_F16 ? posenc_f16_to_f32(((uint16_t *)got)[i])
+                                                : ((float *)got)[i];
+        if (v != src[i])
+            fail_msg("copy to %s through the cache in %s: element %d is %g, want %g",
+                     posenc_dtype_name(dst_dtype), dir, i, v, src[i]);
+    }
+    posenc_buffer_destroy(&bs);
+    posenc_buffer_destroy(&bd);
+    posenc_context_destroy(&ctx);
+    assert_true(log.loaded + log.built == 1);
+    return log.loaded ? 'L' : 'B';
+}
+
+/* The .clbin entries of dir, as a set of names (each up to 63 chars, at most 16). */
+struct entries {
+    int n;
+    char name[16][64];
+};
+
+static void list_entries(const char *dir, struct entries *e)
+{
+    memset(e, 0, sizeof(*e));
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        if (strstr(de->d_name, ".clbin") && !strstr(de->d_name, ".tmp") && e->n < 16 &&
+            strlen(de->d_name) < 64)
+            strcpy(e->name[e->n++], de->d_name);
+    closedir(d);
+}
+
+/* The one entry of `after` that `before` lacks, as dir/name. */
+static void new_entry(const char *dir, const struct entries *before,
+                      const struct entries *after, char *path, size_t size)
+{
+    for (int i = 0; i < after->n; i++) {
+        int seen = 0;
+        for (int j = 0; j < before->n; j++)
+            seen |= !strcmp(after->name[i], before->name[j]);
+        if (!seen) {
+            snprintf(path, size, "%s/%s", dir, after->name[i]);
+            return;
+        }
+    }
+    fail_msg("no new cache entry in %s", dir);
+}
+
+static unsigned char *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)n);
+    assert_non_null(p);
+    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *size = (size_t)n;
+    return p;
+}
+
+static void spit(const char *path, const void *data, size_t n, mode_t mode)
+{
+    remove(path);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+static void test_cl_program_cache(void **state)
+{
+    (void)state;
+    if (th.kind != POSENC_BACKEND_OPENCL)
+        skip();
+    char dir[] = "/tmp/posenc-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[128], e32[256], e16[256], tmp[300];
+    snprintf(sub, sizeof(sub), "%s/cache", dir);
+
+    /* a folder posenc creates is private; the f32 -> f32 and f32 -> f16 copies store one
+     * entry each (same kernel names, other build options) */
+    struct entries before, after;
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F32), 'B');
+    struct stat st;
+    assert_int_equal(stat(sub, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    list_entries(sub, &after);
+    assert_int_equal(after.n, 1);
+    snprintf(e32, sizeof(e32), "%s/%s", sub, after.name[0]);
+    before = after;
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+    list_entries(sub, &after);
+    new_entry(sub, &before, &after, e16, sizeof(e16));
+    assert_int_equal(stat(e16, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'L'); /* the cache works */
+
+    /* 6: an entry holding another program's binary under this one's identity (header
+     * "PECLBIN?", u32 n, identity, u64 size, u64 hash, binary) is never loaded */
+    size_t n32, n16;
+    unsigned char *b32 = slurp(e32, &n32), *b16 = slurp(e16, &n16);
+    uint32_t l32, l16;
+    memcpy(&l32, b32 + 8, 4);
+    memcpy(&l16, b16 + 8, 4);
+    const size_t h32 = 12 + l32, h16 = 12 + l16; /* where size, hash, binary start */
+    unsigned char *forged = malloc(h16 + (n32 - h32));
+    assert_non_null(forged);
+    memcpy(forged, b16, h16);
+    memcpy(forged + h16, b32 + h32, n32 - h32);
+    spit(e16, forged, h16 + (n32 - h32), 0600);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+    free(forged);
+
+    /* 5: a FIFO at the entry's path neither blocks nor is used */
+    assert_int_equal(remove(e16), 0);
+    assert_int_equal(mkfifo(e16, 0600), 0);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+    /* the build replaced the FIFO with a good entry again */
+    assert_int_equal(lstat(e16, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+
+    /* 6: entries that are symbolic links, or writable by others, are not read */
+    snprintf(tmp, sizeof(tmp), "%s/elsewhere.clbin", dir);
+    spit(tmp, b16, n16, 0600);
+    assert_int_equal(remove(e16), 0);
+    assert_int_equal(symlink(tmp, e16), 0);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+    spit(e16, b16, n16, 0666);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+    spit(e16, b16, n16, 0600);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'L');
+
+    /* 6: a folder that others may write is neither read nor written */
+    assert_int_equal(chmod(sub, 0777), 0);
+    assert_int_equal(remove(e16), 0);
+    spit(e16, b16, n16, 0600);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+    assert_int_equal(remove(e16), 0);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+    assert_int_equal(stat(e16, &st), -1); /* nothing stored */
+    assert_int_equal(chmod(sub, 0700), 0);
+    spit(e16, b16, n16, 0600);
+    assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'L');
+    if (geteuid() == 0) { /* owned by someone else (only root can arrange it) */
+        assert_int_equal(chown(e16, 65534, 65534), 0);
+        assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+        spit(e16, b16, n16, 0600);
+        assert_int_equal(chown(sub, 65534, 65534), 0);
+        assert_int_equal(cache_copy(sub, POSENC_DTYPE_F16), 'B');
+        assert_int_equal(chown(sub, 0, 0), 0);
+    }
+    free(b32);
+    free(b16);
+
+    /* clean up */
+    list_entries(sub, &after);
+    for (int i = 0; i < after.n; i++) {
+        snprintf(tmp, sizeof(tmp), "%s/%s", sub, after.name[i]);
+        remove(tmp);
+    }
+    snprintf(tmp, sizeof(tmp), "%s/elsewhere.clbin", dir);
+    remove(tmp);
+    rmdir(sub);
+    rmdir(dir);
+    th_check_warnings();
+}
+
 int main(int argc, char **argv)
 {
     int rc = th_init(argc, argv, "reliability");
@@ -313,6 +534,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_orphan_buffer_message),
         cmocka_unit_test(test_max_binding_overflow),
         cmocka_unit_test(test_rope_qk_fused_in_place),
+        cmocka_unit_test(test_cl_program_cache),
     };
     rc = th_run("reliability", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();
