@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,6 +306,90 @@ static void test_rope_qk_fused_in_place(void **state)
     th_check_warnings();
 }
 
+/* ---- 5. DYNAMIC_NTK / LONGROPE seq_len from positions: host work bounded by bytes ----- */
+
+static posenc_status rope_empty_heads(posenc_buffer *bp, const int64_t pne[4],
+                                      const int64_t pnb[4], posenc_rope_scaling_kind kind)
+{
+    static const float ones[4] = {1, 1, 1, 1};
+    posenc_buffer *bx = NULL;
+    assert_int_equal(posenc_buffer_create(th.dut, 64, &bx), POSENC_OK);
+    /* x and dst have no heads (empty): only the positions are scanned */
+    posenc_tensor x = {.buffer = bx, .dtype = POSENC_DTYPE_F32,
+                       .ne = {8, 0, pne[0], pne[2]}, .nb = {4, 32, 32, 32}};
+    posenc_tensor pos = {.buffer = bp, .dtype = POSENC_DTYPE_I32};
+    memcpy(pos.ne, pne, sizeof(pos.ne));
+    memcpy(pos.nb, pnb, sizeof(pos.nb));
+    const bool lr = kind == POSENC_ROPE_SCALING_LONGROPE;
+    struct posenc_rope_params rp = {.scaling = {.kind = kind, .factor = 2.0f,
+                                                .original_ctx = 16,
+                                                .short_factor = lr ? ones : NULL,
+                                                .long_factor = lr ? ones : NULL}};
+    alarm(60); /* hours before the fix */
+    posenc_status st = posenc_rope(th.dut, &x, &pos, &x, &rp);
+    alarm(0);
+    posenc_buffer_destroy(&bx);
+    return st;
+}
+
+static void test_rope_seq_len_degenerate_positions(void **state)
+{
+    (void)state;
+    const posenc_rope_scaling_kind kinds[2] = {POSENC_ROPE_SCALING_DYNAMIC_NTK,
+                                               POSENC_ROPE_SCALING_LONGROPE};
+    /* 2^20 x 2^20 positions over 8 MiB (t and b strides equal) */
+    const size_t words = ((size_t)1 << 21) - 1;
+    int32_t *pv = malloc(words * sizeof(int32_t));
+    assert_non_null(pv);
+    for (size_t i = 0; i < words; i++)
+        pv[i] = (int32_t)(i % 1000);
+    posenc_buffer *bp = th_upload(th.dut, pv, words * sizeof(int32_t));
+    free(pv);
+    for (int k = 0; k < 2; k++) {
+        /* a stride-0 dimension of 2^40 tokens */
+        const int64_t ne1[4] = {(int64_t)1 << 40, 1, 1, 1}, nb1[4] = {0, 4, 4, 4};
+        posenc_status st = rope_empty_heads(bp, ne1, nb1, kinds[k]);
+        if (st != POSENC_OK)
+            fail_msg("stride-0 positions: %s", posenc_context_last_error(th.dut));
+        const int64_t ne2[4] = {(int64_t)1 << 20, 1, (int64_t)1 << 20, 1}, nb2[4] = {4, 4, 4, 4};
+        st = rope_empty_heads(bp, ne2, nb2, kinds[k]);
+        if (st != POSENC_OK)
+            fail_msg("self-overlapping positions: %s", posenc_context_last_error(th.dut));
+    }
+    posenc_buffer_destroy(&bp);
+
+    /* the scan through reached words finds the same length: self-overlapping positions
+     * [3 tokens, 1 stream, 2 batches] over 4 words give what seq_len = 41 gives */
+    const int32_t pw[4] = {5, 40, 7, 9};
+    float xv[8 * 2 * 3 * 2];
+    for (int i = 0; i < 96; i++)
+        xv[i] = (float)(i % 7) - 3.0f;
+    posenc_buffer *bx = th_upload(th.dut, xv, sizeof(xv)), *bd = NULL;
+    bp = th_upload(th.dut, pw, sizeof(pw));
+    assert_int_equal(posenc_buffer_create(th.dut, sizeof(xv), &bd), POSENC_OK);
+    posenc_tensor x = posenc_tensor_contiguous(bx, 0, POSENC_DTYPE_F32, 8, 2, 3, 2);
+    posenc_tensor d = posenc_tensor_contiguous(bd, 0, POSENC_DTYPE_F32, 8, 2, 3, 2);
+    posenc_tensor pos = {.buffer = bp, .dtype = POSENC_DTYPE_I32, .ne = {3, 1, 2, 1},
+                         .nb = {4, 4, 4, 4}};
+    float *res[3];
+    const int32_t lens[3] = {0, 41, 40};
+    for (int i = 0; i < 3; i++) {
+        struct posenc_rope_params rp = {.scaling = {.kind = POSENC_ROPE_SCALING_DYNAMIC_NTK,
+                                                    .factor = 2.0f, .original_ctx = 16,
+                                                    .seq_len = lens[i]}};
+        assert_int_equal(posenc_rope(th.dut, &x, &pos, &d, &rp), POSENC_OK);
+        res[i] = th_download(bd);
+    }
+    assert_memory_equal(res[0], res[1], sizeof(xv));
+    assert_memory_not_equal(res[0], res[2], sizeof(xv));
+    for (int i = 0; i < 3; i++)
+        free(res[i]);
+    posenc_buffer_destroy(&bx);
+    posenc_buffer_destroy(&bd);
+    posenc_buffer_destroy(&bp);
+    th_check_warnings();
+}
+
 /* ---- 5, 6. the OpenCL program-binary cache: no hang, and trusted only when private ---- */
 
 struct cache_log {
@@ -535,6 +620,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_max_binding_overflow),
         cmocka_unit_test(test_rope_qk_fused_in_place),
         cmocka_unit_test(test_cl_program_cache),
+        cmocka_unit_test(test_rope_seq_len_degenerate_positions),
     };
     rc = th_run("reliability", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();
