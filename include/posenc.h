@@ -29,9 +29,13 @@
  * a context (posenc_rope_freqs, posenc_alibi_slopes, ...) return the status only. On an
  * argument error (INVALID_ARGUMENT, OUT_OF_RANGE, UNSUPPORTED) the destination tensor,
  * buffer or host array is left untouched: all arguments are checked before anything is
- * written. After OUT_OF_MEMORY or BACKEND, an op that runs as several device passes may
- * have written part of its destination (posenc_sincos_2d: one half; posenc_attention:
- * `weights`, never `dst`); every other op writes nothing. After any error nothing leaks and the context stays usable. posenc never aborts
+ * written. After OUT_OF_MEMORY or BACKEND, posenc_sincos_2d may have written one half of
+ * its destination; every other op writes nothing: an op cut into several launches by the
+ * binding limit and posenc_attention (its query blocks included) check every launch and
+ * make every host table and temporary before the first launch writes. (A native device
+ * allocation that fails inside posenc_attention's output pass -- the OpenCL backend's f32
+ * staging -- is the exception: `weights` may then be written, never `dst`.) After any
+ * error nothing leaks and the context stays usable. posenc never aborts
  * the process on bad input, failed allocations or device errors. A tensor with a zero in
  * ne is empty: the op checks its arguments and params, then does nothing.
  *

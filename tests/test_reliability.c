@@ -306,6 +306,88 @@ static void test_rope_qk_fused_in_place(void **state)
     th_check_warnings();
 }
 
+/* ---- 2. posenc_attention over query blocks: a failing call writes nothing ------------- */
+
+static char attn_msg[512]; /* the message of attention_poisoned's call */
+
+/* Attention on `ctx`: q [8, 1, Tq], k [8, 1, 16], v [Dv, 1, 16], dst [Dv, 1, Tq], weights
+ * [16, Tq, 1, 1], dst and weights poisoned first. Returns the status; *changed says
+ * whether any byte of dst or weights differs from the poison afterwards. */
+static posenc_status attention_poisoned(posenc_context *ctx, int64_t Tq, int64_t Dv,
+                                        const struct posenc_attention_params *p, bool *changed)
+{
+    const int64_t D = 8, Tk = 16;
+    float *q = random_floats((size_t)(D * Tq), 1u), *kv = random_floats((size_t)(Dv + D) * Tk, 2u);
+    posenc_buffer *bq = th_upload(ctx, q, (size_t)(D * Tq) * 4);
+    posenc_buffer *bkv = th_upload(ctx, kv, (size_t)(Dv + D) * (size_t)Tk * 4);
+    const size_t nd = (size_t)(Dv * Tq) * 4, nw = (size_t)(Tk * Tq) * 4;
+    unsigned char *poison = malloc(nd > nw ? nd : nw), *back = malloc(nd > nw ? nd : nw);
+    assert_non_null(poison);
+    assert_non_null(back);
+    memset(poison, 0xA5, nd > nw ? nd : nw);
+    posenc_buffer *bd = th_upload(ctx, poison, nd), *bw = th_upload(ctx, poison, nw);
+    posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, D, 1, Tq, 1);
+    posenc_tensor tk = posenc_tensor_contiguous(bkv, 0, POSENC_DTYPE_F32, D, 1, Tk, 1);
+    posenc_tensor tv = posenc_tensor_contiguous(bkv, (size_t)(D * Tk) * 4, POSENC_DTYPE_F32, Dv,
+                                                1, Tk, 1);
+    posenc_tensor td = posenc_tensor_contiguous(bd, 0, POSENC_DTYPE_F32, Dv, 1, Tq, 1);
+    posenc_tensor tw = posenc_tensor_contiguous(bw, 0, POSENC_DTYPE_F32, Tk, Tq, 1, 1);
+    posenc_status st = posenc_attention(ctx, &tq, &tk, &tv, &td, &tw, p);
+    snprintf(attn_msg, sizeof(attn_msg), "%s", posenc_context_last_error(ctx));
+    *changed = false;
+    assert_int_equal(posenc_buffer_read(bd, 0, back, nd), POSENC_OK);
+    *changed |= memcmp(back, poison, nd) != 0;
+    assert_int_equal(posenc_buffer_read(bw, 0, back, nw), POSENC_OK);
+    *changed |= memcmp(back, poison, nw) != 0;
+    posenc_buffer_destroy(&bq);
+    posenc_buffer_destroy(&bkv);
+    posenc_buffer_destroy(&bd);
+    posenc_buffer_destroy(&bw);
+    free(q);
+    free(kv);
+    free(poison);
+    free(back);
+    return st;
+}
+
+static void test_attention_blocks_write_nothing_on_failure(void **state)
+{
+    (void)state;
+    /* 1 KiB bindings: 40 queries of 16 keys run as blocks of 16, 16 and 8 */
+    posenc_context *ctx = limited_context(1024);
+    bool changed;
+    /* control: the blocks run and write */
+    struct posenc_attention_params p = {.encoding = POSENC_ATTENTION_ALIBI, .causal = 1};
+    assert_int_equal(attention_poisoned(ctx, 40, 8, &p, &changed), POSENC_OK);
+    assert_true(changed);
+    /* ALiBi: the queries of the third block pass 2^24 -- refused before the first block,
+     * with the caller's range in the message */
+    p.q_offset = (1 << 24) - 20;
+    p.k_offset = (1 << 24) - 30;
+    posenc_status st = attention_poisoned(ctx, 40, 8, &p, &changed);
+    if (st != POSENC_ERR_INVALID_ARGUMENT)
+        fail_msg("ALiBi past 2^24: %s (%s)", posenc_status_string(st),
+                 attn_msg);
+    if (changed)
+        fail_msg("ALiBi past 2^24: dst or weights written before the refusal (%s)",
+                 attn_msg);
+    if (!strstr(attn_msg, "16777235"))
+        fail_msg("ALiBi past 2^24: message \"%s\" does not give the last query position "
+                 "16777235", attn_msg);
+    /* v (64 x 16 floats, 4 KiB) over the binding limit: refused before the softmax writes
+     * weights */
+    struct posenc_attention_params p2 = {.encoding = POSENC_ATTENTION_NONE};
+    st = attention_poisoned(ctx, 4, 64, &p2, &changed);
+    if (st != POSENC_ERR_UNSUPPORTED)
+        fail_msg("v over the binding limit: %s (%s)", posenc_status_string(st),
+                 attn_msg);
+    if (changed)
+        fail_msg("v over the binding limit: weights written before the refusal");
+    assert_non_null(strstr(attn_msg, "v spans"));
+    posenc_context_destroy(&ctx);
+    th_check_warnings();
+}
+
 /* ---- 5. DYNAMIC_NTK / LONGROPE seq_len from positions: host work bounded by bytes ----- */
 
 static posenc_status rope_empty_heads(posenc_buffer *bp, const int64_t pne[4],
@@ -621,6 +703,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rope_qk_fused_in_place),
         cmocka_unit_test(test_cl_program_cache),
         cmocka_unit_test(test_rope_seq_len_degenerate_positions),
+        cmocka_unit_test(test_attention_blocks_write_nothing_on_failure),
     };
     rc = th_run("reliability", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();

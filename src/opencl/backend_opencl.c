@@ -689,6 +689,7 @@ static void cl_destroy(struct pe_backend *base)
     table_free(&be->tab_sin);
     table_free(&be->tab_alibi);
     free(be->rope_scratch);
+    free(be->gemm_scratch);
     if (be->queue)
         clReleaseCommandQueue(be->queue);
     if (be->context)
@@ -1635,24 +1636,29 @@ posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const
         *out = t->mem;
         return POSENC_OK;
     }
-    void *host = malloc(size);
-    if (!host)
-        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (%s, %zu "
-                        "bytes)", what, size);
-    memcpy(host, data, size);
-    cl_mem mem = NULL;
-    posenc_status st = pe_cl_upload(be, what, data, size, &mem);
-    if (st != POSENC_OK) {
-        free(host);
-        return st;
+    /* The host record only ever grows: the launches of an op cut along heads (ALiBi's
+     * slopes) come largest first, so later ones do not allocate host memory. */
+    if (size > t->host_cap) {
+        void *grown = malloc(size);
+        if (!grown)
+            return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (%s, "
+                            "%zu bytes)", what, size);
+        free(t->host);
+        t->host = grown;
+        t->host_cap = size;
+        if (t->mem) { /* the record is gone: so is the match */
+            pe_cl_release_mem(be, t->mem);
+            t->mem = NULL;
+        }
     }
+    cl_mem mem = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_upload(be, what, data, size, &mem));
     /* The old buffer may still be read by queued kernels: OpenCL keeps it alive until
      * they are done. */
     if (t->mem)
         pe_cl_release_mem(be, t->mem);
-    free(t->host);
+    memcpy(t->host, data, size);
     t->mem = mem;
-    t->host = host;
     t->size = size;
     *out = mem;
     return POSENC_OK;
