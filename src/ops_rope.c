@@ -367,7 +367,7 @@ posenc_status posenc_rope_set_rows(posenc_context *ctx, const posenc_tensor *x,
 {
     if (!ctx)
         return POSENC_ERR_INVALID_ARGUMENT;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     bool unchecked;
