@@ -119,7 +119,7 @@ int cmd_table(int argc, char **argv)
     if (csv) {
         print_csv(&g);
     } else {
-        printf("%s; computed on %s\n", g.title, g.device);
+        printf("%s; computed on %s%s%s\n", g.title, g.device, g.note[0] ? "; " : "", g.note);
         print_aligned(&g, (int)prec);
     }
     enc_grid_free(&g);
