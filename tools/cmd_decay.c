@@ -54,7 +54,9 @@ static void decay_help(void)
            "  --step N              distance step of --csv (default 1)\n"
            "  --linear-x            linear distance axis from r = 0 (default: log, from r = 1)\n"
            "  --raw                 plot every distance; by default each pixel column shows\n"
-           "                        the mean over its distances (the bound oscillates fast)\n");
+           "                        the mean over its distances (the bound oscillates fast)\n"
+           "  --quiet               no progress on stderr (shown for long runs, only when\n"
+           "                        stderr is a terminal)\n");
 }
 
 static int add_curve(struct curve *cv, int *n, const char *name, double factor, int64_t orig,
@@ -230,7 +232,7 @@ static int draw_plot(const char *out, const struct curve *cv, int n, int64_t dis
 int cmd_decay(int argc, char **argv)
 {
     const char *out = NULL, *scalings = "none,linear,ntk,yarn";
-    int csv = 0, log_x = 1, raw = 0;
+    int csv = 0, log_x = 1, raw = 0, quiet = 0;
     int64_t d = 128, orig = TOOL_DEFAULT_ORIG_CTX, dist = 32768, step = 1;
     double base = 10000.0, factor = TOOL_DEFAULT_FACTOR;
     for (int i = 1; i < argc; i++) {
@@ -249,6 +251,10 @@ int cmd_decay(int argc, char **argv)
         }
         if (!strcmp(a, "--raw")) {
             raw = 1;
+            continue;
+        }
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
             continue;
         }
         int known = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--dim") ||
@@ -318,6 +324,7 @@ int cmd_decay(int argc, char **argv)
     }
     int64_t J = d / 2;
     int ok = 1;
+    tool_progress_init(quiet);
     for (int k = 0; k < n; k++) {
         cv[k].rp.freq_base = (float)base;
         cv[k].w = malloc((size_t)J * sizeof(double));
@@ -330,14 +337,17 @@ int cmd_decay(int argc, char **argv)
         }
         posenc_status st = posenc_rope_freqs(d, &cv[k].rp, cv[k].w, NULL, NULL);
         if (st != POSENC_OK) {
-            tool_error(cmd, "posenc_rope_freqs (%s): %s: %s", cv[k].label,
-                       posenc_status_string(st), posenc_last_error());
-            ok = 0;
+            char call[96];
+            snprintf(call, sizeof(call), "posenc_rope_freqs (%s)", cv[k].label);
+            ok = tool_lib_failed(cmd, NULL, call, st);
             n = k + 1;
             break;
         }
+        if ((dist + 1) * J >= ((int64_t)1 << 24))
+            tool_progress(cmd, k, n, cv[k].label);
         decay_bound(cv[k].w, J, dist + 1, cv[k].bound);
     }
+    tool_progress_clear();
     if (ok && csv) {
         printf("distance");
         for (int k = 0; k < n; k++)
@@ -357,5 +367,5 @@ int cmd_decay(int argc, char **argv)
         free(cv[k].bound);
         free(cv[k].factors);
     }
-    return ok ? TOOL_OK : TOOL_FAILED;
+    return ok ? TOOL_OK : tool_fail_code();
 }

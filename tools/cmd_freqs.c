@@ -328,10 +328,9 @@ int cmd_freqs(int argc, char **argv)
         st = cv[k].w ? posenc_rope_freqs(d, &cv[k].rp, cv[k].w, NULL, NULL)
                      : POSENC_ERR_OUT_OF_MEMORY;
         if (st != POSENC_OK) {
-            tool_progress_clear();
-            tool_error(cmd, "posenc_rope_freqs (%s): %s: %s", cv[k].label,
-                       posenc_status_string(st), posenc_last_error());
-            ok = 0;
+            char call[96];
+            snprintf(call, sizeof(call), "posenc_rope_freqs (%s)", cv[k].label);
+            ok = tool_lib_failed(cmd, NULL, call, st);
         }
     }
     if (ok && csv) {
@@ -353,5 +352,5 @@ int cmd_freqs(int argc, char **argv)
         free(cv[k].w);
         free(cv[k].factors);
     }
-    return ok ? TOOL_OK : TOOL_FAILED;
+    return ok ? TOOL_OK : tool_fail_code();
 }

@@ -332,7 +332,7 @@ int cmd_heatmap(int argc, char **argv)
     int ok = enc_compute(cmd, ctx, &o, &g);
     posenc_context_destroy(&ctx);
     if (!ok)
-        return TOOL_FAILED;
+        return tool_fail_code();
 
     if (g.angle)
         wrap_angles(&g);

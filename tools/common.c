@@ -17,6 +17,7 @@ void tool_error(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    tool_progress_clear();
     /* one line: driver messages may carry newlines */
     for (char *p = msg; *p; p++)
         if (*p == '\n' || *p == '\r')
@@ -138,8 +139,17 @@ void tool_progress_clear(void)
 
 /* ---- library errors ------------------------------------------------------------------ */
 
+static int failure_is_usage;
+
+int tool_fail_code(void)
+{
+    return failure_is_usage ? TOOL_USAGE : TOOL_FAILED;
+}
+
 int tool_lib_failed(const char *cmd, posenc_context *ctx, const char *call, posenc_status st)
 {
+    /* the library refused a value the command line gave: a usage error */
+    failure_is_usage = st == POSENC_ERR_INVALID_ARGUMENT || st == POSENC_ERR_OUT_OF_RANGE;
     tool_progress_clear();
     const char *why = ctx ? posenc_context_last_error(ctx) : posenc_last_error();
     tool_error(cmd, "%s: %s%s%s", call, posenc_status_string(st), why[0] ? ": " : "", why);
@@ -200,9 +210,9 @@ int tool_parse_factor(const char *cmd, const char *opt, const char *s, double *o
 {
     double v;
     if (!tool_parse_double(s, &v) || !(v > 0.0) || v > 1e30 || !((float)v >= FLT_MIN)) {
-        tool_error(cmd, "%s must be a number in [%g, 1e30] (a scaling factor s > 0, kept as "
-                        "a 32-bit float; 1 = no scaling), got '%s'",
-                   opt, (double)FLT_MIN, s);
+        tool_error(cmd, "%s must be a scaling factor > 0 (1 = no scaling; a 32-bit float, "
+                        "so between 1.2e-38 and 1e30), got '%s'",
+                   opt, s);
         return 0;
     }
     *out = v;

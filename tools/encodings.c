@@ -74,6 +74,8 @@ const char enc_options_help[] =
     "  --backend cpu|opencl|vulkan|auto  where to compute (default cpu)\n"
     "  --dtype f32|f16                   storage of the op's output (default f32)\n"
     "  --len N                           positions 0..N-1 (biases: N queries x N keys)\n"
+    "  --quiet                           no progress on stderr (shown for large grids,\n"
+    "                                    only when stderr is a terminal)\n"
     "sinusoidal and rope:\n"
     "  --dim D                           model / head dimension (even)\n"
     "  --pos SPEC                        positions instead of --len: 2 | 0:64 | 0:64:8 |\n"
@@ -150,6 +152,10 @@ int enc_parse_opt(const char *cmd, struct enc_opts *o, int argc, char **argv, in
         if (!strcmp(a, opt_table[k].name))
             bit = opt_table[k].bit;
     int is_flag = bit == OPT_CAUSAL || bit == OPT_SYMMETRIC;
+    if (!strcmp(a, "--quiet")) {
+        o->quiet = 1;
+        return 1;
+    }
     if (!bit && strcmp(a, "--kind") && strcmp(a, "--backend") && strcmp(a, "--len"))
         return 0;
     const char *v = is_flag ? "" : tool_value(cmd, argc, argv, i);
@@ -518,6 +524,9 @@ static int compute_rope(const char *cmd, posenc_context *ctx, const struct enc_o
             snprintf(g->note, sizeof(g->note), "the scaling changes no pair here%s",
                      rp.scaling.seq_len && rp.scaling.seq_len <= rp.scaling.original_ctx
                          ? " (positions within the original context)" : "");
+        else if (n_changed == 1)
+            snprintf(g->note, sizeof(g->note), "pair %lld of %lld %s, x%.3g", (long long)first,
+                     (long long)J, how, most);
         else if (n_changed == last - first + 1)
             snprintf(g->note, sizeof(g->note), "pairs %lld-%lld of %lld %s, up to x%.3g",
                      (long long)first, (long long)last, (long long)J, how, most);
@@ -686,12 +695,20 @@ int enc_compute(const char *cmd, posenc_context *ctx, const struct enc_opts *o,
     if (posenc_context_get_info(ctx, &info) == POSENC_OK)
         snprintf(g->device, sizeof(g->device), "%s (%s)", posenc_backend_name(info.backend),
                  info.device_name);
+    tool_progress_init(o->quiet);
+    if (rows * cols >= ((int64_t)1 << 20)) {
+        char what[96];
+        snprintf(what, sizeof(what), "computing %lld x %lld values on %s ...", (long long)rows,
+                 (long long)cols, posenc_backend_name(o->backend));
+        tool_progress(cmd, 0, 0, what);
+    }
     int ok;
     switch (o->kind) {
     case ENC_SINUSOIDAL: ok = compute_sinusoidal(cmd, ctx, o, g); break;
     case ENC_ROPE: ok = compute_rope(cmd, ctx, o, g); break;
     default: ok = compute_bias(cmd, ctx, o, g); break;
     }
+    tool_progress_clear();
     if (!ok)
         enc_grid_free(g);
     return ok;

@@ -43,6 +43,9 @@ posenc_context *tool_open(const char *cmd, posenc_backend_kind kind);
 /* Print "CMD: CALL: status: reason" for a failed library call (the reason from the
  * context, or posenc_last_error() for calls without one: ctx NULL). Returns 0. */
 int tool_lib_failed(const char *cmd, posenc_context *ctx, const char *call, posenc_status st);
+/* The exit code after a failure: TOOL_USAGE when the library refused an argument the
+ * command line gave (INVALID_ARGUMENT, OUT_OF_RANGE), else TOOL_FAILED. */
+int tool_fail_code(void);
 
 /* Progress on stderr: only when stderr is a terminal and not --quiet. Result lines go
  * to stdout; call tool_progress_clear() before printing anything to stderr. */
@@ -99,6 +102,7 @@ struct enc_opts {
     struct posenc_alibi_params alibi;
     /* t5 */
     struct posenc_relbias_params t5;
+    int quiet;                    /* --quiet: no progress on stderr */
     unsigned seen;                /* which options were given (internal) */
 };
 
