@@ -338,7 +338,7 @@ int cmd_decay(int argc, char **argv)
         posenc_status st = posenc_rope_freqs(d, &cv[k].rp, cv[k].w, NULL, NULL);
         if (st != POSENC_OK) {
             char call[96];
-            snprintf(call, sizeof(call), "posenc_rope_freqs (%s)", cv[k].label);
+            snprintf(call, sizeof(call), "posenc_rope_freqs (%.63s)", cv[k].label);
             ok = tool_lib_failed(cmd, NULL, call, st);
             n = k + 1;
             break;

@@ -329,7 +329,7 @@ int cmd_freqs(int argc, char **argv)
                      : POSENC_ERR_OUT_OF_MEMORY;
         if (st != POSENC_OK) {
             char call[96];
-            snprintf(call, sizeof(call), "posenc_rope_freqs (%s)", cv[k].label);
+            snprintf(call, sizeof(call), "posenc_rope_freqs (%.63s)", cv[k].label);
             ok = tool_lib_failed(cmd, NULL, call, st);
         }
     }
