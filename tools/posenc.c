@@ -194,7 +194,8 @@ static int64_t case_elements(const struct pc_case *c)
 }
 
 /* --quick: per op, the smallest case of each combination of what changes the code path
- * (dtypes, view, in place or not, RoPE call / mode / scaling, attention encoding). */
+ * most (output dtype, fused / in place or not; RoPE call, mode and scaling; attention
+ * encoding; copy's source dtype and view). */
 static void quick_select(const struct pc_case *cases, size_t n, unsigned char *keep)
 {
     for (size_t i = 0; i < n; i++) {
@@ -205,15 +206,15 @@ static void quick_select(const struct pc_case *cases, size_t n, unsigned char *k
         size_t best = i;
         for (size_t k = 0; k < n; k++) {
             const struct pc_case *d = &cases[k];
-            int same = d->op == c->op && d->dtype == c->dtype && d->x_dtype == c->x_dtype &&
-                       d->view == c->view && d->has_x == c->has_x && !d->attn.big;
+            int same = d->op == c->op && d->dtype == c->dtype && d->has_x == c->has_x &&
+                       !d->attn.big;
             if (same && c->op == PC_OP_ROPE)
                 same = d->rope_call == c->rope_call && d->rope.mode == c->rope.mode &&
                        d->rope.scaling.kind == c->rope.scaling.kind;
             if (same && c->op == PC_OP_ATTENTION)
                 same = d->attn.encoding == c->attn.encoding;
             if (same && c->op == PC_OP_COPY)
-                same = d->out_view == c->out_view;
+                same = d->x_dtype == c->x_dtype && d->view == c->view;
             if (same && (case_elements(d) < case_elements(&cases[best]) ||
                          (case_elements(d) == case_elements(&cases[best]) && k < best)))
                 best = k;
@@ -242,7 +243,7 @@ static int cmd_verify(int argc, char **argv)
                    "  --filter TEXT  only the cases whose name contains TEXT (an error if none "
                    "does)\n"
                    "  --quick        a representative subset: per op, the smallest case of each\n"
-                   "                 dtype / view / mode / scaling combination (seconds, not "
+                   "                 dtype / mode / scaling combination (seconds, not "
                    "minutes)\n"
                    "  --quiet        print only failures and the totals, and no progress bar\n"
                    "A progress bar is drawn on stderr when it is a terminal.\n", ops);
