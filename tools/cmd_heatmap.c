@@ -399,7 +399,7 @@ int cmd_heatmap(int argc, char **argv)
              "%s; computed on %s; cells %lldx%lld of %lldx%lld px at (%d, %d); range [%g, %g] %s",
              g.title, g.device, (long long)g.cols, (long long)g.rows, (long long)cw,
              (long long)ch, HM_LEFT,
-             HM_TOP, lo, hi,
+             HM_TOP, lo + 0.0, hi + 0.0,
              map == PE_CMAP_DIVERGING ? "diverging" : map == PE_CMAP_CYCLIC ? "cyclic" : "sequential");
     ok = png_write(out, &c, comment, err, sizeof(err));
     canvas_free(&c);
