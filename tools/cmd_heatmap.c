@@ -89,7 +89,8 @@ static void draw_axes(struct canvas *c, const struct enc_grid *g, const struct s
     char buf[96];
     /* x: column indices of the computed grid, about one label per 64 px, at most 11 */
     int want = pw / 64 + 1;
-    int n = nice_ticks(0, (double)(sh->cols0 - 1), want > 11 ? 11 : want, t, 64, &dec);
+    want = want < 3 ? 3 : want > 11 ? 11 : want;
+    int n = nice_ticks(0, (double)(sh->cols0 - 1), want, t, 64, &dec);
     for (int i = 0; i < n; i++) {
         if (t[i] != floor(t[i]))
             continue;
@@ -107,7 +108,8 @@ static void draw_axes(struct canvas *c, const struct enc_grid *g, const struct s
     canvas_text(c, x0 + pw / 2 - text_width(name) / 2, y0 + ph + 8 + FONT_H + 10, name, ink);
     /* y: row indices, labelled with the row's position, about one per 40 px, at most 11 */
     want = ph / 40 + 1;
-    n = nice_ticks(0, (double)(sh->rows0 - 1), want > 11 ? 11 : want, t, 64, &dec);
+    want = want < 3 ? 3 : want > 11 ? 11 : want;
+    n = nice_ticks(0, (double)(sh->rows0 - 1), want, t, 64, &dec);
     for (int i = 0; i < n; i++) {
         if (t[i] != floor(t[i]))
             continue;
