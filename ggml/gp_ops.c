@@ -113,12 +113,25 @@ static void gp_rope(struct gp_device *dev, const struct ggml_tensor *node)
  * converts over any strides between equal shapes, so a side that is contiguous is viewed
  * in the other side's shape, and when neither is, the elements go through a contiguous
  * temporary (two copies). */
+/* A tensor whose bytes can be copied as int32 words: contiguous, a whole number of words,
+ * at a word-aligned place (an allocated tensor is GP_ALIGNMENT-aligned; a view is where its
+ * offset puts it). */
+static bool gp_word_copyable(const struct ggml_tensor *t)
+{
+    return ggml_is_contiguous(t) && ggml_nbytes(t) % 4 == 0 && t->view_offs % 4 == 0;
+}
+
 static bool gp_supports_copy(const struct ggml_tensor *op)
 {
     const struct ggml_tensor *src = op->src[0];
     bool floats = gp_is_float(src) && gp_is_float(op);
     bool ints = src->type == GGML_TYPE_I32 && op->type == GGML_TYPE_I32;
-    return (floats || ints) && ggml_nelements(src) == ggml_nelements(op);
+    if ((floats || ints) && ggml_nelements(src) == ggml_nelements(op))
+        return true;
+    /* any other type (bf16, quantized blocks) copies as raw words when both sides are
+     * contiguous: the same bytes in the same order */
+    return src->type == op->type && ggml_nbytes(src) == ggml_nbytes(op) &&
+           gp_word_copyable(src) && gp_word_copyable(op);
 }
 
 /* t's memory (contiguous) seen with `shape`'s element counts, packed. */
@@ -131,6 +144,18 @@ static posenc_tensor gp_reshaped(posenc_tensor t, const struct ggml_tensor *shap
 static void gp_copy(struct gp_device *dev, const struct ggml_tensor *node)
 {
     const struct ggml_tensor *src = node->src[0];
+    bool converts = (gp_is_float(src) && gp_is_float(node)) ||
+                    (src->type == GGML_TYPE_I32 && node->type == GGML_TYPE_I32);
+    if (!converts) { /* a raw copy of whole words (gp_supports_copy) */
+        int64_t words = (int64_t)(ggml_nbytes(src) / 4);
+        posenc_tensor s = posenc_tensor_contiguous(gp_tensor_buffer(src), gp_tensor_offset(src),
+                                                   POSENC_DTYPE_I32, words, 1, 1, 1);
+        posenc_tensor d = posenc_tensor_contiguous(gp_tensor_buffer(node),
+                                                   gp_tensor_offset(node), POSENC_DTYPE_I32,
+                                                   words, 1, 1, 1);
+        GP_CHECK(dev, posenc_copy(dev->ctx, &s, &d), "posenc_copy");
+        return;
+    }
     posenc_tensor s = gp_view(src), d = gp_view(node);
     if (ggml_are_same_shape(src, node)) {
         GP_CHECK(dev, posenc_copy(dev->ctx, &s, &d), "posenc_copy");

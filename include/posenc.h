@@ -34,14 +34,18 @@
  * one message per thread, set by every failing posenc call on the calling thread (calls
  * with a context set it too, to the same text as posenc_context_last_error), left as it
  * is by calls that succeed -- so read it right after the call that failed, on the same
- * thread. It is the only state those functions write besides their outputs.
+ * thread. It is the only state those functions write besides their outputs. (A call
+ * refused because another thread is inside the same context sets it too.)
  *
- * On an
- * argument error (INVALID_ARGUMENT, OUT_OF_RANGE, UNSUPPORTED) the destination tensor,
+ * On an argument error (INVALID_ARGUMENT, OUT_OF_RANGE, UNSUPPORTED) the destination tensor,
  * buffer or host array is left untouched: all arguments are checked before anything is
- * written. After OUT_OF_MEMORY or BACKEND, an op that runs as several device passes may
- * have written part of its destination (posenc_sincos_2d: one half; posenc_attention:
- * `weights`, never `dst`); every other op writes nothing. After any error nothing leaks and the context stays usable. posenc never aborts
+ * written. After OUT_OF_MEMORY or BACKEND, posenc_sincos_2d may have written one half of
+ * its destination; every other op writes nothing: an op cut into several launches by the
+ * binding limit and posenc_attention (its query blocks included) check every launch and
+ * make every host table and temporary before the first launch writes. (A native device
+ * allocation that fails inside posenc_attention's output pass -- the OpenCL backend's f32
+ * staging -- is the exception: `weights` may then be written, never `dst`.) After any
+ * error nothing leaks and the context stays usable. posenc never aborts
  * the process on bad input, failed allocations or device errors. A tensor with a zero in
  * ne is empty: the op checks its arguments and params, then does nothing.
  *
@@ -78,6 +82,13 @@
  *       and on its buffers must be serialised by the caller (a context may move between
  *       threads). posenc_context_last_error() is per context: read it on the thread that
  *       made the failing call, before the next call on that context.
+ *       Enforced: a call made while another thread is inside a call on the same context
+ *       (or on one of its buffers) is refused at once with POSENC_ERR_INVALID_ARGUMENT and
+ *       does nothing; its message ("... in use by another thread") is read with
+ *       posenc_context_last_error() on the refused thread and is not logged. The check is
+ *       one atomic operation per call (GCC / Clang builds). posenc_buffer_destroy() and
+ *       posenc_context_destroy() cannot refuse: they wait for the other thread's call to
+ *       return (using a context after another thread destroyed it is still an error).
  *   different contexts: independent; they may be created, used and destroyed on
  *       different threads at the same time (tests/test_threads.c, also under
  *       ThreadSanitizer). A buffer is used only with the context that owns it.
@@ -813,7 +824,9 @@ POSENC_API posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x
  * Rotate queries and keys in one launch (several only over the device's binding limit,
  * max_binding_size): q [head_dim, Hq, T, B] -> q_out and
  * k [head_dim, Hk, T, B] -> k_out with the same positions and params (GQA: Hq != Hk).
- * Each output may be its input (in place). Same checks and statuses as posenc_rope.
+ * Each output may be its input (in place). q and k may be views of one buffer that
+ * interleave (the heads of a fused QKV tensor) as long as they share no element: overlap
+ * is decided on elements, not byte ranges. Same checks and statuses as posenc_rope.
  */
 POSENC_API posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q,
                                         const posenc_tensor *k, const posenc_tensor *pos,
@@ -1291,8 +1304,9 @@ struct posenc_set_rows_params {
  *
  * (ggml's broadcast rule: the row index tensor repeats over dims 2 and 3.) Rows of dst
  * that no index names are left as they are. When two source rows of one (i2, i3) name the
- * same destination row, which of them lands is unspecified. src, rows and dst must not
- * overlap one another. Any view (padded, permuted, offset) works.
+ * same destination row, which of them lands is unspecified: each element of that row
+ * holds the value of one of them, not necessarily the same one for every element. dst
+ * must not overlap src or rows. Any view (padded, permuted, offset) works.
  *
  * By default the indices are read back to the host before anything is queued (this waits
  * for queued work, as posenc_learned's positions do); an index outside [0, R) gives

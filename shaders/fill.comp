@@ -1,8 +1,8 @@
 #version 450
 // fill.comp - posenc_fill: every element of a strided view gets the same bits (converted
 // on the host). Variant (glslc -D): FILL_F16 = 1 for f16 (elements in 32-bit words, each
-// written with atomicAnd/Or on its word, since the other half may be another element or
-// outside the view), 0 for f32 / i32. Flat grid-stride loop (src/kernel_abi.h).
+// written by a compare-and-swap loop on its word, since the other half may be another
+// element or outside the view), 0 for f32 / i32. Flat grid-stride loop (src/kernel_abi.h).
 #extension GL_GOOGLE_include_directive : require
 
 #ifndef FILL_F16
@@ -28,9 +28,18 @@ void main()
         uint i3 = r / pc.ne2;
         uint e = pc.off + i0 * pc.st0 + i1 * pc.st1 + i2 * pc.st2 + i3 * pc.st3;
 #if FILL_F16
+        // the half by one compare-and-swap of its word (as set_rows.comp: an atomicAnd +
+        // atomicOr pair lost updates on lavapipe with windowed bindings there)
         uint sh = (e & 1u) * 16u;
-        atomicAnd(dst_w[e >> 1], ~(0xffffu << sh));
-        atomicOr(dst_w[e >> 1], (pc.bits & 0xffffu) << sh);
+        uint mask = 0xffffu << sh;
+        uint h = (pc.bits & 0xffffu) << sh;
+        uint old = dst_w[e >> 1];
+        for (;;) {
+            uint prev = atomicCompSwap(dst_w[e >> 1], old, (old & ~mask) | h);
+            if (prev == old)
+                break;
+            old = prev;
+        }
 #else
         dst_w[e] = pc.bits;
 #endif

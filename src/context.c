@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "split.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,7 @@ static posenc_status context_begin(const struct posenc_context_params *params,
         pe_set_thread_error("out of host memory allocating the context");
         return POSENC_ERR_OUT_OF_MEMORY;
     }
+    atomic_init(&ctx->owner, 0);
     ctx->log_fn = p->log_fn;
     ctx->log_level = p->log_level;
     ctx->log_user_data = p->log_user_data;
@@ -123,10 +125,13 @@ static posenc_status context_begin(const struct posenc_context_params *params,
     if (env && *env) {
         /* Bytes; at least 1 KiB so that one row of most ops still fits. */
         char *end;
+        errno = 0;
         unsigned long long v = strtoull(env, &end, 10);
-        if (*end != '\0' || env[0] == '-' || v < 1024) {
+        /* ERANGE: more than 2^64 - 1 (strtoull would give ULLONG_MAX, no limit at all) */
+        if (*end != '\0' || env[0] < '0' || env[0] > '9' || errno == ERANGE || v < 1024) {
             st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
-                          "POSENC_MAX_BINDING = \"%s\" is not a byte count >= 1024", env);
+                          "POSENC_MAX_BINDING = \"%s\" is not a byte count in [1024, 2^64 - 1]",
+                          env);
             pe_strlcpy(out_error, ctx->last_error, error_size);
             free(ctx);
             return st;
@@ -177,7 +182,11 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
                                                         POSENC_BACKEND_OPENCL};
         st = POSENC_ERR_UNAVAILABLE;
         for (size_t i = 0; i < PE_ARRAY_SIZE(gpu_order) && st != POSENC_OK; i++) {
+            /* A probe that fails is not an error of the call: its reason is logged
+             * below, once, at INFO or WARN. */
+            ctx->quiet_errors = true;
             st = open_backend(ctx, gpu_order[i], p.device, true);
+            ctx->quiet_errors = false;
             /* No driver or no GPU is the normal case on many machines; a driver that
              * is there and fails is worth a warning. */
             if (st != POSENC_OK)
@@ -325,6 +334,8 @@ void posenc_context_destroy(posenc_context **pctx)
     if (!pctx || !*pctx)
         return;
     posenc_context *ctx = *pctx;
+    /* A call still running on another thread finishes first (this one cannot refuse). */
+    pe_enter_wait(ctx);
     if (ctx->backend)
         ctx->backend->vt->finish(ctx->backend);
     if (ctx->live_buffers != 0) {
@@ -351,7 +362,7 @@ posenc_status posenc_context_finish(posenc_context *ctx)
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     return ctx->backend->vt->finish(ctx->backend);
 }
 
@@ -360,6 +371,7 @@ posenc_status posenc_context_get_info(const posenc_context *ctx,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER((posenc_context *)ctx);
     if (!out_info)
         return pe_error((posenc_context *)ctx, POSENC_ERR_INVALID_ARGUMENT, "out_info is NULL");
     memset(out_info, 0, sizeof(*out_info));
@@ -437,7 +449,7 @@ posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buff
         *out_buffer = NULL;
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     if (!out_buffer)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_buffer is NULL");
     if (size == 0)
@@ -492,7 +504,7 @@ posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl_mem,
         *out_buffer = NULL;
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     posenc_buffer *b;
     PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_OPENCL, "posenc_buffer_wrap_opencl",
                                   cl_mem == NULL, "cl_mem", out_buffer, &b));
@@ -518,7 +530,7 @@ posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
         *out_buffer = NULL;
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     posenc_buffer *b;
     PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_VULKAN, "posenc_buffer_wrap_vulkan",
                                   vk_buffer == 0, "vk_buffer (VK_NULL_HANDLE)", out_buffer, &b));
@@ -549,6 +561,7 @@ void posenc_buffer_destroy(posenc_buffer **pbuf)
     posenc_buffer *b = *pbuf;
     posenc_context *ctx = b->ctx;
     if (ctx) { /* else an orphan of a destroyed context: only the handle is left */
+        pe_enter_wait(ctx); /* cannot refuse: waits for a call on another thread */
         ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
         if (b->prev)
             b->prev->next = b->next;
@@ -557,6 +570,7 @@ void posenc_buffer_destroy(posenc_buffer **pbuf)
         if (b->next)
             b->next->prev = b->prev;
         ctx->live_buffers--;
+        pe_leave(ctx);
     }
     free(b);
     *pbuf = NULL;
@@ -591,7 +605,7 @@ posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const vo
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
                         buffer ? "buffer's context was destroyed" : "buffer is NULL");
     posenc_context *ctx = buffer->ctx;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(check_range(buffer, offset, src, size, "src"));
     if (size == 0)
         return POSENC_OK;
@@ -605,7 +619,7 @@ posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset, void *dst
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
                         buffer ? "buffer's context was destroyed" : "buffer is NULL");
     posenc_context *ctx = buffer->ctx;
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(check_range(buffer, offset, dst, size, "dst"));
     if (size == 0)
         return POSENC_OK;

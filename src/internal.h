@@ -9,6 +9,7 @@
 #include "posenc.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,12 @@ struct posenc_context {
     int64_t live_buffers;
     struct posenc_buffer *buffers; /* live buffers, to release what the user forgot */
     char last_error[PE_ERR_MAX];
+    bool quiet_errors;    /* AUTO's probe: pe_error records but does not log (the caller
+                           * logs the skipped backend at INFO / WARN) */
+    /* One thread at a time (PE_ENTER): the thread inside a call (its pe_thread_tag's
+     * address; 0 = none) and how deep (a public call may make others on the same ctx). */
+    _Atomic uintptr_t owner;
+    int32_t depth;
     struct pe_rope_cache *rope_cache; /* resolved RoPE tables (rope_freq.c); NULL until used */
     struct pe_ff_cache *ff_cache;     /* device freq_factors read back (rope_freq.c) */
     uint64_t next_buffer_id;          /* serial numbers of this context's buffers */
@@ -83,6 +90,42 @@ void pe_set_thread_error(const char *fmt, ...) PE_PRINTF(1, 2);
 /* Log a message at `level` through the context's callback (if any). */
 void pe_log(posenc_context *ctx, posenc_log_level level, const char *fmt, ...) PE_PRINTF(3, 4);
 void pe_clear_error(posenc_context *ctx);
+
+/*
+ * One context, one thread at a time, enforced: every public call on a context starts with
+ * PE_ENTER(ctx) (after its NULL check). It takes the context for the calling thread -- one
+ * atomic compare-and-swap; a call made inside another on the same thread nests -- clears
+ * the last error, and gives the context back when the function returns (a cleanup
+ * variable, GCC / Clang). While another thread is inside a call on ctx the call returns
+ * POSENC_ERR_INVALID_ARGUMENT at once, doing nothing: its message is kept for this thread
+ * (posenc_context_last_error on this thread reads it), not in ctx and not logged, since
+ * the other thread owns both. Other compilers get no check.
+ */
+posenc_status pe_enter(posenc_context *ctx, const char *fn);
+void pe_leave(posenc_context *ctx);
+/* Take ctx for this thread, waiting while another thread is inside a call (the calls that
+ * cannot refuse: posenc_buffer_destroy, posenc_context_destroy). */
+void pe_enter_wait(posenc_context *ctx);
+struct pe_guard {
+    posenc_context *ctx;
+};
+static inline void pe_guard_release(struct pe_guard *g)
+{
+    if (g->ctx)
+        pe_leave(g->ctx);
+}
+#if defined(__GNUC__)
+#define PE_ENTER(c_)                                                                        \
+    struct pe_guard pe_guard_ __attribute__((cleanup(pe_guard_release))) = {NULL};          \
+    do {                                                                                    \
+        posenc_status pe_est_ = pe_enter((c_), __func__);                                   \
+        if (pe_est_ != POSENC_OK)                                                           \
+            return pe_est_;                                                                 \
+        pe_guard_.ctx = (c_);                                                               \
+    } while (0)
+#else
+#define PE_ENTER(c_) pe_clear_error(c_)
+#endif
 
 /* snprintf into a fixed buffer that is always NUL-terminated (size > 0). */
 void pe_strlcpy(char *dst, const char *src, size_t size);

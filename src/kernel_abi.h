@@ -416,7 +416,7 @@ _Static_assert(offsetof(struct pe_vk_attn_softmax_push, flags) == 96, "abi");
  * shaders/rows_params.glsl; host side src/vulkan/ops_rows_vk.c) ------------------------ */
 
 /* fill.comp: element idx = i0 + ne0 * (i1 + ne1 * (i2 + ne2 * i3)) of n_total gets `bits`
- * (f16: the low 16 bits, written with atomicAnd/Or on its word). */
+ * (f16: the low 16 bits, written by a compare-and-swap loop on its word). */
 struct pe_vk_fill_push {
     uint32_t off, st0, st1, st2, st3;
     uint32_t ne0, ne1, ne2, n_total;

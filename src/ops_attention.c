@@ -11,15 +11,23 @@
  *   4. ALIBI / RELBIAS: posenc_alibi / posenc_relbias in place on the logits;
  *   5. attn_softmax (mask, causal mask, the optional weights output);
  *   6. attn_output into dst.
- * Steps 2 and 4 write only temporaries, so an error an encoding reports there (its own
- * parameter checks, a learned position past the table) still leaves dst and weights
- * untouched. Temporaries are destroyed at the end: posenc_buffer_destroy is ordered after
- * the queued work that uses a buffer on every backend (OpenCL defers the release past the
- * kernels, Vulkan waits, the CPU backend runs synchronously).
+ * Steps 3-6 run once per block of queries when the device's binding limit cuts the logits
+ * (attn_block). A failing call writes nothing (posenc.h, "Errors"), so before the first
+ * launch that writes dst or weights everything that can fail is done: the block size and
+ * every block's views checked against the binding limit (a dry pass of attn_block over all
+ * blocks), ALiBi's slopes and position checks / RELBIAS' buckets made once for the
+ * caller's whole range (ops_bias.h), every device temporary allocated. The backends keep
+ * their per-launch host scratch grown only and the first block is the largest, so later
+ * blocks allocate nothing. Steps 2 and 4 write only temporaries, so an error an encoding
+ * reports there (its own parameter checks, a learned position past the table) still leaves
+ * dst and weights untouched. Temporaries are destroyed at the end: posenc_buffer_destroy
+ * is ordered after the queued work that uses a buffer on every backend (OpenCL defers the
+ * release past the kernels, Vulkan waits, the CPU backend runs synchronously).
  */
 #include "backend.h"
 #include "split.h"
 #include "enc_checks.h"
+#include "ops_bias.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -308,6 +316,123 @@ static posenc_status check_params(posenc_context *ctx, const struct posenc_atten
     return POSENC_OK;
 }
 
+/* One call's steps 3-6 over its query blocks (posenc_attention). */
+struct attn_run {
+    posenc_context *ctx;
+    const struct posenc_attention_params *p;
+    const posenc_tensor *qe, *ke, *ve; /* q, k, v after the input encodings */
+    const posenc_tensor *dst, *weights, *logits;
+    int64_t Tk, Hq, Hk, B;
+    double scale;
+    bool has_alibi, has_relbias;
+    struct pe_alibi_op alibi;     /* prepared for every query; views per block */
+    struct pe_relbias_op relbias;
+    const int32_t *buckets;       /* relbias' own list (freed at the end) */
+};
+
+/* Queries [q0, q0 + nq): the block's views and ops, checked (views, binding limits); with
+ * `launch`, also run. A dry pass over every block comes first, so that a block that would
+ * fail its checks is found before any block has written dst or weights. */
+static posenc_status attn_block(const struct attn_run *r, int64_t q0, int64_t nq, bool launch)
+{
+    posenc_context *ctx = r->ctx;
+    const struct posenc_attention_params *p = r->p;
+    const struct pe_backend_vtable *vt = ctx->backend->vt;
+    const int64_t q_offset = p->q_offset + q0;
+    /* The block's views: queries are dim 2 of q and dst, dim 1 of mask and weights. */
+    posenc_tensor qb = *r->qe, db = *r->dst, wb, mb;
+    qb.offset += (size_t)q0 * r->qe->nb[2];
+    qb.ne[2] = nq;
+    db.offset += (size_t)q0 * r->dst->nb[2];
+    db.ne[2] = nq;
+    if (r->weights) {
+        wb = *r->weights;
+        wb.offset += (size_t)q0 * r->weights->nb[1];
+        wb.ne[1] = nq;
+    }
+    if (p->mask) {
+        mb = *p->mask;
+        if (mb.ne[1] > 1) {
+            mb.offset += (size_t)q0 * p->mask->nb[1];
+            mb.ne[1] = nq;
+        }
+    }
+    posenc_tensor lb =
+        posenc_tensor_contiguous(r->logits->buffer, 0, POSENC_DTYPE_F32, r->Tk, nq, r->Hq, r->B);
+
+    /* ---- 3. scores ---------------------------------------------------------------------- */
+    struct pe_attn_scores_op so;
+    memset(&so, 0, sizeof(so));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "q", &qb, false, &so.q));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "k", r->ke, false, &so.k));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "logits", &lb, true, &so.logits));
+    so.group = r->Hq / r->Hk;
+    so.scale = r->scale;
+    so.scale_f32 = (float)r->scale;
+    const struct pe_view *sv[3] = {&so.q, &so.k, &so.logits};
+    const char *sn[3] = {"q", "k", "logits"};
+    PE_RETURN_IF_ERROR(pe_check_binding(ctx, "attention", 3, sv, sn));
+
+    /* ---- 4. logit biases: in place on the block's logits, which fit one binding ---------- */
+    struct pe_alibi_op ao;
+    struct pe_relbias_op ro;
+    struct pe_view lv;
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "logits", &lb, true, &lv));
+    if (r->has_alibi) {
+        ao = r->alibi;
+        ao.q_offset = q_offset;
+        ao.logits = ao.dst = lv;
+    }
+    if (r->has_relbias) {
+        ro = r->relbias;
+        pe_relbias_window(&ro, q0, nq, r->Tk);
+        ro.logits = ro.dst = lv;
+    }
+
+    /* ---- 5. softmax ---------------------------------------------------------------------- */
+    struct pe_attn_softmax_op sm;
+    memset(&sm, 0, sizeof(sm));
+    sm.logits = lv;
+    if (p->mask) {
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->mask", &mb, false, &sm.mask));
+        for (int i = 0; i < 4; i++) {
+            if (mb.ne[i] == 1)
+                sm.mask.st[i] = 0; /* broadcast */
+            sm.mask.ne[i] = sm.logits.ne[i];
+        }
+    }
+    if (r->weights)
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "weights", &wb, true, &sm.weights));
+    sm.causal = p->causal;
+    sm.q_offset = q_offset;
+    sm.k_offset = p->k_offset;
+    const struct pe_view *mv[2] = {&sm.mask, &sm.weights};
+    const char *mn[2] = {"params->mask", "weights"};
+    PE_RETURN_IF_ERROR(pe_check_binding(ctx, "attention", 2, mv, mn));
+
+    /* ---- 6. output ----------------------------------------------------------------------- */
+    struct pe_attn_output_op oo;
+    memset(&oo, 0, sizeof(oo));
+    oo.p = lv;
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "v", r->ve, false, &oo.v));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", &db, true, &oo.dst));
+    oo.group = r->Hq / r->Hk;
+    const struct pe_view *ov[2] = {&oo.v, &oo.dst};
+    const char *on[2] = {"v", "dst"};
+    PE_RETURN_IF_ERROR(pe_check_binding(ctx, "attention", 2, ov, on));
+
+    if (!launch)
+        return POSENC_OK;
+    PE_RETURN_IF_ERROR(vt->attn_scores(ctx->backend, &so));
+    if (r->has_alibi)
+        PE_RETURN_IF_ERROR(inner(ctx, pe_run_alibi(ctx, &ao), "params->alibi (posenc_alibi)"));
+    if (r->has_relbias)
+        PE_RETURN_IF_ERROR(
+            inner(ctx, pe_run_relbias(ctx, &ro), "params->relbias (posenc_relbias)"));
+    PE_RETURN_IF_ERROR(vt->attn_softmax(ctx->backend, &sm));
+    return vt->attn_output(ctx->backend, &oo);
+}
+
 posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
                                const posenc_tensor *k, const posenc_tensor *v,
                                const posenc_tensor *dst, const posenc_tensor *weights,
@@ -315,7 +440,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct posenc_attention_params p;
     memset(&p, 0, sizeof(p));
     if (params)
@@ -460,8 +585,13 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     if (is_empty(q) || is_empty(k) || is_empty(v) || is_empty(dst))
         return POSENC_OK;
     const struct pe_backend_vtable *vt = ctx->backend->vt;
-    if (!vt->attn_scores || !vt->attn_softmax || !vt->attn_output)
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no attention op", vt->name);
+    if (!vt->attn_scores || !vt->attn_softmax || !vt->attn_output ||
+        (p.encoding == POSENC_ATTENTION_ALIBI && !vt->alibi) ||
+        (p.encoding == POSENC_ATTENTION_RELBIAS && !vt->relbias))
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no attention op%s", vt->name,
+                        vt->attn_scores && vt->attn_softmax && vt->attn_output
+                            ? " with this encoding"
+                            : "");
 
     const double scale =
         p.scale != 0.0f ? (double)p.scale : softmax_scale / sqrt((double)D);
@@ -512,111 +642,40 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     }
     if (st == POSENC_OK)
         st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, tq, Hq, B, &logits);
+    struct attn_run run = {.ctx = ctx, .p = &p, .qe = &qe, .ke = &ke, .ve = &ve, .dst = dst,
+                           .weights = weights, .logits = &logits, .Tk = Tk, .Hq = Hq,
+                           .Hk = Hk, .B = B, .scale = scale};
+    /* the logit bias of every block, its checks and host tables made once */
+    if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
+        struct posenc_alibi_params ap = p.alibi;
+        ap.q_offset = p.q_offset;
+        ap.k_offset = p.k_offset;
+        st = inner(ctx, pe_alibi_prepare(ctx, &ap, Tk, Tq, Hq, &run.alibi),
+                   "params->alibi (posenc_alibi)");
+        run.has_alibi = st == POSENC_OK;
+    } else if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_RELBIAS) {
+        struct posenc_relbias_params rp = p.relbias;
+        rp.q_offset = p.q_offset;
+        rp.k_offset = p.k_offset;
+        st = inner(ctx, pe_relbias_prepare(ctx, &rp, p.relbias_table, Tk, Tq, Hq, &run.relbias),
+                   "params->relbias (posenc_relbias)");
+        run.has_relbias = st == POSENC_OK;
+        run.buckets = run.relbias.bucket;
+    }
     if (st == POSENC_OK && tq < Tq)
         pe_log(ctx, POSENC_LOG_DEBUG, "attention: %lld queries in blocks of %lld (binding "
                "limit %llu bytes, %s)", (long long)Tq, (long long)tq,
                (unsigned long long)limit, limit_what);
-    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq) {
-        const int64_t nq = Tq - q0 < tq ? Tq - q0 : tq;
-        const int64_t q_offset = p.q_offset + q0;
-        /* The block's views: queries are dim 2 of q and dst, dim 1 of mask and weights. */
-        posenc_tensor qb = qe, db = *dst, wb, mb, lb = logits;
-        qb.offset += (size_t)q0 * qe.nb[2];
-        qb.ne[2] = nq;
-        db.offset += (size_t)q0 * dst->nb[2];
-        db.ne[2] = nq;
-        if (weights) {
-            wb = *weights;
-            wb.offset += (size_t)q0 * weights->nb[1];
-            wb.ne[1] = nq;
-        }
-        if (p.mask) {
-            mb = *p.mask;
-            if (mb.ne[1] > 1) {
-                mb.offset += (size_t)q0 * p.mask->nb[1];
-                mb.ne[1] = nq;
-            }
-        }
-        lb = posenc_tensor_contiguous(logits.buffer, 0, POSENC_DTYPE_F32, Tk, nq, Hq, B);
+    /* every block checked (views, binding limits) before the first one runs */
+    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
+        st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, false);
+    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
+        st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, true);
 
-        /* ---- 3. scores ------------------------------------------------------------------ */
-        struct pe_attn_scores_op so;
-        memset(&so, 0, sizeof(so));
-        st = pe_check_tensor(ctx, "q", &qb, false, &so.q);
-        if (st == POSENC_OK)
-            st = pe_check_tensor(ctx, "k", &ke, false, &so.k);
-        if (st == POSENC_OK)
-            st = pe_check_tensor(ctx, "logits", &lb, true, &so.logits);
-        if (st == POSENC_OK) {
-            so.group = Hq / Hk;
-            so.scale = scale;
-            so.scale_f32 = (float)scale;
-            const struct pe_view *views[3] = {&so.q, &so.k, &so.logits};
-            const char *names[3] = {"q", "k", "logits"};
-            st = pe_check_binding(ctx, "attention", 3, views, names);
-        }
-        if (st == POSENC_OK)
-            st = vt->attn_scores(ctx->backend, &so);
-
-        /* ---- 4. logit biases ------------------------------------------------------------ */
-        if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
-            struct posenc_alibi_params ap = p.alibi;
-            ap.q_offset = (int32_t)q_offset;
-            ap.k_offset = p.k_offset;
-            st = inner(ctx, posenc_alibi(ctx, &lb, &lb, &ap), "params->alibi (posenc_alibi)");
-        } else if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_RELBIAS) {
-            struct posenc_relbias_params rp = p.relbias;
-            rp.q_offset = (int32_t)q_offset;
-            rp.k_offset = p.k_offset;
-            st = inner(ctx, posenc_relbias(ctx, &lb, p.relbias_table, &lb, &rp),
-                       "params->relbias (posenc_relbias)");
-        }
-
-        /* ---- 5. softmax ----------------------------------------------------------------- */
-        struct pe_attn_softmax_op sm;
-        memset(&sm, 0, sizeof(sm));
-        if (st == POSENC_OK)
-            st = pe_check_tensor(ctx, "logits", &lb, true, &sm.logits);
-        if (st == POSENC_OK && p.mask) {
-            st = pe_check_tensor(ctx, "params->mask", &mb, false, &sm.mask);
-            for (int i = 0; i < 4; i++) {
-                if (mb.ne[i] == 1)
-                    sm.mask.st[i] = 0; /* broadcast */
-                sm.mask.ne[i] = sm.logits.ne[i];
-            }
-        }
-        if (st == POSENC_OK && weights)
-            st = pe_check_tensor(ctx, "weights", &wb, true, &sm.weights);
-        if (st == POSENC_OK) {
-            sm.causal = p.causal;
-            sm.q_offset = q_offset;
-            sm.k_offset = p.k_offset;
-            const struct pe_view *views[2] = {&sm.mask, &sm.weights};
-            const char *names[2] = {"params->mask", "weights"};
-            st = pe_check_binding(ctx, "attention", 2, views, names);
-        }
-        if (st == POSENC_OK)
-            st = vt->attn_softmax(ctx->backend, &sm);
-
-        /* ---- 6. output ------------------------------------------------------------------ */
-        struct pe_attn_output_op oo;
-        memset(&oo, 0, sizeof(oo));
-        if (st == POSENC_OK)
-            st = pe_check_tensor(ctx, "logits", &lb, false, &oo.p);
-        if (st == POSENC_OK)
-            st = pe_check_tensor(ctx, "v", &ve, false, &oo.v);
-        if (st == POSENC_OK)
-            st = pe_check_tensor(ctx, "dst", &db, true, &oo.dst);
-        if (st == POSENC_OK) {
-            oo.group = Hq / Hk;
-            const struct pe_view *views[2] = {&oo.v, &oo.dst};
-            const char *names[2] = {"v", "dst"};
-            st = pe_check_binding(ctx, "attention", 2, views, names);
-        }
-        if (st == POSENC_OK)
-            st = vt->attn_output(ctx->backend, &oo);
-    }
-
+    if (run.has_alibi)
+        pe_alibi_release(&run.alibi);
+    if (run.has_relbias)
+        pe_relbias_release(&run.relbias, run.buckets);
     tmp_free(&tmp);
     return st;
 }
@@ -638,7 +697,7 @@ posenc_status posenc_attention_decay(posenc_context *ctx, int64_t head_dim, int6
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     if (head_dim < 1 || head_dim > (1 << 20))
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "head_dim = %lld, must be in [1, 2^20]", (long long)head_dim);

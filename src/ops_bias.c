@@ -4,6 +4,8 @@
  * (posenc_alibi_slopes, posenc_alibi). Buckets and slopes are computed here, on the host,
  * and handed to the backends as small tables.
  */
+#include "ops_bias.h"
+
 #include "backend.h"
 #include "split.h"
 #include "enc_checks.h"
@@ -182,46 +184,82 @@ static posenc_status check_table(posenc_context *ctx, const char *name, const po
     return pe_enc_shape(ctx, name, t, want, "[n_buckets, H, 1, 1] with H = the logits' ne[2]");
 }
 
+posenc_status pe_relbias_prepare(posenc_context *ctx, const struct posenc_relbias_params *params,
+                                 const posenc_tensor *table, int64_t K, int64_t Q, int64_t H,
+                                 struct pe_relbias_op *op)
+{
+    memset(op, 0, sizeof(*op));
+    struct posenc_relbias_params p;
+    int64_t n_buckets;
+    PE_RETURN_IF_ERROR(relbias_resolve(ctx, params, &p, &n_buckets));
+    PE_RETURN_IF_ERROR(check_table(ctx, "table", table, false, n_buckets, H, &op->table));
+    int64_t rel_min, n_rel;
+    rel_range(&p, K, Q, &rel_min, &n_rel);
+    int32_t *bucket = malloc((size_t)(n_rel > 0 ? n_rel : 1) * sizeof(int32_t));
+    if (!bucket)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld buckets",
+                        (long long)n_rel);
+    for (int64_t i = 0; i < n_rel; i++)
+        bucket[i] = bucket_of(&p, rel_min + i);
+    op->q_offset = p.q_offset;
+    op->k_offset = p.k_offset;
+    op->rel_min = rel_min;
+    op->n_rel = n_rel;
+    op->bucket = bucket;
+    return POSENC_OK;
+}
+
+void pe_relbias_window(struct pe_relbias_op *op, int64_t q0, int64_t nq, int64_t nk)
+{
+    op->q_offset += q0;
+    const int64_t rel_min = op->k_offset - (op->q_offset + nq - 1);
+    op->bucket += rel_min - op->rel_min;
+    op->rel_min = rel_min;
+    op->n_rel = nk + nq - 1;
+}
+
+void pe_relbias_release(struct pe_relbias_op *op, const int32_t *bucket)
+{
+    free((void *)bucket);
+    op->bucket = NULL;
+}
+
 posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
                              const posenc_tensor *table, const posenc_tensor *dst,
                              const struct posenc_relbias_params *params)
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
-    struct pe_relbias_op op;
-    memset(&op, 0, sizeof(op));
-    PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &op.dst));
+    PE_ENTER(ctx);
+    struct pe_view vd, vl;
+    memset(&vl, 0, sizeof(vl));
+    PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &vd));
     if (logits) {
-        PE_RETURN_IF_ERROR(check_logits(ctx, "logits", logits, false, &op.logits));
+        PE_RETURN_IF_ERROR(check_logits(ctx, "logits", logits, false, &vl));
         PE_RETURN_IF_ERROR(check_same_logits(ctx, "logits", logits, dst));
         PE_RETURN_IF_ERROR(pe_enc_alias(ctx, "dst", dst, "logits", logits, true));
     }
-    struct posenc_relbias_params p;
-    int64_t n_buckets;
-    PE_RETURN_IF_ERROR(relbias_resolve(ctx, params, &p, &n_buckets));
-    PE_RETURN_IF_ERROR(check_table(ctx, "table", table, false, n_buckets, dst->ne[2], &op.table));
-    PE_RETURN_IF_ERROR(pe_enc_alias(ctx, "dst", dst, "table", table, false));
-    if (pe_tensor_empty(dst))
-        return POSENC_OK;
-    if (!ctx->backend->vt->relbias)
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no relbias op",
-                        ctx->backend->vt->name);
-    int64_t rel_min, n_rel;
-    rel_range(&p, dst->ne[0], dst->ne[1], &rel_min, &n_rel);
-    int32_t *bucket = malloc((size_t)n_rel * sizeof(int32_t));
-    if (!bucket)
-        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld buckets",
-                        (long long)n_rel);
-    for (int64_t i = 0; i < n_rel; i++)
-        bucket[i] = bucket_of(&p, rel_min + i);
-    op.q_offset = p.q_offset;
-    op.k_offset = p.k_offset;
-    op.rel_min = rel_min;
-    op.n_rel = n_rel;
-    op.bucket = bucket;
-    posenc_status st = pe_run_relbias(ctx, &op);
-    free(bucket);
+    if (pe_tensor_empty(dst)) { /* the params and table are still checked */
+        struct posenc_relbias_params p;
+        int64_t n_buckets;
+        PE_RETURN_IF_ERROR(relbias_resolve(ctx, params, &p, &n_buckets));
+        PE_RETURN_IF_ERROR(check_table(ctx, "table", table, false, n_buckets, dst->ne[2], NULL));
+        return pe_enc_alias(ctx, "dst", dst, "table", table, false);
+    }
+    struct pe_relbias_op op;
+    PE_RETURN_IF_ERROR(pe_relbias_prepare(ctx, params, table, dst->ne[0], dst->ne[1],
+                                          dst->ne[2], &op));
+    const int32_t *bucket = op.bucket;
+    posenc_status st = pe_enc_alias(ctx, "dst", dst, "table", table, false);
+    if (st == POSENC_OK && !ctx->backend->vt->relbias)
+        st = pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no relbias op",
+                      ctx->backend->vt->name);
+    if (st == POSENC_OK) {
+        op.dst = vd;
+        op.logits = vl;
+        st = pe_run_relbias(ctx, &op);
+    }
+    pe_relbias_release(&op, bucket);
     return st;
 }
 
@@ -231,7 +269,7 @@ posenc_status posenc_relbias_backward(posenc_context *ctx, const posenc_tensor *
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_relbias_bwd_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(check_logits(ctx, "dlogits", dlogits, false, &op.dlogits));
@@ -359,63 +397,79 @@ posenc_status posenc_alibi_slopes(int64_t n_head, const struct posenc_alibi_para
     return alibi_fill(NULL, n_head, &p, out_slopes);
 }
 
-posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
-                           const posenc_tensor *dst, const struct posenc_alibi_params *params)
+posenc_status pe_alibi_prepare(posenc_context *ctx, const struct posenc_alibi_params *params,
+                               int64_t K, int64_t Q, int64_t H, struct pe_alibi_op *op)
 {
-    if (!ctx)
-        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
-    struct pe_alibi_op op;
-    memset(&op, 0, sizeof(op));
-    PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &op.dst));
-    if (logits) {
-        PE_RETURN_IF_ERROR(check_logits(ctx, "logits", logits, false, &op.logits));
-        PE_RETURN_IF_ERROR(check_same_logits(ctx, "logits", logits, dst));
-        PE_RETURN_IF_ERROR(pe_enc_alias(ctx, "dst", dst, "logits", logits, true));
-    }
+    memset(op, 0, sizeof(*op));
     struct posenc_alibi_params p;
     PE_RETURN_IF_ERROR(alibi_resolve(ctx, params, &p));
-    const int64_t K = dst->ne[0], Q = dst->ne[1], H = dst->ne[2];
     if ((int64_t)p.k_offset + K - 1 > PE_ALIBI_MAX_POS ||
         (int64_t)p.q_offset + Q - 1 > PE_ALIBI_MAX_POS)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "positions up to k_offset + K - 1 = %lld, q_offset + Q - 1 = %lld: "
                         "must be <= 2^24 so that distances are exact in f32",
                         (long long)p.k_offset + K - 1, (long long)p.q_offset + Q - 1);
-    if (pe_tensor_empty(dst)) {
-        if (p.slopes && H > 0) { /* still check the user's slopes */
-            double *tmp = malloc((size_t)H * sizeof(double));
-            if (!tmp)
-                return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory");
-            posenc_status st = alibi_fill(ctx, H, &p, tmp);
-            free(tmp);
-            return st;
-        }
-        return POSENC_OK;
-    }
-    double *slopes = malloc((size_t)H * sizeof(double));
-    float *slopes32 = malloc((size_t)H * sizeof(float));
+    const size_t n = (size_t)(H > 0 ? H : 1);
+    double *slopes = malloc(n * sizeof(double));
+    float *slopes32 = malloc(n * sizeof(float));
     posenc_status st;
-    if (!slopes || !slopes32) {
+    if (!slopes || !slopes32)
         st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld slopes",
                       (long long)H);
-    } else if ((st = alibi_fill(ctx, H, &p, slopes)) == POSENC_OK) {
+    else
+        st = alibi_fill(ctx, H, &p, slopes);
+    if (st != POSENC_OK) {
+        free(slopes);
+        free(slopes32);
+        return st;
+    }
+    for (int64_t h = 0; h < H; h++)
+        slopes32[h] = (float)slopes[h];
+    op->q_offset = p.q_offset;
+    op->k_offset = p.k_offset;
+    op->causal = p.causal;
+    op->symmetric = p.symmetric;
+    op->slopes = slopes;
+    op->slopes_f32 = slopes32;
+    return POSENC_OK;
+}
+
+void pe_alibi_release(struct pe_alibi_op *op)
+{
+    free((void *)op->slopes);
+    free((void *)op->slopes_f32);
+    op->slopes = NULL;
+    op->slopes_f32 = NULL;
+}
+
+posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
+                           const posenc_tensor *dst, const struct posenc_alibi_params *params)
+{
+    if (!ctx)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER(ctx);
+    struct pe_view vd, vl;
+    memset(&vl, 0, sizeof(vl));
+    PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &vd));
+    if (logits) {
+        PE_RETURN_IF_ERROR(check_logits(ctx, "logits", logits, false, &vl));
+        PE_RETURN_IF_ERROR(check_same_logits(ctx, "logits", logits, dst));
+        PE_RETURN_IF_ERROR(pe_enc_alias(ctx, "dst", dst, "logits", logits, true));
+    }
+    /* (an empty dst still has its params, positions and the user's slopes checked) */
+    struct pe_alibi_op op;
+    PE_RETURN_IF_ERROR(pe_alibi_prepare(ctx, params, dst->ne[0], dst->ne[1], dst->ne[2], &op));
+    posenc_status st = POSENC_OK;
+    if (!pe_tensor_empty(dst)) {
         if (!ctx->backend->vt->alibi) {
             st = pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no alibi op",
                           ctx->backend->vt->name);
         } else {
-            for (int64_t h = 0; h < H; h++)
-                slopes32[h] = (float)slopes[h];
-            op.q_offset = p.q_offset;
-            op.k_offset = p.k_offset;
-            op.causal = p.causal;
-            op.symmetric = p.symmetric;
-            op.slopes = slopes;
-            op.slopes_f32 = slopes32;
+            op.dst = vd;
+            op.logits = vl;
             st = pe_run_alibi(ctx, &op);
         }
     }
-    free(slopes);
-    free(slopes32);
+    pe_alibi_release(&op);
     return st;
 }

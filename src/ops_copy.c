@@ -9,7 +9,7 @@ posenc_status posenc_copy(posenc_context *ctx, const posenc_tensor *src, const p
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_copy_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "src", src, false, &op.src));

@@ -10,7 +10,7 @@ posenc_status posenc_fill(posenc_context *ctx, const posenc_tensor *dst, double 
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_fill_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, &op.dst));

@@ -104,7 +104,7 @@ posenc_status posenc_learned(posenc_context *ctx, const posenc_tensor *x,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_learned_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(check_tokens(ctx, "dst", dst, true, &op.dst));
@@ -156,7 +156,7 @@ posenc_status posenc_learned_backward(posenc_context *ctx, const posenc_tensor *
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_learned_bwd_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(check_table(ctx, "dtable", dtable, true, &op.dtable));

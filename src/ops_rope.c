@@ -36,12 +36,13 @@ static posenc_status check_same_shape(posenc_context *ctx, const char *a_name,
                     (long long)a->ne[2], (long long)a->ne[3]);
 }
 
-/* An output may be exactly an input (in place) or disjoint from it. */
+/* An output may be exactly an input (in place) or share no element with it (views that
+ * interleave in one buffer, as q and k in a fused QKV tensor, are disjoint). */
 static posenc_status check_alias(posenc_context *ctx, const char *out_name,
                                  const posenc_tensor *out, const char *in_name,
                                  const posenc_tensor *in, bool may_be_identical)
 {
-    if (!pe_tensors_overlap(out, in))
+    if (!pe_tensors_share_elements(out, in))
         return POSENC_OK;
     if (may_be_identical && pe_tensors_identical(out, in))
         return POSENC_OK;
@@ -74,41 +75,90 @@ static posenc_status check_pos(posenc_context *ctx, const char *name, const pose
 }
 
 /* The largest position + 1 over streams [0, S) (DYNAMIC_NTK / LONGROPE without seq_len):
- * reads the positions back to the host, which waits for queued work. */
+ * reads the positions back to the host, which waits for queued work. The host work is
+ * bounded by the bytes the view spans, not by its element count (a stride-0 or
+ * self-overlapping view of 2^40 positions has only a few distinct ones): stride-0
+ * dimensions are read once, and a view with more elements than 4-byte words in its span
+ * is scanned through the set of words it reaches, built one dimension at a time. */
 static posenc_status positions_len(posenc_context *ctx, const posenc_tensor *pos,
                                    int32_t *out_len)
 {
     uint64_t b0, b1;
     pe_tensor_byte_range(pos, &b0, &b1);
     size_t n = (size_t)(b1 - b0);
+    const size_t words = n / 4; /* i32 / f32: offset and strides are multiples of 4 */
+    int64_t ne[3], st[3];       /* the dimensions that step (stride > 0), in words */
+    int nd = 0;
+    uint64_t count = 1;
+    for (int k = 0; k < 3; k++)
+        if (pos->ne[k] > 1 && pos->nb[k] > 0) {
+            ne[nd] = pos->ne[k];
+            st[nd] = pos->nb[k] / 4;
+            count = count > UINT64_MAX / (uint64_t)ne[nd] ? UINT64_MAX : count * (uint64_t)ne[nd];
+            nd++;
+        }
+    const bool by_words = count > words;
     unsigned char *img = malloc(n);
-    if (!img)
+    unsigned char *reach = by_words ? calloc(words, 1) : NULL;
+    int64_t *run = by_words ? malloc(words * sizeof(int64_t)) : NULL;
+    if (!img || (by_words && (!reach || !run))) {
+        free(img);
+        free(reach);
+        free(run);
         return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory reading %zu bytes of "
                         "positions", n);
-    posenc_status st = posenc_buffer_read(pos->buffer, (size_t)b0, img, n);
-    if (st != POSENC_OK) {
+    }
+    posenc_status st_read = posenc_buffer_read(pos->buffer, (size_t)b0, img, n);
+    if (st_read != POSENC_OK) {
         free(img);
-        return st;
+        free(reach);
+        free(run);
+        return st_read;
     }
     double mx = 0.0;
-    for (int64_t b = 0; b < pos->ne[2]; b++)
-        for (int64_t s = 0; s < pos->ne[1]; s++)
-            for (int64_t t = 0; t < pos->ne[0]; t++) {
-                size_t at = (size_t)(t * pos->nb[0] + s * pos->nb[1] + b * pos->nb[2]);
-                double v;
-                if (pos->dtype == POSENC_DTYPE_I32) {
-                    int32_t i;
-                    memcpy(&i, img + at, 4);
-                    v = i;
-                } else {
-                    float f;
-                    memcpy(&f, img + at, 4);
-                    v = f;
-                }
-                if (v > mx)
-                    mx = v;
+#define PE_POS_AT(w)                                                                       \
+    do {                                                                                   \
+        double v_;                                                                         \
+        if (pos->dtype == POSENC_DTYPE_I32) {                                              \
+            int32_t i_;                                                                    \
+            memcpy(&i_, img + 4 * (size_t)(w), 4);                                         \
+            v_ = i_;                                                                       \
+        } else {                                                                           \
+            float f_;                                                                      \
+            memcpy(&f_, img + 4 * (size_t)(w), 4);                                         \
+            v_ = f_;                                                                       \
+        }                                                                                  \
+        if (v_ > mx)                                                                       \
+            mx = v_;                                                                       \
+    } while (0)
+    if (!by_words) {
+        for (int k = nd; k < 3; k++)
+            ne[k] = 1, st[k] = 0;
+        for (int64_t c = 0; c < ne[2]; c++)
+            for (int64_t b = 0; b < ne[1]; b++)
+                for (int64_t a = 0; a < ne[0]; a++)
+                    PE_POS_AT(a * st[0] + b * st[1] + c * st[2]);
+    } else {
+        /* reach[w]: word w is an element of the view. Adding a dimension (extent e,
+         * stride s) reaches w when some i < e has reach[w - i*s]: a running count per
+         * residue modulo s. */
+        reach[0] = 1;
+        for (int k = 0; k < nd; k++) {
+            const size_t s = (size_t)st[k], span = (size_t)ne[k] * s;
+            for (size_t w = 0; w < words; w++) {
+                run[w] = reach[w] + (w >= s ? run[w - s] : 0) - (w >= span ? reach[w - span] : 0);
             }
+            for (size_t w = 0; w < words; w++)
+                reach[w] = run[w] > 0;
+        }
+        for (size_t w = 0; w < words; w++)
+            if (reach[w])
+                PE_POS_AT(w);
+    }
+#undef PE_POS_AT
     free(img);
+    free(reach);
+    free(run);
     double len = floor(mx) + 1.0;
     *out_len = len > (double)INT32_MAX ? INT32_MAX : (int32_t)len;
     return POSENC_OK;
@@ -170,7 +220,7 @@ posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x, const pos
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "x", x, false, &op.x));
@@ -200,7 +250,7 @@ posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q, const 
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "q", q, false, &op.x));
@@ -261,7 +311,7 @@ posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "k", k, false, &op.x));
@@ -317,7 +367,7 @@ posenc_status posenc_rope_set_rows(posenc_context *ctx, const posenc_tensor *x,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
     bool unchecked;

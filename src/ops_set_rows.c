@@ -84,7 +84,7 @@ posenc_status posenc_set_rows(posenc_context *ctx, const posenc_tensor *src,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_set_rows_op op;
     memset(&op, 0, sizeof(op));
     bool unchecked;

@@ -71,7 +71,7 @@ posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_tensor *x,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_sinusoidal_op op;
     memset(&op, 0, sizeof(op));
 

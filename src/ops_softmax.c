@@ -87,7 +87,7 @@ posenc_status posenc_softmax(posenc_context *ctx, const posenc_tensor *x,
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_softmax_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "x", x, false, &op.x));

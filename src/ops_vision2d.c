@@ -58,7 +58,7 @@ posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, NULL));
     PE_RETURN_IF_ERROR(pe_enc_float(ctx, "dst", dst));
     struct posenc_2d_params p;
@@ -230,7 +230,7 @@ posenc_status posenc_resize_2d(posenc_context *ctx, const posenc_tensor *src, in
 {
     if (!ctx)
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    pe_clear_error(ctx);
+    PE_ENTER(ctx);
     struct pe_resize_op op;
     memset(&op, 0, sizeof(op));
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, &op.dst));

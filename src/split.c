@@ -15,6 +15,11 @@
  * attention GEMMs) are refused with POSENC_ERR_UNSUPPORTED naming the limit when a view
  * exceeds it -- their outputs do not decompose that way.
  *
+ * fill is cut like copy. set_rows (and rope_set_rows, which is RoPE with a rows view) write
+ * destination rows chosen by data, so a cut of the source rows (tokens) moves the index
+ * view and leaves the destination whole; the other dimensions cut both sides (set_rows
+ * carries the broadcast bases of its index view instead of cutting it).
+ *
  * Slicing dimension d at [a, a + n) of the op's main shape moves each view's offset by
  * a * stride and sets its extent to n; positions, slopes and q/k offsets follow the same
  * coordinate. Views are non-negative-strided (the front end checked), so a view's span is
@@ -215,7 +220,10 @@ static posenc_status alibi_run(struct pe_backend *be, const union pe_any_op *op)
     return be->vt->alibi(be, &op->alibi);
 }
 
-/* relbias: logits, dst [K, Q, H, B]; table [n_buckets, H] follows the head cuts. */
+/* relbias: logits, dst [K, Q, H, B]; table [n_buckets, H] follows the head cuts. A key
+ * or query cut narrows the window of relative positions to the slice's own, as the front
+ * end forms it for a whole op (rel_min = k_offset - (q_offset + Q - 1), n_rel = K + Q - 1):
+ * a subrange of the op's, so the bucket list is the op's from rel_min on. */
 static void relbias_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     struct pe_relbias_op *o = &op->relbias;
@@ -227,6 +235,12 @@ static void relbias_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
         o->q_offset += a;
     else if (d == 2)
         cut(&o->table, 1, a, n);
+    if (d <= 1) {
+        const int64_t rel_min = o->k_offset - (o->q_offset + o->dst.ne[1] - 1);
+        o->bucket += rel_min - o->rel_min;
+        o->rel_min = rel_min;
+        o->n_rel = o->dst.ne[0] + o->dst.ne[1] - 1;
+    }
 }
 static posenc_status relbias_run(struct pe_backend *be, const union pe_any_op *op)
 {

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 
 const char *posenc_version(void)
 {
@@ -84,7 +85,7 @@ posenc_status pe_error(posenc_context *ctx, posenc_status status, const char *fm
     vsnprintf(ctx->last_error, sizeof(ctx->last_error), fmt, ap);
     va_end(ap);
     memcpy(pe_thread_error, ctx->last_error, sizeof(pe_thread_error));
-    if (ctx->log_fn && ctx->log_level >= POSENC_LOG_ERROR)
+    if (ctx->log_fn && ctx->log_level >= POSENC_LOG_ERROR && !ctx->quiet_errors)
         ctx->log_fn(POSENC_LOG_ERROR, ctx->last_error, ctx->log_user_data);
     return status;
 }
@@ -95,7 +96,68 @@ void pe_clear_error(posenc_context *ctx)
         ctx->last_error[0] = '\0';
 }
 
+/* ---- one thread per context (internal.h, PE_ENTER) ----------------------------------- */
+
+/* Its address tells the threads apart (unique among live threads). */
+static _Thread_local char pe_thread_tag;
+/* This thread's last call refused because another thread was inside ctx. */
+static _Thread_local struct {
+    const posenc_context *ctx;
+    char msg[PE_ERR_MAX];
+} pe_refused;
+
+static bool pe_try_take(posenc_context *ctx)
+{
+    const uintptr_t me = (uintptr_t)&pe_thread_tag;
+    uintptr_t cur = 0;
+    if (atomic_compare_exchange_strong_explicit(&ctx->owner, &cur, me, memory_order_acquire,
+                                                memory_order_relaxed)) {
+        ctx->depth = 1;
+        return true;
+    }
+    if (cur == me) { /* a call inside a call on this thread */
+        ctx->depth++;
+        return true;
+    }
+    return false;
+}
+
+posenc_status pe_enter(posenc_context *ctx, const char *fn)
+{
+    if (!pe_try_take(ctx)) {
+        pe_refused.ctx = ctx;
+        snprintf(pe_refused.msg, sizeof(pe_refused.msg),
+                 "%s: ctx is in use by another thread; a context serves one thread at a time "
+                 "(this call did nothing)",
+                 fn);
+        pe_set_thread_error("%s", pe_refused.msg);
+        return POSENC_ERR_INVALID_ARGUMENT;
+    }
+    if (pe_refused.ctx == ctx)
+        pe_refused.ctx = NULL;
+    pe_clear_error(ctx);
+    return POSENC_OK;
+}
+
+void pe_enter_wait(posenc_context *ctx)
+{
+    while (!pe_try_take(ctx))
+        sched_yield();
+    if (pe_refused.ctx == ctx)
+        pe_refused.ctx = NULL;
+}
+
+void pe_leave(posenc_context *ctx)
+{
+    if (--ctx->depth == 0)
+        atomic_store_explicit(&ctx->owner, 0, memory_order_release);
+}
+
 const char *posenc_context_last_error(const posenc_context *ctx)
 {
-    return ctx ? ctx->last_error : "ctx is NULL";
+    if (!ctx)
+        return "ctx is NULL";
+    if (pe_refused.ctx == ctx)
+        return pe_refused.msg;
+    return ctx->last_error;
 }

@@ -90,6 +90,9 @@ posenc_status pe_check_tensor(posenc_context *ctx, const char *name, const posen
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     if (!t->buffer)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "%s->buffer is NULL", name);
+    if (!t->buffer->ctx)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "%s->buffer belongs to a context that was destroyed", name);
     if (t->buffer->ctx != ctx)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "%s->buffer belongs to another context", name);
@@ -190,6 +193,112 @@ bool pe_tensors_overlap(const posenc_tensor *a, const posenc_tensor *b)
     pe_tensor_byte_range(a, &a0, &a1);
     pe_tensor_byte_range(b, &b0, &b1);
     return a0 < b1 && b0 < a1;
+}
+
+/* A non-empty view for pe_tensors_share_elements: byte offset, element size and its
+ * dimensions of extent > 1 and stride > 0, innermost (smallest stride) first. A stride-0
+ * dimension repeats the same elements and drops out. */
+struct ov_view {
+    uint64_t off, es;
+    int n;
+    uint64_t ne[4], nb[4];
+};
+
+static void ov_make(const posenc_tensor *t, struct ov_view *v)
+{
+    memset(v, 0, sizeof(*v));
+    v->off = t->offset;
+    v->es = posenc_dtype_size(t->dtype);
+    for (int k = 0; k < 4; k++) {
+        if (t->ne[k] <= 1 || t->nb[k] == 0)
+            continue;
+        int i = v->n++;
+        for (; i > 0 && v->nb[i - 1] > (uint64_t)t->nb[k]; i--) {
+            v->nb[i] = v->nb[i - 1];
+            v->ne[i] = v->ne[i - 1];
+        }
+        v->nb[i] = (uint64_t)t->nb[k];
+        v->ne[i] = (uint64_t)t->ne[k];
+    }
+}
+
+static uint64_t ov_end(const struct ov_view *v)
+{
+    uint64_t e = v->off + v->es;
+    for (int i = 0; i < v->n; i++)
+        e += (v->ne[i] - 1) * v->nb[i];
+    return e;
+}
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* 1: a and b share a byte, 0: they do not, -1: *budget ran out. Byte ranges prune; the
+ * residues of the addresses modulo the gcd of every stride separate views interleaved
+ * element by element; otherwise the view with the larger outermost stride is cut into its
+ * outermost slices, and only the slices whose byte range meets the other view recurse. */
+static int ov_share(const struct ov_view *a, const struct ov_view *b, int64_t *budget)
+{
+    const uint64_t a0 = a->off, a1 = ov_end(a), b0 = b->off, b1 = ov_end(b);
+    if (a1 <= b0 || b1 <= a0)
+        return 0;
+    if (a->n == 0 && b->n == 0)
+        return 1;
+    uint64_t g = 0;
+    for (int i = 0; i < a->n; i++)
+        g = gcd_u64(g, a->nb[i]);
+    for (int i = 0; i < b->n; i++)
+        g = gcd_u64(g, b->nb[i]);
+    if (a->es + b->es <= g) {
+        /* every element of a covers [a0, a0 + es_a) modulo g, every element of b
+         * [b0, b0 + es_b): disjoint residues, disjoint bytes */
+        const uint64_t ra = a0 % g, rb = b0 % g;
+        if ((rb + g - ra) % g >= a->es && (ra + g - rb) % g >= b->es)
+            return 0;
+    }
+    if (--*budget < 0)
+        return -1;
+    const struct ov_view *x = a, *y = b;
+    if (a->n == 0 || (b->n > 0 && b->nb[b->n - 1] > a->nb[a->n - 1])) {
+        x = b;
+        y = a;
+    }
+    const uint64_t y0 = x == a ? b0 : a0, y1 = x == a ? b1 : a1;
+    struct ov_view s = *x;
+    s.n--;
+    const uint64_t st = x->nb[s.n], ne = x->ne[s.n];
+    const uint64_t inner = ov_end(&s) - s.off; /* bytes of one slice */
+    /* slices i with off + i*st < y1 and off + i*st + inner > y0 */
+    uint64_t lo = 0, hi = (y1 - 1 - x->off) / st + 1; /* y1 > x->off: the ranges meet */
+    if (y0 >= x->off + inner)
+        lo = (y0 - x->off - inner) / st + 1;
+    if (hi > ne)
+        hi = ne;
+    for (uint64_t i = lo; i < hi; i++) {
+        s.off = x->off + i * st;
+        int r = ov_share(&s, y, budget);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+bool pe_tensors_share_elements(const posenc_tensor *a, const posenc_tensor *b)
+{
+    if (!pe_tensors_overlap(a, b))
+        return false;
+    struct ov_view va, vb;
+    ov_make(a, &va);
+    ov_make(b, &vb);
+    int64_t budget = (int64_t)1 << 20; /* recursion steps; ~10 ms at worst */
+    return ov_share(&va, &vb, &budget) != 0;
 }
 
 bool pe_tensors_identical(const posenc_tensor *a, const posenc_tensor *b)

@@ -17,6 +17,12 @@ bool pe_tensor_empty(const posenc_tensor *t);
 void pe_tensor_byte_range(const posenc_tensor *t, uint64_t *begin, uint64_t *end);
 /* Do the byte ranges of two non-empty tensors of one buffer intersect? */
 bool pe_tensors_overlap(const posenc_tensor *a, const posenc_tensor *b);
+/* Does a byte of some element of a lie in some element of b (both of one buffer)? Exact
+ * where the byte ranges intersect but the elements interleave without sharing a byte (q
+ * and k heads of one fused QKV buffer); a case too costly to decide (rare: elements
+ * interleaved one by one in ways a stride residue does not separate, over a huge view) is
+ * answered true. */
+bool pe_tensors_share_elements(const posenc_tensor *a, const posenc_tensor *b);
 /* The same elements at the same addresses (in-place use). */
 bool pe_tensors_identical(const posenc_tensor *a, const posenc_tensor *b);
 bool pe_same_shape(const posenc_tensor *a, const posenc_tensor *b);

@@ -28,9 +28,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +43,9 @@
 
 static const char *posenc_exe;
 static char tmpdir[256];
+/* > 0: the runs' files may not grow past this many bytes (RLIMIT_FSIZE, SIGXFSZ ignored),
+ * so that writing the output fails part-way */
+static long fsize_limit;
 
 /* ---- running the tool ------------------------------------------------------------ */
 
@@ -101,6 +106,12 @@ static struct run run_argv(const char *const *args, const char *pty_name)
             _exit(126);
         close(o);
         close(e);
+        if (fsize_limit > 0) {
+            struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
+            signal(SIGXFSZ, SIG_IGN);
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+                _exit(125);
+        }
         execv(posenc_exe, (char *const *)argv);
         _exit(127);
     }
@@ -1012,6 +1023,114 @@ static void test_bench_quick(void **state)
     run_free(&r);
 }
 
+/* ---- -o PATH: a failed write leaves what was there (issue #16) ------------------------- */
+
+#if POSENC_TOOL_HAVE_PNG
+static void put_file(const char *path, const char *text)
+{
+    remove(path);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_file(const char *path, const char *text)
+{
+    char *got = slurp(path);
+    if (strcmp(got, text) != 0)
+        fail_msg("%s was changed by a failed run (now %zu bytes)", path, strlen(got));
+    free(got);
+}
+
+static void expect_link(const char *path, const char *to)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode))
+        fail_msg("the symbolic link %s is gone", path);
+    char buf[512];
+    ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_string_equal(buf, to);
+}
+
+/* No temporary file of the tool is left in tmpdir. */
+static void expect_no_temporary(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "ls -a %s | grep -q '^\\.posenc-'", tmpdir);
+    if (system(cmd) == 0)
+        fail_msg("a temporary .posenc-* file was left in %s", tmpdir);
+}
+
+static void test_output_never_clobbered(void **state)
+{
+    (void)state;
+    char real[320], link[320], plain[320], dev[320];
+    snprintf(real, sizeof(real), "%s/real.png", tmpdir);
+    snprintf(link, sizeof(link), "%s/link.png", tmpdir);
+    snprintf(plain, sizeof(plain), "%s/plain.png", tmpdir);
+    snprintf(dev, sizeof(dev), "%s/full.png", tmpdir);
+    remove(link);
+    remove(dev);
+    put_file(real, "precious");
+    assert_int_equal(symlink("real.png", link), 0);
+    assert_int_equal(symlink("/dev/full", dev), 0);
+    const char *heat[] = {"heatmap", "--kind", "sinusoidal", "--dim", "64", "--len", "64"};
+    const char *decay[] = {"decay", "--dim", "64", "--max-dist", "100"};
+    for (int cmd = 0; cmd < 2; cmd++) {
+        const char *const *a = cmd ? decay : heat;
+        const char *path[3] = {link, plain, dev};
+        for (int p = 0; p < 3; p++) {
+            put_file(real, "precious");
+            put_file(plain, "precious");
+            /* the image needs more than 1 KiB: the write fails part-way (EFBIG); on
+             * /dev/full at once (ENOSPC) */
+            fsize_limit = p < 2 ? 1024 : 0;
+            struct run r = cmd ? RUN(a[0], a[1], a[2], a[3], a[4], "-o", path[p])
+                               : RUN(a[0], a[1], a[2], a[3], a[4], a[5], a[6], "-o", path[p],
+                                     "--backend", backend());
+            fsize_limit = 0;
+            if (r.status == 0)
+                fail_msg("%s -o %s: a write that cannot succeed succeeded", a[0], path[p]);
+            if (r.status != 1 || count_lines(r.err) != 1 || !strstr(r.err, path[p]))
+                fail_msg("%s -o %s: exit %d, stderr \"%s\"", a[0], path[p], r.status, r.err);
+            run_free(&r);
+            expect_link(link, "real.png");
+            expect_link(dev, "/dev/full");
+            expect_file(real, "precious");
+            expect_file(plain, "precious");
+            expect_no_temporary();
+        }
+        /* and when the write succeeds, the link's file is replaced and the link kept */
+        struct run r = cmd ? RUN(a[0], a[1], a[2], a[3], a[4], "-o", link)
+                           : RUN(a[0], a[1], a[2], a[3], a[4], a[5], a[6], "-o", link,
+                                 "--backend", backend());
+        expect_ok(&r);
+        run_free(&r);
+        expect_link(link, "real.png");
+        char *png = slurp(real);
+        assert_memory_equal(png, "\x89PNG", 4);
+        free(png);
+        struct stat st;
+        assert_int_equal(stat(real, &st), 0);
+        assert_true(st.st_size > 1024);
+        expect_no_temporary();
+    }
+    remove(link);
+    remove(dev);
+    remove(real);
+    remove(plain);
+}
+#else
+static void test_output_never_clobbered(void **state)
+{
+    (void)state;
+    skip();
+}
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
@@ -1042,6 +1161,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scaling_kinds), cmocka_unit_test(test_heatmap_rope_angle),
         cmocka_unit_test(test_heatmap_downsampled), cmocka_unit_test(test_freqs_png),
         cmocka_unit_test(test_verify_quick),  cmocka_unit_test(test_bench_quick),
+        cmocka_unit_test(test_output_never_clobbered),
     };
     rc = th_run("cli", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();

@@ -233,9 +233,12 @@ struct scenario {
     prepare_fn prepare;
     call_fn call;
     /* buffers (bit i: b[i]) an op of several device passes may have written when it
-     * fails with OUT_OF_MEMORY (posenc.h, "Errors"): sincos_2d's dst (two passes),
-     * attention's weights (written by the softmax pass, before the output pass) */
+     * fails with OUT_OF_MEMORY (posenc.h, "Errors"): sincos_2d's dst (two passes) */
     unsigned partial;
+    /* POSENC_MAX_BINDING for the scenario's context (0: none): ops cut into several
+     * launches, attention into query blocks, and every allocation of the multi-launch
+     * call is failed in turn -- the outputs must stay untouched (issue #16) */
+    unsigned long max_binding;
 };
 
 static long faults_survived;
@@ -444,6 +447,60 @@ static posenc_status c_attn_alibi(struct sc *s)
     return attention_with(s, POSENC_ATTENTION_ALIBI);
 }
 
+/* Multi-launch calls under POSENC_MAX_BINDING = 1024. Attention: 40 queries of 16 keys,
+ * 64 bytes of logits each, run as query blocks of 16, 16 and 8. */
+static posenc_status attention_blocks(struct sc *s, posenc_attention_encoding enc)
+{
+    posenc_tensor q = TC(s->b[0], 0, F32, 8, 1, 40, 1), k = TC(s->b[2], 0, F32, 8, 1, 16, 1),
+                  v = TC(s->b[2], 512, F16, 8, 1, 16, 1), dst = TC(s->b[3], 0, F32, 8, 1, 40, 1),
+                  w = TC(s->b[4], 0, F32, 16, 40, 1, 1), rtab = TC(s->b[2], 2048, F32, 32, 1, 1, 1);
+    struct posenc_attention_params p = {.encoding = enc, .causal = 1, .q_offset = 3};
+    p.relbias_table = &rtab;
+    return posenc_attention(s->ctx, &q, &k, &v, &dst, &w, &p);
+}
+
+static posenc_status c_attn_blocks_alibi(struct sc *s)
+{
+    return attention_blocks(s, POSENC_ATTENTION_ALIBI);
+}
+
+static posenc_status c_attn_blocks_relbias(struct sc *s)
+{
+    return attention_blocks(s, POSENC_ATTENTION_RELBIAS);
+}
+
+static posenc_status c_attn_blocks_rope(struct sc *s)
+{
+    return attention_blocks(s, POSENC_ATTENTION_ROPE);
+}
+
+/* relbias [64 keys, 6 queries, 2 heads]: 1536 bytes a head, cut along heads and queries */
+static posenc_status c_relbias_cut(struct sc *s)
+{
+    posenc_tensor l = TC(s->b[0], 0, F32, 64, 6, 2, 1), tab = TC(s->b[2], 0, F32, 32, 2, 1, 1),
+                  dst = TC(s->b[3], 0, F32, 64, 6, 2, 1);
+    struct posenc_relbias_params p = {.q_offset = 5, .k_offset = 1};
+    return posenc_relbias(s->ctx, &l, &tab, &dst, &p);
+}
+
+/* ALiBi [40, 6, 3 heads]: 960 bytes a head, one launch per head (its own slopes) */
+static posenc_status c_alibi_cut(struct sc *s)
+{
+    posenc_tensor l = TC(s->b[0], 0, F32, 40, 6, 3, 1), dst = TC(s->b[3], 0, F32, 40, 6, 3, 1);
+    struct posenc_alibi_params p = {.causal = 1, .q_offset = 2};
+    return posenc_alibi(s->ctx, &l, &dst, &p);
+}
+
+/* RoPE with a DYNAMIC_NTK table, [16, 4 heads, 8 tokens] f32: cut along tokens and heads */
+static posenc_status c_rope_cut(struct sc *s)
+{
+    posenc_tensor x = TC(s->b[0], 0, F32, 16, 4, 8, 1), pos = TC(s->b[1], 0, I32, 8, 1, 1, 1),
+                  dst = TC(s->b[3], 0, F32, 16, 4, 8, 1);
+    struct posenc_rope_params p = {.scaling = {.kind = POSENC_ROPE_SCALING_DYNAMIC_NTK,
+                                               .factor = 2.0f, .original_ctx = 4}};
+    return posenc_rope(s->ctx, &x, &pos, &dst, &p);
+}
+
 static posenc_status c_decay(struct sc *s)
 {
     struct posenc_attention_params p = {.encoding = POSENC_ATTENTION_ROPE};
@@ -451,33 +508,43 @@ static posenc_status c_decay(struct sc *s)
 }
 
 static const struct scenario scenarios[] = {
-    {"buffers", prep_basic, c_buffers, 0},
-    {"copy", prep_basic, c_copy, 0},
-    {"sinusoidal", prep_basic, c_sin, 0},
-    {"rope LONGROPE, seq_len read back", prep_basic, c_rope_longrope, 0},
-    {"rope_qk M-RoPE YaRN", prep_basic, c_rope_qk_yarn, 0},
-    {"rope_rerotate dynamic NTK", prep_basic, c_rerotate_dyn, 0},
-    {"learned", prep_basic, c_learned, 0},
-    {"learned_backward", prep_basic, c_learned_bwd, 0},
-    {"sincos_2d", prep_basic, c_sincos2d, 1u << 3},
-    {"resize_2d", prep_basic, c_resize, 0},
-    {"relbias", prep_basic, c_relbias, 0},
-    {"relbias_backward", prep_basic, c_relbias_bwd, 0},
-    {"alibi", prep_basic, c_alibi, 0},
-    {"attention ROPE", prep_basic, c_attn_rope, 1u << 4},
-    {"attention LEARNED", prep_basic, c_attn_learned, 1u << 4},
-    {"attention RELBIAS", prep_basic, c_attn_relbias, 1u << 4},
-    {"attention ALIBI", prep_basic, c_attn_alibi, 1u << 4},
-    {"attention_decay", prep_basic, c_decay, 0},
+    {"buffers", prep_basic, c_buffers, 0, 0},
+    {"copy", prep_basic, c_copy, 0, 0},
+    {"sinusoidal", prep_basic, c_sin, 0, 0},
+    {"rope LONGROPE, seq_len read back", prep_basic, c_rope_longrope, 0, 0},
+    {"rope_qk M-RoPE YaRN", prep_basic, c_rope_qk_yarn, 0, 0},
+    {"rope_rerotate dynamic NTK", prep_basic, c_rerotate_dyn, 0, 0},
+    {"learned", prep_basic, c_learned, 0, 0},
+    {"learned_backward", prep_basic, c_learned_bwd, 0, 0},
+    {"sincos_2d", prep_basic, c_sincos2d, 1u << 3, 0},
+    {"resize_2d", prep_basic, c_resize, 0, 0},
+    {"relbias", prep_basic, c_relbias, 0, 0},
+    {"relbias_backward", prep_basic, c_relbias_bwd, 0, 0},
+    {"alibi", prep_basic, c_alibi, 0, 0},
+    {"attention ROPE", prep_basic, c_attn_rope, 0, 0},
+    {"attention LEARNED", prep_basic, c_attn_learned, 0, 0},
+    {"attention RELBIAS", prep_basic, c_attn_relbias, 0, 0},
+    {"attention ALIBI", prep_basic, c_attn_alibi, 0, 0},
+    {"attention_decay", prep_basic, c_decay, 0, 0},
+    {"attention ALIBI, 3 query blocks", prep_basic, c_attn_blocks_alibi, 0, 1024},
+    {"attention RELBIAS, 3 query blocks", prep_basic, c_attn_blocks_relbias, 0, 1024},
+    {"attention ROPE, 3 query blocks", prep_basic, c_attn_blocks_rope, 0, 1024},
+    {"relbias cut in 4 launches", prep_basic, c_relbias_cut, 0, 1024},
+    {"alibi cut in 3 launches", prep_basic, c_alibi_cut, 0, 1024},
+    {"rope cut in several launches", prep_basic, c_rope_cut, 0, 1024},
 };
 
-static posenc_context *new_ctx(void)
+static posenc_context *new_ctx(unsigned long max_binding)
 {
     struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
     posenc_context *ctx = NULL;
-    char err[512];
+    char err[512], lim[32];
+    snprintf(lim, sizeof(lim), "%lu", max_binding);
+    if (max_binding)
+        setenv("POSENC_MAX_BINDING", lim, 1);
     posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    unsetenv("POSENC_MAX_BINDING");
     if (st != POSENC_OK)
         fail_msg("context: %s: %s", posenc_status_string(st), err);
     return ctx;
@@ -510,7 +577,7 @@ static void run_scenario(const struct scenario *scn, int mode)
     const size_t live0 = live_count();
     struct sc s;
     memset(&s, 0, sizeof(s));
-    s.ctx = new_ctx();
+    s.ctx = new_ctx(scn->max_binding);
     scn->prepare(&s);
 
     /* warm-up: caches (programs, pipelines, scratch) are made here */

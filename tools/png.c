@@ -1,4 +1,6 @@
 /* png.c - write a canvas as PNG through libpng (see plot.h). */
+#define _XOPEN_SOURCE 700 /* realpath */
+
 #include "plot.h"
 
 #include "posenc.h"
@@ -7,6 +9,12 @@
 #include <string.h>
 
 #if POSENC_TOOL_HAVE_PNG
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <png.h>
 
@@ -66,23 +74,66 @@ static int write_stream(FILE *f, const struct canvas *c, const char *comment, ch
     return 1;
 }
 
+/*
+ * Where the PNG goes. A regular file (or a path not there yet) is replaced only once the
+ * whole image is written: into a temporary file in the same folder, renamed over it on
+ * success, removed on failure -- a failed run leaves the old file as it was. A symbolic
+ * link is followed to the file it names (which is replaced the same way; the link stays).
+ * Anything else there (a device such as /dev/stdout, a FIFO) is written in place and never
+ * removed: posenc removes only the temporary file it created.
+ */
 int png_write(const char *path, const struct canvas *c, const char *comment, char *err,
               size_t err_size)
 {
     char msg[256] = "";
-    FILE *f = fopen(path, "wb");
+    char target[PATH_MAX], tmp[PATH_MAX + 32] = "";
+    struct stat st;
+    int in_place = 0;
+    if (realpath(path, target)) {
+        in_place = stat(target, &st) == 0 && !S_ISREG(st.st_mode);
+    } else if (lstat(path, &st) == 0) {
+        in_place = 1; /* a dangling link or one that cannot be resolved: write through it */
+    } else if (snprintf(target, sizeof(target), "%s", path) >= (int)sizeof(target)) {
+        snprintf(err, err_size, "'%s': path too long", path);
+        return 0;
+    }
+    FILE *f = NULL;
+    if (in_place) {
+        f = fopen(path, "wb");
+    } else {
+        const char *slash = strrchr(target, '/');
+        if (slash)
+            snprintf(tmp, sizeof(tmp), "%.*s/.posenc-XXXXXX", (int)(slash - target), target);
+        else
+            snprintf(tmp, sizeof(tmp), ".posenc-XXXXXX");
+        int fd = mkstemp(tmp);
+        if (fd >= 0) {
+            /* the mode a plain fopen would give (mkstemp makes 0600) */
+            mode_t mask = umask(0);
+            umask(mask);
+            if (fchmod(fd, 0666 & ~mask) != 0 || !(f = fdopen(fd, "wb"))) {
+                close(fd);
+                remove(tmp);
+            }
+        }
+    }
     if (!f) {
-        snprintf(err, err_size, "cannot open '%s' for writing", path);
+        snprintf(err, err_size, "cannot open '%s' for writing: %s", path, strerror(errno));
         return 0;
     }
     int ok = write_stream(f, c, comment, msg);
     if (fclose(f) != 0 && ok) {
         ok = 0;
-        snprintf(msg, sizeof(msg), "write error");
+        snprintf(msg, sizeof(msg), "write error: %s", strerror(errno));
+    }
+    if (ok && !in_place && rename(tmp, target) != 0) {
+        ok = 0;
+        snprintf(msg, sizeof(msg), "cannot replace it: %s", strerror(errno));
     }
     if (!ok) {
         snprintf(err, err_size, "%s: %s", path, msg);
-        remove(path);
+        if (!in_place)
+            remove(tmp);
     }
     return ok;
 }

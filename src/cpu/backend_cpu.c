@@ -20,9 +20,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The largest buffer: malloc refuses more than PTRDIFF_MAX bytes; a multiple of the 64-byte
+ * alignment, so rounding it up cannot wrap. */
+#define PE_CPU_MAX_BUFFER ((size_t)PTRDIFF_MAX & ~(size_t)63)
+
 struct pe_cpu_backend {
     struct pe_backend base;
     struct pe_cpu_fast *fast; /* NULL: reference loops only */
+    /* Host scratch of the reference loops (RoPE cos/sin, a softmax row), grown only: the
+     * launches of an op cut into several, and the query blocks of posenc_attention, come
+     * largest first, so only the first one allocates -- before anything is written. */
+    double *scratch;
+    size_t scratch_cap;
 };
 
 static struct pe_cpu_fast *fast_of(struct pe_backend *be)
@@ -30,6 +39,26 @@ static struct pe_cpu_fast *fast_of(struct pe_backend *be)
     return ((struct pe_cpu_backend *)be)->fast;
 }
 _Static_assert(offsetof(struct pe_cpu_backend, base) == 0, "base must be first");
+
+/* At least n doubles of the backend's scratch (see struct pe_cpu_backend). */
+static double *cpu_scratch(struct pe_backend *be, size_t n, const char *what)
+{
+    struct pe_cpu_backend *cpu = (struct pe_cpu_backend *)be;
+    if (n == 0)
+        n = 1;
+    if (n > cpu->scratch_cap) {
+        double *p = malloc(n * sizeof(double));
+        if (!p) {
+            pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %zu doubles (%s)",
+                     n, what);
+            return NULL;
+        }
+        free(cpu->scratch);
+        cpu->scratch = p;
+        cpu->scratch_cap = n;
+    }
+    return cpu->scratch;
+}
 
 /* ---- element access ------------------------------------------------------------------ */
 
@@ -172,10 +201,9 @@ static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op
 {
     if (fast_of(be))
         return pe_cpu_fast_rope(fast_of(be), op);
-    double *cs = malloc(sizeof(double) * 2 * (size_t)(op->n_pairs > 0 ? op->n_pairs : 1));
+    double *cs = cpu_scratch(be, 2 * (size_t)op->n_pairs, "cos/sin");
     if (!cs)
-        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld cos/sin",
-                        (long long)op->n_pairs);
+        return POSENC_ERR_OUT_OF_MEMORY;
     for (int64_t i3 = 0; i3 < op->x.ne[3]; i3++)
         for (int64_t i2 = 0; i2 < op->x.ne[2]; i2++) {
             /* rope_set_rows: the destination token (an invalid index skips the token) */
@@ -198,7 +226,6 @@ static posenc_status cpu_rope(struct pe_backend *be, const struct pe_rope_op *op
             if (op->x2.mem)
                 cpu_rope_tensor(op, &op->x2, &op->dst2, i2, i2, i3, cs);
         }
-    free(cs);
     return POSENC_OK;
 }
 
@@ -416,10 +443,9 @@ static posenc_status cpu_attn_softmax(struct pe_backend *be, const struct pe_att
 {
     const struct pe_view *l = &op->logits;
     const int64_t K = l->ne[0];
-    double *x = malloc(sizeof(double) * (size_t)(K > 0 ? K : 1));
+    double *x = cpu_scratch(be, (size_t)K, "a row of logits");
     if (!x)
-        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a row of %lld "
-                        "logits", (long long)K);
+        return POSENC_ERR_OUT_OF_MEMORY;
     for (int64_t b = 0; b < l->ne[3]; b++)
         for (int64_t h = 0; h < l->ne[2]; h++)
             for (int64_t iq = 0; iq < l->ne[1]; iq++) {
@@ -447,7 +473,6 @@ static posenc_status cpu_attn_softmax(struct pe_backend *be, const struct pe_att
                         store(&op->weights, elem(&op->weights, ik, iq, h, b), pk);
                 }
             }
-    free(x);
     return POSENC_OK;
 }
 
@@ -572,6 +597,7 @@ static posenc_status cpu_create(posenc_context *ctx, int32_t device, bool gpu_on
 static void cpu_destroy(struct pe_backend *be)
 {
     pe_cpu_fast_destroy(fast_of(be));
+    free(((struct pe_cpu_backend *)be)->scratch);
     free(be);
 }
 
@@ -589,7 +615,7 @@ static void cpu_get_info(const struct pe_backend *be, struct posenc_device_info 
     pe_strlcpy(out->api_version, "C11", sizeof(out->api_version));
     out->f16_storage = 1;
     out->f16_native = 0;
-    out->max_buffer_size = (uint64_t)SIZE_MAX;
+    out->max_buffer_size = (uint64_t)PE_CPU_MAX_BUFFER;
     out->max_workgroup_size = 1;
     out->compute_units = fast ? (uint32_t)pe_cpu_fast_threads(fast) : 1;
 }
@@ -603,9 +629,12 @@ static posenc_status cpu_finish(struct pe_backend *be)
 static posenc_status cpu_buffer_create(struct pe_backend *be, size_t size, void **out_mem)
 {
     /* 64-byte aligned, size rounded up to a multiple of the alignment (aligned_alloc) */
+    if (size > PE_CPU_MAX_BUFFER)
+        return pe_error(be->ctx, POSENC_ERR_UNSUPPORTED,
+                        "buffer size %zu bytes exceeds the CPU backend's largest buffer "
+                        "(%zu bytes, PTRDIFF_MAX)",
+                        size, (size_t)PE_CPU_MAX_BUFFER);
     size_t rounded = (size + 63) & ~(size_t)63;
-    if (rounded < size)
-        return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY, "buffer size %zu is too large", size);
     void *p = aligned_alloc(64, rounded);
     if (!p)
         return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY,

@@ -116,6 +116,10 @@ struct pe_cpu_fast {
     int64_t chunk;                   /* items per chunk of the current job */
     float **scratch;                 /* [n_threads], scratch_cap floats each, 64-aligned */
     size_t scratch_cap;
+    /* relbias' bias table, grown only: the launches of a cut op come largest first, so
+     * only the first allocates, before anything is written */
+    float *bias;
+    size_t bias_cap;
     double min_split;                /* bytes per thread worth a thread */
 };
 
@@ -286,6 +290,7 @@ void pe_cpu_fast_destroy(struct pe_cpu_fast *f)
         pthread_join(f->workers[t - 1].thread, NULL);
     for (int t = 0; t < f->n_threads; t++)
         free(f->scratch[t]);
+    free(f->bias);
     pthread_cond_destroy(&f->done);
     pthread_cond_destroy(&f->wake);
     pthread_mutex_destroy(&f->mu);
@@ -1651,11 +1656,18 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
     rj.off_in = carve(&used, (size_t)K);
     rj.off_out = carve(&used, (size_t)K);
     PE_RETURN_IF_ERROR(fast_reserve(f, used));
-    float *bias = malloc((size_t)H * (size_t)op->n_rel * sizeof(float));
-    if (!bias)
-        return pe_error(f->ctx, POSENC_ERR_OUT_OF_MEMORY,
-                        "out of host memory for the relbias table (%lld x %lld floats)",
-                        (long long)H, (long long)op->n_rel);
+    const size_t n_bias = (size_t)H * (size_t)op->n_rel;
+    if (n_bias > f->bias_cap) {
+        float *grown = malloc(n_bias * sizeof(float));
+        if (!grown)
+            return pe_error(f->ctx, POSENC_ERR_OUT_OF_MEMORY,
+                            "out of host memory for the relbias table (%lld x %lld floats)",
+                            (long long)H, (long long)op->n_rel);
+        free(f->bias);
+        f->bias = grown;
+        f->bias_cap = n_bias;
+    }
+    float *bias = f->bias;
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < op->n_rel; i++) {
             const int64_t e = tab->offset + op->bucket[i] * tab->st[0] + h * tab->st[1];
@@ -1676,7 +1688,6 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
     const double bytes = n * (double)(posenc_dtype_size(d->dtype) +
                                       (op->logits.mem ? posenc_dtype_size(op->logits.dtype) : 0));
     fast_run(f, &rj.base, bytes);
-    free(bias);
     return POSENC_OK;
 }
 

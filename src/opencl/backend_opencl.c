@@ -75,6 +75,14 @@
  *   CPU devices, under pe_rope_vec's conditions. NDRange (chunks, ne2, ne3), local
  *   (1, up to 8 tokens, 1): one work-item per token and chunk of heads.
  *
+ *   posenc_rope_set_rows: the same three kernels built with -DHAS_ROWS=1 -DROWS_I64 (0 or
+ *   1) take three more arguments after their last one (pe_rope: 24-26; pe_rope_vec and
+ *   pe_rope_tok: 25-27):
+ *       mem    rows_idx  i32 or i64 indices, read as 32-bit words
+ *       long   rows_off  in index elements
+ *       long4  rows_st   (st for the token, st for the batch (0: shared), R = dst rows, 0)
+ *   and write token (i2, i3) at dst token rows[...] (skipped outside [0, R)).
+ *
  *   pe_copy  (cl/copy.cl; -DCOPY_MODE: 0 same 4-byte type, 1 same f16, 2 f32->f16,
  *             3 f16->f32)
  *     0-2   dst, dst_off, dst_st
@@ -146,10 +154,17 @@
  *   with unit key stride and rows aligned to 16 elements. NDRange (ceil(K/PE_KPW), Q, H*B):
  *   PE_KPW = 16 keys per work-item, PE_CL_CPU_ROW_SPAN on CPU devices.
  *
+ * posenc_fill and posenc_set_rows (cl/rows.cl: pe_fill, pe_set_rows) are listed in
+ * src/opencl/ops_rows.c.
+ *
  * posenc_attention's kernels (cl/attention.cl: pe_attn_softmax, pe_attn_copy and the
  * no-CLBlast pe_attn_scores / pe_attn_output) and its CLBlast calls are listed in
  * src/opencl/ops_attention.c.
  */
+/* realpath and S_ISVTX (the program-binary cache's trust checks) are XSI */
+#if !defined(_WIN32) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700
+#endif
 #include "backend_opencl.h"
 #include "cl_kernels.h"
 #include "posenc_config.h"
@@ -163,6 +178,8 @@
 #include <stdlib.h>
 #include <string.h>
 #if !defined(_WIN32)
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #endif
@@ -683,6 +700,7 @@ static void cl_destroy(struct pe_backend *base)
     table_free(&be->tab_sin);
     table_free(&be->tab_alibi);
     free(be->rope_scratch);
+    free(be->gemm_scratch);
     if (be->queue)
         clReleaseCommandQueue(be->queue);
     if (be->context)
@@ -811,6 +829,10 @@ static posenc_status cl_buffer_read(struct pe_backend *base, void *mem, size_t o
 /* Kernel sources and the program cache                                                 */
 /* ------------------------------------------------------------------------------------ */
 
+#if !defined(_WIN32)
+static int open_regular(const char *path, bool no_links, struct stat *st, const char **why);
+#endif
+
 /* Read `name` from `dir` into a malloc'd NUL-terminated string. */
 static posenc_status read_source_file(posenc_context *ctx, const char *dir, const char *name,
                                       struct pe_cl_source *out)
@@ -819,10 +841,21 @@ static posenc_status read_source_file(posenc_context *ctx, const char *dir, cons
     int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= sizeof(path))
         return pe_error(ctx, POSENC_ERR_BACKEND, "POSENC_CL_KERNEL_DIR is too long");
+#if defined(_WIN32)
     FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+#else
+    /* a FIFO or device there must not block the op: regular files only */
+    struct stat st;
+    const char *why = NULL;
+    const int fd = open_regular(path, false, &st, &why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+#endif
     if (!f)
         return pe_error(ctx, POSENC_ERR_BACKEND, "POSENC_CL_KERNEL_DIR: cannot open %s: %s",
-                        path, strerror(errno));
+                        path, why ? why : strerror(errno));
     char *data = NULL;
     size_t size = 0, cap = 0;
     for (;;) {
@@ -903,16 +936,27 @@ static posenc_status get_source(struct pe_cl_backend *be, const char *name,
  * The key is a 128-bit hash (two FNV-1a 64) of the identity: a format tag, the platform's
  * and the device's name, vendor and version strings, the driver version, the build
  * options and a hash of the exact source. The file holds
- *     "PECLBIN1", u32 identity length, the identity, u64 binary size, u64 binary hash,
- *     the binary
- * and is used only if every field matches; a file that is corrupt, truncated or from
- * another device / driver / source is ignored (the program is built from source and the
- * file replaced). Files are written to a temporary name and renamed, so a reader never
- * sees half a file. Every cache failure is silent (a DEBUG log line): the cache only ever
- * saves time. These files are the only ones the library opens, apart from
- * POSENC_CL_KERNEL_DIR.
+ *     "PECLBIN2", u32 identity length, the identity, u64 binary size,
+ *     u64 hash of (identity, binary), the binary
+ * and is used only if every field matches: the binary is bound to the identity it was
+ * stored with, so an entry whose binary was built for another source, options or device
+ * (another entry's binary under this identity) is ignored, like a corrupt, truncated or
+ * foreign file (the program is built from source and the file replaced). Files are
+ * written to a temporary name (created 0600, exclusively) and renamed, so a reader never
+ * sees half a file.
+ *
+ * Trust. A loaded binary is native code on some drivers (PoCL), so the cache is trusted
+ * only as far as the user's own files, as ssh treats ~/.ssh: the folder (created 0700)
+ * is used only when it is a directory owned by the effective user and not writable by
+ * group or others, and every folder above it is owned by that user or root and not
+ * writable by others unless sticky (/tmp); otherwise the cache is off for the context
+ * (one POSENC_LOG_WARN line). An entry is read only when it is a regular file (not a
+ * symbolic link, FIFO or device), owned by the user and not group/world-writable; it is
+ * opened with O_NONBLOCK, so nothing at an entry's path can make the op wait. Other
+ * cache failures are silent (a DEBUG log line): the cache only ever saves time. These
+ * files are the only ones the library opens, apart from POSENC_CL_KERNEL_DIR.
  */
-#define PE_CL_CACHE_MAGIC "PECLBIN1"
+#define PE_CL_CACHE_MAGIC "PECLBIN2"
 #define PE_CL_CACHE_MAX_BINARY (256u << 20)
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
@@ -957,7 +1001,7 @@ static void cache_identity(const struct pe_cl_backend *be, const struct pe_cl_so
     uint64_t src = fnv1a(0xcbf29ce484222325ull, common->data, common->size);
     src = fnv1a(src, op->name, strlen(op->name) + 1);
     src = fnv1a(src, op->data, op->size);
-    snprintf(id, id_size, "posenc-clbin-1|%s|%s|%s|%s|%s|%s|%s|%s|%016llx", be->platform_id,
+    snprintf(id, id_size, "posenc-clbin-2|%s|%s|%s|%s|%s|%s|%s|%s|%016llx", be->platform_id,
              be->info.device_name, be->info.vendor, be->info.api_version,
              be->info.driver_version, POSENC_VERSION_STRING, options, op->name,
              (unsigned long long)src);
@@ -967,32 +1011,78 @@ static void cache_identity(const struct pe_cl_backend *be, const struct pe_cl_so
              (unsigned long long)k2);
 }
 
-/* Read a whole small file into a malloc'd block. */
-static unsigned char *read_small_file(const char *path, size_t limit, size_t *out_size)
+#if !defined(_WIN32)
+/* mkdir -p for the cache folder (0700 for what it creates). */
+static bool make_dirs(const char *dir)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char buf[PE_CL_PATH_MAX];
+    if (strlen(dir) >= sizeof(buf))
+        return false;
+    strcpy(buf, dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return false;
+        *p = '/';
+    }
+    return mkdir(buf, 0700) == 0 || errno == EEXIST;
+}
+#endif
+
+#if !defined(_WIN32)
+/* Open `path` for reading without ever blocking (O_NONBLOCK: a FIFO or device at the path
+ * does not wait for a writer) and only if it is a regular file; symbolic links are not
+ * followed when `no_links`. Returns the descriptor, or -1 with *why set (NULL: no file). */
+static int open_regular(const char *path, bool no_links, struct stat *st, const char **why)
+{
+    *why = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (no_links ? O_NOFOLLOW : 0));
+    if (fd < 0) {
+        if (errno != ENOENT)
+            *why = errno == ELOOP ? "a symbolic link" : strerror(errno);
+        return -1;
+    }
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+        *why = "not a regular file";
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The cache entry at `path`, read whole into a malloc'd block when it is a regular file
+ * of this user that only this user can write, at most `limit` bytes; else NULL (*why
+ * says why, NULL when there is no file). */
+static unsigned char *read_cache_file(const char *path, size_t limit, size_t *out_size,
+                                      const char **why)
+{
+    struct stat st;
+    int fd = open_regular(path, true, &st, why);
+    if (fd < 0)
         return NULL;
     unsigned char *data = NULL;
-    size_t size = 0, cap = 0;
-    for (;;) {
-        if (cap - size < 65536) {
-            cap = cap ? 2 * cap : 262144;
-            if (cap > limit + 65536)
-                break;
-            unsigned char *grown = realloc(data, cap);
-            if (!grown)
-                break;
-            data = grown;
-        }
-        size_t got = fread(data + size, 1, cap - size, f);
-        size += got;
-        if (got == 0)
-            break;
+    if (st.st_uid != geteuid())
+        *why = "owned by another user";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        *why = "writable by group or others";
+    else if (st.st_size <= 0 || (uint64_t)st.st_size > (uint64_t)limit)
+        *why = "of an impossible size";
+    else if (!(data = malloc((size_t)st.st_size)))
+        *why = "out of host memory";
+    size_t size = 0;
+    while (!*why && size < (size_t)st.st_size) {
+        ssize_t got = read(fd, data + size, (size_t)st.st_size - size);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            *why = got < 0 ? strerror(errno) : "truncated while read";
+        else
+            size += (size_t)got;
     }
-    bool ok = !ferror(f) && feof(f);
-    fclose(f);
-    if (!ok) {
+    close(fd);
+    if (*why) {
         free(data);
         return NULL;
     }
@@ -1000,21 +1090,76 @@ static unsigned char *read_small_file(const char *path, size_t limit, size_t *ou
     return data;
 }
 
+/* Is the cache folder private to this user (see "Trust" above)? Creates it (0700) first
+ * with `create`. An untrusted folder is reported once per context at WARN. */
+static bool cache_dir_trusted(struct pe_cl_backend *be, bool create)
+{
+    posenc_context *ctx = be->base.ctx;
+    if (create && !make_dirs(be->cache_dir)) {
+        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: cannot create the cache folder %s: %s",
+               be->cache_dir, strerror(errno));
+        return false;
+    }
+    char real[PATH_MAX];
+    if (!realpath(be->cache_dir, real))
+        return false; /* not there (yet): nothing to load */
+    const uid_t me = geteuid();
+    const char *why = NULL;
+    struct stat st;
+    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+        why = "is not a folder";
+    else if (st.st_uid != me)
+        why = "is owned by another user";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        why = "is writable by group or others";
+    /* every folder above: this user's or root's, and not open to others unless sticky */
+    for (char *slash = strrchr(real, '/'); !why && slash; slash = strrchr(real, '/')) {
+        *slash = '\0';
+        const char *up = real[0] ? real : "/";
+        if (stat(up, &st) != 0)
+            why = "has a folder above it that cannot be examined";
+        else if ((st.st_uid != me && st.st_uid != 0) ||
+                 ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)))
+            why = "is inside a folder that other users can change";
+        if (!real[0])
+            break;
+    }
+    if (why && !be->cache_warned) {
+        be->cache_warned = true;
+        pe_log(ctx, POSENC_LOG_WARN,
+               "opencl: program-binary cache %s %s: not used (it must be private to this user, "
+               "like ~/.ssh)",
+               be->cache_dir, why);
+    }
+    return why == NULL;
+}
+#endif
+
 /* A program from the cache file, built (loaded) for the device; NULL when there is none
  * or it does not match. */
 static cl_program cache_load(struct pe_cl_backend *be, const char *path, const char *id,
                              const char *options)
 {
+#if defined(_WIN32)
+    (void)be, (void)path, (void)id, (void)options;
+    return NULL;
+#else
     posenc_context *ctx = be->base.ctx;
-    size_t size = 0;
-    unsigned char *data = read_small_file(path, PE_CL_CACHE_MAX_BINARY, &size);
-    if (!data)
+    if (!cache_dir_trusted(be, false))
         return NULL;
+    size_t size = 0;
+    const char *why = NULL;
+    unsigned char *data =
+        read_cache_file(path, PE_CL_CACHE_MAX_BINARY + PE_CL_ID_MAX + 64, &size, &why);
+    if (!data) {
+        if (why)
+            pe_log(ctx, POSENC_LOG_DEBUG, "opencl: ignoring cache file %s: %s", path, why);
+        return NULL;
+    }
     const size_t id_len = strlen(id);
     const size_t head = 8 + 4 + id_len + 16;
     uint32_t stored_len = 0;
     uint64_t bin_size = 0, bin_hash = 0;
-    const char *why = NULL;
     if (size < head || memcmp(data, PE_CL_CACHE_MAGIC, 8) != 0) {
         why = "not a posenc cache file";
     } else {
@@ -1025,8 +1170,9 @@ static cl_program cache_load(struct pe_cl_backend *be, const char *path, const c
             why = "another device, driver, source or options";
         else if (bin_size == 0 || bin_size != size - head)
             why = "truncated";
-        else if (fnv1a(0xcbf29ce484222325ull, data + head, (size_t)bin_size) != bin_hash)
-            why = "corrupt";
+        else if (fnv1a(fnv1a(0xcbf29ce484222325ull, id, id_len), data + head,
+                       (size_t)bin_size) != bin_hash)
+            why = "corrupt, or a binary stored for another identity";
     }
     if (why) {
         pe_log(ctx, POSENC_LOG_DEBUG, "opencl: ignoring cache file %s: %s", path, why);
@@ -1054,27 +1200,9 @@ static cl_program cache_load(struct pe_cl_backend *be, const char *path, const c
         return NULL;
     }
     return prog;
+#endif
 }
 
-#if !defined(_WIN32)
-/* mkdir -p for the cache folder (0700 for what it creates). */
-static bool make_dirs(const char *dir)
-{
-    char buf[PE_CL_PATH_MAX];
-    if (strlen(dir) >= sizeof(buf))
-        return false;
-    strcpy(buf, dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return false;
-        *p = '/';
-    }
-    return mkdir(buf, 0700) == 0 || errno == EEXIST;
-}
-#endif
 
 /* Save a program built from source to its cache file (temporary file + rename). */
 static void cache_store(struct pe_cl_backend *be, cl_program prog, const char *path,
@@ -1101,9 +1229,7 @@ static void cache_store(struct pe_cl_backend *be, cl_program prog, const char *p
         free(bin);
         return;
     }
-    if (!make_dirs(be->cache_dir)) {
-        pe_log(ctx, POSENC_LOG_DEBUG, "opencl: cannot create the cache folder %s: %s",
-               be->cache_dir, strerror(errno));
+    if (!cache_dir_trusted(be, true)) {
         free(bin);
         return;
     }
@@ -1111,12 +1237,15 @@ static void cache_store(struct pe_cl_backend *be, cl_program prog, const char *p
     char tmp[PE_CL_PATH_MAX + 160];
     snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%p.%u", path, (long)getpid(), (void *)be,
              be->cache_seq++);
-    FILE *f = fopen(tmp, "wb");
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
     bool ok = f != NULL;
     if (ok) {
         const uint32_t id_len = (uint32_t)strlen(id);
         const uint64_t size64 = bin_size;
-        const uint64_t hash = fnv1a(0xcbf29ce484222325ull, bin, bin_size);
+        const uint64_t hash = fnv1a(fnv1a(0xcbf29ce484222325ull, id, id_len), bin, bin_size);
         ok = fwrite(PE_CL_CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&id_len, 4, 1, f) == 1 &&
              fwrite(id, 1, id_len, f) == id_len && fwrite(&size64, 8, 1, f) == 1 &&
              fwrite(&hash, 8, 1, f) == 1 && fwrite(bin, 1, bin_size, f) == bin_size;
@@ -1518,24 +1647,29 @@ posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const
         *out = t->mem;
         return POSENC_OK;
     }
-    void *host = malloc(size);
-    if (!host)
-        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (%s, %zu "
-                        "bytes)", what, size);
-    memcpy(host, data, size);
-    cl_mem mem = NULL;
-    posenc_status st = pe_cl_upload(be, what, data, size, &mem);
-    if (st != POSENC_OK) {
-        free(host);
-        return st;
+    /* The host record only ever grows: the launches of an op cut along heads (ALiBi's
+     * slopes) come largest first, so later ones do not allocate host memory. */
+    if (size > t->host_cap) {
+        void *grown = malloc(size);
+        if (!grown)
+            return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory (%s, "
+                            "%zu bytes)", what, size);
+        free(t->host);
+        t->host = grown;
+        t->host_cap = size;
+        if (t->mem) { /* the record is gone: so is the match */
+            pe_cl_release_mem(be, t->mem);
+            t->mem = NULL;
+        }
     }
+    cl_mem mem = NULL;
+    PE_RETURN_IF_ERROR(pe_cl_upload(be, what, data, size, &mem));
     /* The old buffer may still be read by queued kernels: OpenCL keeps it alive until
      * they are done. */
     if (t->mem)
         pe_cl_release_mem(be, t->mem);
-    free(t->host);
+    memcpy(t->host, data, size);
     t->mem = mem;
-    t->host = host;
     t->size = size;
     *out = mem;
     return POSENC_OK;

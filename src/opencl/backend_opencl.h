@@ -62,6 +62,7 @@ struct pe_cl_backend {
     int evict_next; /* the slot a full program cache reuses next */
     char cache_dir[PE_CL_PATH_MAX]; /* program-binary cache folder; "" = off */
     unsigned cache_seq;             /* cache files written (temporary names) */
+    bool cache_warned;              /* an untrusted cache folder was reported (once) */
     int fp64;                       /* cl_khr_fp64: the vector kernels' sincos (common.cl) */
     /* Bumped whenever posenc releases a cl_mem (pe_cl_release_mem): a remembered kernel
      * argument naming a released object is never reused, even if a new object gets the
@@ -72,9 +73,14 @@ struct pe_cl_backend {
      * re-uploaded only when their contents change (pe_cl_table). */
     struct pe_cl_table {
         cl_mem mem;
-        void *host;      /* what mem holds */
+        void *host;      /* what mem holds (host_cap bytes, grown only) */
         size_t size;
+        size_t host_cap;
     } tab_rope, tab_sin, tab_alibi;
+    /* CLBlast batch lists (ops_attention.c), grown only and reserved by attn_scores for
+     * attn_output too: no query block and no output step allocates after the first. */
+    void *gemm_scratch;
+    size_t gemm_scratch_cap;
     float *rope_scratch; /* host staging of the rope table */
     size_t rope_scratch_size;
     int used_clblast;    /* a CLBlast routine ran on this context (cleared at destroy) */

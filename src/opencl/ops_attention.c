@@ -194,6 +194,41 @@ static bool arithmetic(const size_t *off, size_t n, size_t *stride)
     return true;
 }
 
+/* The batch lists of one GEMM of `batches` matrices in the backend's scratch (grown only,
+ * struct pe_cl_backend): three offset lists and the alpha / beta lists, any may be NULL.
+ * The scores and output GEMMs of posenc_attention have the same batch count, and
+ * attn_scores runs first: only it can allocate, before anything is written. */
+static posenc_status gemm_lists(struct pe_cl_backend *be, size_t batches, size_t **o0,
+                                size_t **o1, size_t **o2, float **alphas, float **betas)
+{
+    const size_t bytes = batches * (3 * sizeof(size_t) + 2 * sizeof(float));
+    if (batches > SIZE_MAX / (4 * sizeof(size_t)))
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory for %zu GEMM batches", batches);
+    if (bytes > be->gemm_scratch_cap) {
+        void *grown = malloc(bytes);
+        if (!grown)
+            return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                            "out of host memory for %zu GEMM batches", batches);
+        free(be->gemm_scratch);
+        be->gemm_scratch = grown;
+        be->gemm_scratch_cap = bytes;
+    }
+    size_t *offs = be->gemm_scratch;
+    float *f = (float *)(offs + 3 * batches);
+    if (o0)
+        *o0 = offs;
+    if (o1)
+        *o1 = offs + batches;
+    if (o2)
+        *o2 = offs + 2 * batches;
+    if (alphas)
+        *alphas = f;
+    if (betas)
+        *betas = f + batches;
+    return POSENC_OK;
+}
+
 /*
  * One row-major GEMM per batch i:  C_i (m x n) = alpha * A_i (m x k) . op(B_i)  with
  * op(B) = B^T (B_i stored n x k) when b_trans, else B (stored k x n); beta = 0.
@@ -223,14 +258,8 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
             return clblast_fail(be, "CLBlastSgemmStridedBatched", what, m, n, k, batches, code);
         return POSENC_OK;
     }
-    float *alphas = malloc(batches * sizeof(float));
-    float *betas = malloc(batches * sizeof(float));
-    if (!alphas || !betas) {
-        free(alphas);
-        free(betas);
-        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
-                        "out of host memory for %zu GEMM batches", batches);
-    }
+    float *alphas, *betas;
+    PE_RETURN_IF_ERROR(gemm_lists(be, batches, NULL, NULL, NULL, &alphas, &betas));
     for (size_t i = 0; i < batches; i++) {
         alphas[i] = alpha;
         betas[i] = 0.0f;
@@ -239,21 +268,16 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
     code = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alphas, a,
                                a_off, lda, b, b_off, ldb, betas, c, c_off, ldc, batches,
                                &be->queue, NULL);
-    free(alphas);
-    free(betas);
     if (code != CLBlastSuccess)
         return clblast_fail(be, "CLBlastSgemmBatched", what, m, n, k, batches, code);
     return POSENC_OK;
 }
 
-/* Per-batch element offsets of the (h, b) matrices, batch i = h + Hq*b. For K/V views
- * (kv), head h reads head h / group. */
-static size_t *batch_offsets(const struct pe_view *v, int64_t Hq, int64_t B, int64_t group,
-                             int head_dim, int batch_dim)
+/* Per-batch element offsets of the (h, b) matrices, batch i = h + Hq*b, into off. For K/V
+ * views (kv), head h reads head h / group. */
+static size_t *batch_offsets(size_t *off, const struct pe_view *v, int64_t Hq, int64_t B,
+                             int64_t group, int head_dim, int batch_dim)
 {
-    size_t *off = malloc((size_t)(Hq * B) * sizeof(size_t));
-    if (!off)
-        return NULL;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hq; h++)
             off[h + Hq * b] =
@@ -272,22 +296,18 @@ static posenc_status clblast_scores(struct pe_cl_backend *be, const struct pe_at
     posenc_status st = gemm_operand(be, "q", &op->q, &qv, &q_tmp);
     if (st == POSENC_OK)
         st = gemm_operand(be, "k", &op->k, &kv, &k_tmp);
+    if (st == POSENC_OK)
+        st = gemm_lists(be, (size_t)(Hq * B), &qo, &ko, &lo, NULL, NULL);
     if (st == POSENC_OK) {
-        qo = batch_offsets(&qv, Hq, B, 1, 1, 3);
-        ko = batch_offsets(&kv, Hq, B, op->group, 1, 3);
-        lo = batch_offsets(l, Hq, B, 1, 2, 3);
-        if (!qo || !ko || !lo)
-            st = pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
-                          "out of host memory for %lld GEMM batches", (long long)(Hq * B));
+        batch_offsets(qo, &qv, Hq, B, 1, 1, 3);
+        batch_offsets(ko, &kv, Hq, B, op->group, 1, 3);
+        batch_offsets(lo, l, Hq, B, 1, 2, 3);
     }
     if (st == POSENC_OK)
         st = batched_gemm(be, "scores", true, (size_t)Tq, (size_t)Tk, (size_t)D, op->scale_f32,
                           (cl_mem)qv.mem, qo, (size_t)qv.st[2], (cl_mem)kv.mem, ko,
                           (size_t)kv.st[2], (cl_mem)l->mem, lo, (size_t)l->st[1],
                           (size_t)(Hq * B));
-    free(qo);
-    free(ko);
-    free(lo);
     if (q_tmp)
         pe_cl_release_mem(be, q_tmp);
     if (k_tmp)
@@ -306,14 +326,13 @@ static posenc_status clblast_output(struct pe_cl_backend *be, const struct pe_at
     posenc_status st = gemm_operand(be, "v", &op->v, &vv, &v_tmp);
     if (st == POSENC_OK)
         st = tmp_f32(be, "output", Dv * Hq * Tq * B, &o_tmp);
+    if (st == POSENC_OK)
+        st = gemm_lists(be, (size_t)(Hq * B), &po, &vo, &oo, NULL, NULL);
     if (st == POSENC_OK) {
         ov = packed_view(o_tmp, d->ne);
-        po = batch_offsets(p, Hq, B, 1, 2, 3);
-        vo = batch_offsets(&vv, Hq, B, op->group, 1, 3);
-        oo = batch_offsets(&ov, Hq, B, 1, 1, 3);
-        if (!po || !vo || !oo)
-            st = pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
-                          "out of host memory for %lld GEMM batches", (long long)(Hq * B));
+        batch_offsets(po, p, Hq, B, 1, 2, 3);
+        batch_offsets(vo, &vv, Hq, B, op->group, 1, 3);
+        batch_offsets(oo, &ov, Hq, B, 1, 1, 3);
     }
     if (st == POSENC_OK)
         st = batched_gemm(be, "output", false, (size_t)Tq, (size_t)Dv, (size_t)Tk, 1.0f,
@@ -321,9 +340,6 @@ static posenc_status clblast_output(struct pe_cl_backend *be, const struct pe_at
                           (size_t)vv.st[2], o_tmp, oo, (size_t)ov.st[2], (size_t)(Hq * B));
     if (st == POSENC_OK)
         st = copy_view(be, d, &ov);
-    free(po);
-    free(vo);
-    free(oo);
     if (v_tmp)
         pe_cl_release_mem(be, v_tmp);
     if (o_tmp)

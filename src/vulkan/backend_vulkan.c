@@ -1055,10 +1055,11 @@ static posenc_status vk_buffer_create(struct pe_backend *b, size_t size, void **
     struct pe_vk_backend *be = (struct pe_vk_backend *)b;
     *out_mem = NULL;
     /* f16 tensors are accessed as 32-bit words: round up so the last word exists. */
+    /* (size > SIZE_MAX - 3 would wrap to 0 here: no device has such a buffer.) */
     VkDeviceSize alloc = ((VkDeviceSize)size + 3u) & ~(VkDeviceSize)3u;
     /* A buffer may be larger than one binding (maxStorageBufferRange): ops bind windows
      * of it (pe_vk_put_view). */
-    if (be->max_alloc && alloc > be->max_alloc)
+    if (alloc < (VkDeviceSize)size || (be->max_alloc && alloc > be->max_alloc))
         return pe_error(b->ctx, POSENC_ERR_UNSUPPORTED,
                         "buffer size %zu bytes exceeds this Vulkan device's "
                         "maxMemoryAllocationSize (%" PRIu64 " bytes)",
