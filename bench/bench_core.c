@@ -57,6 +57,7 @@ struct bench_opts {
     int n_threads;         /* CPU */
     int reps, warmup;
     int json, quick, cold;
+    int progress;          /* progress on stderr (a terminal, not --quiet) */
     const char *filter;    /* substring of op names */
     const char *self;      /* this executable, for the cold-start children */
     const char *subcommand;
@@ -373,6 +374,29 @@ static posenc_status time_case(struct bench_setup *s, struct bench_setup *ref, i
 /* One backend                                                                          */
 /* ------------------------------------------------------------------------------------ */
 
+/* Progress on stderr, redrawn in place: only when stderr is a terminal and not --quiet
+ * (a slow backend takes minutes per row; results go to stdout). */
+static int progress_shown;
+
+static void progress(const struct bench_opts *o, const char *backend, size_t done,
+                     size_t total, const char *what)
+{
+    if (!o->progress)
+        return;
+    fprintf(stderr, "\r\033[K%s: %zu/%zu %.60s ...", backend, done + 1, total, what);
+    fflush(stderr);
+    progress_shown = 1;
+}
+
+static void progress_clear(void)
+{
+    if (progress_shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        progress_shown = 0;
+    }
+}
+
 static void print_header(void)
 {
     printf("%-32s %-18s %9s %8s %8s %11s  %s\n", "op", "shape", "GB/s", "% ceil", "ceil",
@@ -381,6 +405,7 @@ static void print_header(void)
 
 static void print_row(const struct row *r)
 {
+    progress_clear();
     const char *tgt = r->target < 0 ? "-" : r->target ? "met" : "MISSED";
     if (r->state != ROW_OK) {
         printf("%-32s %-18s %9s %8s %8s %11s  %s\n", r->op, r->shape, "-", "-", "-", "-",
@@ -449,10 +474,15 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
     struct bench_setup ceil_s, min_s;
     bool have_ceil = false, have_min = false;
     const double ceil_bytes = case_bytes(&cases[0], o->quick ? cases[0].ne_quick : cases[0].ne);
+    size_t total = 0, done = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        total += !o->filter || cases[i].kind == BK_COPY || cases[i].kind == BK_MINIMAL ||
+                 strstr(cases[i].name, o->filter);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct bench_case *c = &cases[i];
         if (o->filter && c->kind != BK_COPY && c->kind != BK_MINIMAL && !strstr(c->name, o->filter))
             continue;
+        progress(o, bname, done++, total, c->name);
         const int64_t *ne = o->quick ? c->ne_quick : c->ne;
         struct row *r = add_row();
         if (!r)
@@ -530,9 +560,12 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
                     r->target = r->pct >= f32_ref;
             }
         }
+        if (o->quick)
+            r->target = -1; /* small shapes and few calls: no verdict */
         if (!o->json)
             print_row(r);
     }
+    progress_clear();
     if (have_ceil)
         teardown(&ceil_s);
     if (have_min)
@@ -681,9 +714,10 @@ static void cold_row(posenc_backend_kind kind, const char *what, const double t[
         snprintf(r->note, sizeof(r->note), "create %.1f ms + first rope %.1f ms", t[0] * 1e3,
                  t[1] * 1e3);
         if ((kind == POSENC_BACKEND_OPENCL || kind == POSENC_BACKEND_VULKAN) &&
-            strstr(what, "all caches warm"))
+            strstr(what, "all caches warm") && !o->quick)
             r->target = r->median_s <= 0.100;
     }
+    progress_clear();
     if (!o->json) {
         const char *tgt = r->target < 0 ? "-" : r->target ? "met" : "MISSED";
         if (ok)
@@ -714,13 +748,18 @@ static void bench_cold(const struct bench_opts *o, posenc_backend_kind kind)
         printf("== %s cold start (context creation + first RoPE, fresh process each)\n",
                posenc_backend_name(kind));
     double t[2] = {0, 0};
+    const char *bname = posenc_backend_name(kind);
+    size_t n_cold = kind == POSENC_BACKEND_CPU ? 1 : 3;
     /* 1: every cache empty (this run fills posenc's cache and driver1) */
+    progress(o, bname, 0, n_cold, "cold start: no caches");
     int ok = run_child(o, kind, pz, d1, t) == 0;
     cold_row(kind, "no caches", t, ok, o);
     if (kind != POSENC_BACKEND_CPU) {
         /* 2: posenc's binary cache warm, the driver's own cache empty */
+        progress(o, bname, 1, n_cold, "cold start: posenc cache warm, driver cold");
         ok = run_child(o, kind, pz, d2, t) == 0;
         cold_row(kind, "posenc cache warm, driver cold", t, ok, o);
+        progress(o, bname, 2, n_cold, "cold start: all caches warm (3 processes)");
         /* 3: every cache warm: the median of 3 */
         double tt[3][2], sum[3];
         int good = 1;
@@ -801,7 +840,7 @@ static void print_json(const struct bench_opts *o)
 static void usage(const char *prog)
 {
     printf("usage: %s [--backend cpu|opencl|vulkan]... [--threads N] [--reps N] [--warmup N]\n"
-           "       [--op TEXT] [--no-cold] [--quick] [--json]\n\n"
+           "       [--op TEXT] [--no-cold] [--quick] [--json] [--quiet]\n\n"
            "Measures, per backend, the copy ceiling (posenc_copy of 64 MiB) and every\n"
            "memory-bound op at the issue's shapes: GB/s (bytes read + written), the share of\n"
            "the ceiling, microseconds per call (median of --reps timed calls after --warmup),\n"
@@ -812,8 +851,9 @@ static void usage(const char *prog)
            "  --warmup N   untimed calls first (default 3)\n"
            "  --op TEXT    only ops whose name contains TEXT (the ceiling always runs)\n"
            "  --no-cold    skip the cold-start processes\n"
-           "  --quick      small shapes (a smoke test; the numbers mean little)\n"
-           "  --json       one JSON document instead of the tables\n",
+           "  --quick      small shapes, few calls: a smoke test; no met/MISSED verdicts\n"
+           "  --json       one JSON document instead of the tables\n"
+           "  --quiet      no progress on stderr (it is shown only on a terminal anyway)\n",
            prog);
 }
 
@@ -828,13 +868,21 @@ int bench_main(int argc, char **argv, const char *subcommand)
     o.subcommand = subcommand;
     const char *prog = subcommand ? "posenc bench" : (argc > 0 ? argv[0] : "posenc_bench");
     int cold_child_kind = -1;
+    int quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--cold-child") ||
+                          !strcmp(a, "--threads") || !strcmp(a, "--reps") ||
+                          !strcmp(a, "--warmup") || !strcmp(a, "--op");
+        if (takes_value && !v) {
+            fprintf(stderr, "%s: %s needs a value (try %s --help)\n", prog, a, prog);
+            return 2;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(prog);
             return 0;
-        } else if (!strcmp(a, "--backend") && v) {
+        } else if (!strcmp(a, "--backend")) {
             int found = 0;
             for (int k = 1; k < POSENC_BACKEND_COUNT; k++)
                 if (!strcmp(v, posenc_backend_name((posenc_backend_kind)k))) {
@@ -842,21 +890,22 @@ int bench_main(int argc, char **argv, const char *subcommand)
                     found = 1;
                 }
             if (!found) {
-                fprintf(stderr, "%s: unknown backend '%s'\n", prog, v);
+                fprintf(stderr, "%s: unknown backend '%s' (cpu, opencl, vulkan)\n", prog, v);
                 return 2;
             }
             i++;
-        } else if (!strcmp(a, "--cold-child") && v) {
+        } else if (!strcmp(a, "--cold-child")) {
             for (int k = 1; k < POSENC_BACKEND_COUNT; k++)
                 if (!strcmp(v, posenc_backend_name((posenc_backend_kind)k)))
                     cold_child_kind = k;
             i++;
-        } else if ((!strcmp(a, "--threads") || !strcmp(a, "--reps") || !strcmp(a, "--warmup")) &&
-                   v) {
+        } else if (!strcmp(a, "--threads") || !strcmp(a, "--reps") || !strcmp(a, "--warmup")) {
             char *end;
+            long lo = strcmp(a, "--reps") == 0 ? 1 : 0, hi = 100000;
             long n = strtol(v, &end, 10);
-            if (*end || n < 0 || n > 100000 || (strcmp(a, "--reps") == 0 && n < 1)) {
-                fprintf(stderr, "%s: bad value for %s: '%s'\n", prog, a, v);
+            if (!*v || *end || n < lo || n > hi) {
+                fprintf(stderr, "%s: %s must be an integer in [%ld, %ld]%s, got '%s'\n", prog, a,
+                        lo, hi, strcmp(a, "--threads") == 0 ? " (0 = all cores)" : "", v);
                 return 2;
             }
             if (!strcmp(a, "--threads"))
@@ -866,7 +915,7 @@ int bench_main(int argc, char **argv, const char *subcommand)
             else
                 o.warmup = (int)n;
             i++;
-        } else if (!strcmp(a, "--op") && v) {
+        } else if (!strcmp(a, "--op")) {
             o.filter = v;
             i++;
         } else if (!strcmp(a, "--no-cold")) {
@@ -875,8 +924,22 @@ int bench_main(int argc, char **argv, const char *subcommand)
             o.quick = 1;
         } else if (!strcmp(a, "--json")) {
             o.json = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
         } else {
-            fprintf(stderr, "%s: unknown argument '%s' (try --help)\n", prog, a);
+            fprintf(stderr, "%s: unknown argument '%s' (try %s --help)\n", prog, a, prog);
+            return 2;
+        }
+    }
+    o.progress = !quiet && isatty(STDERR_FILENO);
+    if (o.filter) {
+        int any = 0;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+            any |= cases[i].kind != BK_COPY && cases[i].kind != BK_MINIMAL &&
+                   strstr(cases[i].name, o.filter) != NULL;
+        if (!any) {
+            fprintf(stderr, "%s: no op matches --op '%s' (names look like '%s')\n", prog,
+                    o.filter, cases[2].name);
             return 2;
         }
     }
@@ -906,6 +969,8 @@ int bench_main(int argc, char **argv, const char *subcommand)
         printf("posenc %s benchmark: median of %d timed calls after %d warm-up (decode: %d); "
                "GB/s = bytes read + written; CPU with %s\n",
                posenc_version(), o.reps, o.warmup, 10 * o.reps, threads);
+        if (o.quick)
+            printf("--quick: small shapes and few calls, a smoke test: no target is judged\n");
         FILE *la = fopen("/proc/loadavg", "r");
         char load[64];
         if (la && fgets(load, sizeof(load), la))

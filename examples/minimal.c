@@ -7,7 +7,7 @@
 int main(void)
 {
     enum { D = 6, T = 3 };
-    /* token embeddings [T][D] (posenc's tensor [D, T]); token 0's is the seeds' example */
+    /* token embeddings [T][D] (posenc's tensor [D, T]); token 0's is worked out below */
     float emb[T][D] = {{0.51f, -0.22f, 0.88f, 0.14f, 0.0f, 0.0f}, {0}, {0}};
     const int32_t pos[T] = {0, 1, 2}; /* the position of each token */
 
@@ -44,8 +44,8 @@ int main(void)
     if (st != POSENC_OK)
         return 1;
 
-    /* the seeds' two worked examples (3 decimals): token 0 = its embedding + PE(0), and
-     * token 2 (a zero embedding) = PE(2) */
+    /* two worked examples (3 decimals): token 0 = its embedding + PE(0), and token 2
+     * (a zero embedding) = PE(2) */
     const float want[2][D] = {{0.51f, 0.78f, 0.88f, 1.14f, 0.0f, 1.0f},
                               {0.909f, -0.416f, 0.092f, 0.995f, 0.004f, 0.999f}};
     int bad = 0;

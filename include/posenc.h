@@ -25,9 +25,19 @@
  * ------
  * Every fallible call returns a posenc_status (POSENC_OK == 0). After a failure,
  * posenc_context_last_error() returns a message naming the argument and the value that
- * was wrong (or the native OpenCL / Vulkan error and the call that failed); calls without
- * a context (posenc_rope_freqs, posenc_alibi_slopes, ...) return the status only. On an
- * argument error (INVALID_ARGUMENT, OUT_OF_RANGE, UNSUPPORTED) the destination tensor,
+ * was wrong (or the native OpenCL / Vulkan error and the call that failed).
+ *
+ * Calls without a context (posenc_rope_freqs, posenc_rope_params_from_ggml,
+ * posenc_sinusoidal_freqs, posenc_alibi_slopes, posenc_relbias_bucket,
+ * posenc_context_create, posenc_context_create_from_host, posenc_backend_device_count,
+ * and any call given a NULL context or buffer) report theirs through posenc_last_error():
+ * one message per thread, set by every failing posenc call on the calling thread (calls
+ * with a context set it too, to the same text as posenc_context_last_error), left as it
+ * is by calls that succeed -- so read it right after the call that failed, on the same
+ * thread. It is the only state those functions write besides their outputs. (A call
+ * refused because another thread is inside the same context sets it too.)
+ *
+ * On an argument error (INVALID_ARGUMENT, OUT_OF_RANGE, UNSUPPORTED) the destination tensor,
  * buffer or host array is left untouched: all arguments are checked before anything is
  * written. After OUT_OF_MEMORY or BACKEND, posenc_sincos_2d may have written one half of
  * its destination; every other op writes nothing: an op cut into several launches by the
@@ -88,8 +98,9 @@
  *       posenc_sinusoidal_freqs, posenc_rope_freqs, posenc_rope_params_from_ggml,
  *       posenc_relbias_bucket, posenc_alibi_slopes: thread-safe and pure (their result
  *       depends only on their arguments; they read no environment variable and no global
- *       state, and write only their output arguments), callable at any time from any
- *       thread, with or without contexts alive.
+ *       state, and write only their output arguments and, on failure, the calling
+ *       thread's posenc_last_error()), callable at any time from any thread, with or
+ *       without contexts alive.
  *   host-owned devices: see "Sharing a device with the host application" for the rule
  *       on the application's Vulkan queue.
  *   log callback: called on the thread that made the posenc call (a driver may call it
@@ -323,6 +334,13 @@ POSENC_API posenc_status posenc_context_finish(posenc_context *ctx);
  * or native call and the value. Returns "" when the last call succeeded, "ctx is NULL"
  * for a NULL ctx; never NULL. Valid until the next call on the context. */
 POSENC_API const char *posenc_context_last_error(const posenc_context *ctx);
+
+/* The message of the last failed posenc call on the calling thread, with or without a
+ * context (see "Errors"): e.g. after posenc_rope_freqs returned INVALID_ARGUMENT,
+ * "params->scaling.factor = -2 must be finite and > 0 (0 = 1)". Thread-local; not cleared by
+ * calls that succeed; "" before any failure on this thread; never NULL. Valid until the
+ * next posenc call on this thread. */
+POSENC_API const char *posenc_last_error(void);
 
 typedef enum posenc_device_type {
     POSENC_DEVICE_OTHER = 0,

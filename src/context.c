@@ -75,6 +75,7 @@ static posenc_status context_begin(const struct posenc_context_params *params,
         out_error[0] = '\0';
     if (!out_ctx) {
         pe_strlcpy(out_error, "out_ctx is NULL", error_size);
+        pe_set_thread_error("out_ctx is NULL");
         return POSENC_ERR_INVALID_ARGUMENT;
     }
     *out_ctx = NULL;
@@ -82,6 +83,7 @@ static posenc_status context_begin(const struct posenc_context_params *params,
     posenc_context *ctx = calloc(1, sizeof(*ctx));
     if (!ctx) {
         pe_strlcpy(out_error, "out of host memory allocating the context", error_size);
+        pe_set_thread_error("out of host memory allocating the context");
         return POSENC_ERR_OUT_OF_MEMORY;
     }
     atomic_init(&ctx->owner, 0);
@@ -207,6 +209,7 @@ posenc_status posenc_context_create(const struct posenc_context_params *params,
 
 fail:
     pe_strlcpy(out_error, ctx->last_error, error_size);
+    pe_set_thread_error("%s", ctx->last_error);
     free(ctx);
     return st;
 }
@@ -321,6 +324,7 @@ posenc_status posenc_context_create_from_host(const struct posenc_context_params
 
 fail:
     pe_strlcpy(out_error, ctx->last_error, error_size);
+    pe_set_thread_error("%s", ctx->last_error);
     free(ctx);
     return st;
 }
@@ -357,7 +361,7 @@ void posenc_context_destroy(posenc_context **pctx)
 posenc_status posenc_context_finish(posenc_context *ctx)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     return ctx->backend->vt->finish(ctx->backend);
 }
@@ -366,7 +370,7 @@ posenc_status posenc_context_get_info(const posenc_context *ctx,
                                       struct posenc_device_info *out_info)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER((posenc_context *)ctx);
     if (!out_info)
         return pe_error((posenc_context *)ctx, POSENC_ERR_INVALID_ARGUMENT, "out_info is NULL");
@@ -385,6 +389,7 @@ posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *
         out_reason[0] = '\0';
     if (!out_count) {
         pe_strlcpy(out_reason, "out_count is NULL", reason_size);
+        pe_set_thread_error("out_count is NULL");
         return POSENC_ERR_INVALID_ARGUMENT;
     }
     *out_count = 0;
@@ -392,6 +397,7 @@ posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *
         char msg[96];
         snprintf(msg, sizeof(msg), "backend = %d is not CPU, OPENCL or VULKAN", (int)backend);
         pe_strlcpy(out_reason, msg, reason_size);
+        pe_set_thread_error("%s", msg);
         return POSENC_ERR_INVALID_ARGUMENT;
     }
     const struct pe_backend_vtable *vt = pe_backend_lookup(backend);
@@ -400,6 +406,7 @@ posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *
         snprintf(msg, sizeof(msg), "backend %s is unavailable: %s", posenc_backend_name(backend),
                  unavailable_reason(backend));
         pe_strlcpy(out_reason, msg, reason_size);
+        pe_set_thread_error("%s", msg);
         return POSENC_ERR_UNAVAILABLE;
     }
     char why[PE_ERR_MAX] = "";
@@ -410,6 +417,8 @@ posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *
         st = POSENC_ERR_UNAVAILABLE;
     }
     pe_strlcpy(out_reason, why, reason_size);
+    if (st != POSENC_OK)
+        pe_set_thread_error("%s", why);
     return st;
 }
 
@@ -439,7 +448,7 @@ posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buff
     if (out_buffer)
         *out_buffer = NULL;
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     if (!out_buffer)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_buffer is NULL");
@@ -494,7 +503,7 @@ posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl_mem,
     if (out_buffer)
         *out_buffer = NULL;
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     posenc_buffer *b;
     PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_OPENCL, "posenc_buffer_wrap_opencl",
@@ -520,7 +529,7 @@ posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
     if (out_buffer)
         *out_buffer = NULL;
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     posenc_buffer *b;
     PE_RETURN_IF_ERROR(wrap_begin(ctx, POSENC_BACKEND_VULKAN, "posenc_buffer_wrap_vulkan",
@@ -593,7 +602,8 @@ posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const vo
                                   size_t size)
 {
     if (!buffer || !buffer->ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                        buffer ? "buffer's context was destroyed" : "buffer is NULL");
     posenc_context *ctx = buffer->ctx;
     PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(check_range(buffer, offset, src, size, "src"));
@@ -606,7 +616,8 @@ posenc_status posenc_buffer_write(posenc_buffer *buffer, size_t offset, const vo
 posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset, void *dst, size_t size)
 {
     if (!buffer || !buffer->ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                        buffer ? "buffer's context was destroyed" : "buffer is NULL");
     posenc_context *ctx = buffer->ctx;
     PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(check_range(buffer, offset, dst, size, "dst"));

@@ -80,9 +80,13 @@ static inline void pe_buffer_touch(struct posenc_buffer *b)
         b->generation++;
 }
 
-/* Record an error on ctx (formatted message), log it, and return `status`. */
+/* Record an error on ctx (formatted message) and as this thread's posenc_last_error(), log
+ * it, and return `status`. With ctx NULL (calls without a context), only the latter. */
 posenc_status pe_error(posenc_context *ctx, posenc_status status, const char *fmt, ...)
     PE_PRINTF(3, 4);
+/* Set this thread's posenc_last_error() message (pe_error does it too, with or without a
+ * context): for the failures of calls without a context that do not go through pe_error. */
+void pe_set_thread_error(const char *fmt, ...) PE_PRINTF(1, 2);
 /* Log a message at `level` through the context's callback (if any). */
 void pe_log(posenc_context *ctx, posenc_log_level level, const char *fmt, ...) PE_PRINTF(3, 4);
 void pe_clear_error(posenc_context *ctx);

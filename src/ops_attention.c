@@ -439,7 +439,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
                                const struct posenc_attention_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct posenc_attention_params p;
     memset(&p, 0, sizeof(p));
@@ -696,7 +696,7 @@ posenc_status posenc_attention_decay(posenc_context *ctx, int64_t head_dim, int6
                                      double *out_weight)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     if (head_dim < 1 || head_dim > (1 << 20))
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,

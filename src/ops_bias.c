@@ -157,7 +157,7 @@ posenc_status posenc_relbias_bucket(const struct posenc_relbias_params *params, 
     int64_t n_buckets;
     PE_RETURN_IF_ERROR(relbias_resolve(NULL, params, &p, &n_buckets));
     if (!out_bucket)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "out_bucket is NULL");
     *out_bucket = bucket_of(&p, rel);
     return POSENC_OK;
 }
@@ -229,7 +229,7 @@ posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
                              const struct posenc_relbias_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_view vd, vl;
     memset(&vl, 0, sizeof(vl));
@@ -268,7 +268,7 @@ posenc_status posenc_relbias_backward(posenc_context *ctx, const posenc_tensor *
                                       const struct posenc_relbias_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_relbias_bwd_op op;
     memset(&op, 0, sizeof(op));
@@ -389,8 +389,11 @@ posenc_status posenc_alibi_slopes(int64_t n_head, const struct posenc_alibi_para
 {
     struct posenc_alibi_params p;
     PE_RETURN_IF_ERROR(alibi_resolve(NULL, params, &p));
-    if (n_head < 1 || !out_slopes)
-        return POSENC_ERR_INVALID_ARGUMENT;
+    if (n_head < 1)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "n_head = %lld, must be >= 1",
+                        (long long)n_head);
+    if (!out_slopes)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "out_slopes is NULL");
     return alibi_fill(NULL, n_head, &p, out_slopes);
 }
 
@@ -443,7 +446,7 @@ posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
                            const posenc_tensor *dst, const struct posenc_alibi_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_view vd, vl;
     memset(&vl, 0, sizeof(vl));

@@ -8,7 +8,7 @@
 posenc_status posenc_copy(posenc_context *ctx, const posenc_tensor *src, const posenc_tensor *dst)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_copy_op op;
     memset(&op, 0, sizeof(op));

@@ -9,7 +9,7 @@
 posenc_status posenc_fill(posenc_context *ctx, const posenc_tensor *dst, double value)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_fill_op op;
     memset(&op, 0, sizeof(op));

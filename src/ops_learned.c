@@ -103,7 +103,7 @@ posenc_status posenc_learned(posenc_context *ctx, const posenc_tensor *x,
                              const posenc_tensor *dst)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_learned_op op;
     memset(&op, 0, sizeof(op));
@@ -155,7 +155,7 @@ posenc_status posenc_learned_backward(posenc_context *ctx, const posenc_tensor *
                                       const posenc_tensor *pos, const posenc_tensor *dtable)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_learned_bwd_op op;
     memset(&op, 0, sizeof(op));

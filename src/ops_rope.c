@@ -219,7 +219,7 @@ posenc_status posenc_rope(posenc_context *ctx, const posenc_tensor *x, const pos
                           const posenc_tensor *dst, const struct posenc_rope_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
@@ -249,7 +249,7 @@ posenc_status posenc_rope_qk(posenc_context *ctx, const posenc_tensor *q, const 
                              const posenc_tensor *k_out, const struct posenc_rope_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
@@ -310,7 +310,7 @@ posenc_status posenc_rope_rerotate(posenc_context *ctx, const posenc_tensor *k,
                                    const struct posenc_rope_params *to, const posenc_tensor *dst)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));
@@ -366,7 +366,7 @@ posenc_status posenc_rope_set_rows(posenc_context *ctx, const posenc_tensor *x,
                                    const struct posenc_set_rows_params *rows_params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_rope_op op;
     memset(&op, 0, sizeof(op));

@@ -83,7 +83,7 @@ posenc_status posenc_set_rows(posenc_context *ctx, const posenc_tensor *src,
                               const struct posenc_set_rows_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_set_rows_op op;
     memset(&op, 0, sizeof(op));

@@ -60,7 +60,7 @@ posenc_status posenc_sinusoidal_freqs(int64_t d, const struct posenc_sinusoidal_
     struct posenc_sinusoidal_params p;
     PE_RETURN_IF_ERROR(resolve_params(NULL, d, params, &p));
     if (!out_freq)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "out_freq is NULL");
     fill_freqs(d, &p, out_freq);
     return POSENC_OK;
 }
@@ -70,7 +70,7 @@ posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_tensor *x,
                                 const struct posenc_sinusoidal_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_sinusoidal_op op;
     memset(&op, 0, sizeof(op));

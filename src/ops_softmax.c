@@ -86,7 +86,7 @@ posenc_status posenc_softmax(posenc_context *ctx, const posenc_tensor *x,
                              const posenc_tensor *dst, const struct posenc_softmax_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_softmax_op op;
     memset(&op, 0, sizeof(op));

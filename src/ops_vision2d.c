@@ -57,7 +57,7 @@ posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid
                                const posenc_tensor *dst, const struct posenc_2d_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, NULL));
     PE_RETURN_IF_ERROR(pe_enc_float(ctx, "dst", dst));
@@ -229,7 +229,7 @@ posenc_status posenc_resize_2d(posenc_context *ctx, const posenc_tensor *src, in
                                int64_t dst_w, const struct posenc_resize_params *params)
 {
     if (!ctx)
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_resize_op op;
     memset(&op, 0, sizeof(op));

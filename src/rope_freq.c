@@ -833,7 +833,10 @@ posenc_status posenc_rope_params_from_ggml(const int32_t *op_params, size_t n_pa
                                            struct posenc_rope_params *out)
 {
     if (!op_params || !out || (n_params != 15 && n_params != 16))
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "%s",
+                        !op_params ? "op_params is NULL"
+                        : !out     ? "out is NULL"
+                                   : "n_params must be 15 or 16 (ggml's ROPE op_params words)");
     struct posenc_rope_params p;
     memset(&p, 0, sizeof(p));
     const int32_t n_dims = op_params[1], mode = op_params[2], n_ctx_orig = op_params[4];
@@ -852,12 +855,17 @@ posenc_status posenc_rope_params_from_ggml(const int32_t *op_params, size_t n_pa
     case GGML_MODE_MROPE: p.mode = POSENC_ROPE_MROPE; break;
     case GGML_MODE_IMROPE: p.mode = POSENC_ROPE_IMROPE; break;
     case GGML_MODE_VISION: p.mode = POSENC_ROPE_VISION; break;
-    default: return POSENC_ERR_INVALID_ARGUMENT;
+    default:
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                        "op_params[2] (mode) = %d is not a ggml RoPE mode (0, 2, 8, 24, 40)", mode);
     }
     /* ggml's 0 values have no posenc meaning (posenc reads 0 as "default") */
     if (n_dims <= 0 || n_offs < 0 || !(freq_base > 0.0f) || !isfinite(freq_base) ||
         !(attn_factor > 0.0f) || !isfinite(attn_factor))
-        return POSENC_ERR_INVALID_ARGUMENT;
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                        "op_params: n_dims = %d, n_offs = %d, freq_base = %g, attn_factor = %g: "
+                        "n_dims must be > 0, n_offs >= 0, freq_base and attn_factor finite and > 0",
+                        n_dims, n_offs, (double)freq_base, (double)attn_factor);
     bool uses_sections = p.mode == POSENC_ROPE_MROPE || p.mode == POSENC_ROPE_IMROPE ||
                          p.mode == POSENC_ROPE_VISION;
     /* sections ggml does not read. (VISION's sections[2..3] are read by ggml but cannot
@@ -865,10 +873,13 @@ posenc_status posenc_rope_params_from_ggml(const int32_t *op_params, size_t n_pa
      * pair's sector reaches them.) */
     for (int i = 0; i < 4; i++)
         if (op_params[11 + i] != 0 && !uses_sections)
-            return POSENC_ERR_INVALID_ARGUMENT;
+            return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                            "op_params[%d] (sections[%d]) = %d, must be 0 in mode %d", 11 + i, i,
+                            op_params[11 + i], mode);
     if (p.mode == POSENC_ROPE_VISION) {
         if (n_dims > INT32_MAX / 2)
-            return POSENC_ERR_INVALID_ARGUMENT;
+            return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                            "op_params[1] (n_dims) = %d is too large", n_dims);
         p.n_dims = 2 * n_dims; /* ggml VISION: n_dims = ne0/2, the whole head rotates */
         p.sections[0] = op_params[11];
         p.sections[1] = op_params[12];
@@ -883,16 +894,24 @@ posenc_status posenc_rope_params_from_ggml(const int32_t *op_params, size_t n_pa
     p.attn_factor = attn_factor;
     if (freq_scale != 1.0f || ext_factor != 0.0f) {
         if (!isfinite(freq_scale) || freq_scale <= 0.0f || !isfinite(ext_factor))
-            return POSENC_ERR_INVALID_ARGUMENT;
+            return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                            "op_params: freq_scale = %g, ext_factor = %g: freq_scale must be "
+                            "finite and > 0, ext_factor finite",
+                            (double)freq_scale, (double)ext_factor);
         p.scaling.factor = 1.0f / freq_scale;
         if (!isfinite(p.scaling.factor))
-            return POSENC_ERR_INVALID_ARGUMENT;
+            return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                            "op_params[6] (freq_scale) = %g: 1/freq_scale overflows",
+                            (double)freq_scale);
         if (n_ctx_orig == 0 && ext_factor == 0.0f) {
             p.scaling.kind = POSENC_ROPE_SCALING_LINEAR; /* theta = freq_scale * theta */
         } else {
             /* beta 0 is a value to ggml and "the default" to posenc */
             if (beta_fast == 0.0f || beta_slow == 0.0f || n_ctx_orig < 0)
-                return POSENC_ERR_INVALID_ARGUMENT;
+                return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT,
+                                "op_params: YaRN with beta_fast = %g, beta_slow = %g, "
+                                "n_ctx_orig = %d: the betas must not be 0, n_ctx_orig >= 0",
+                                (double)beta_fast, (double)beta_slow, n_ctx_orig);
             p.scaling.kind = POSENC_ROPE_SCALING_GGML_YARN;
             p.scaling.original_ctx = n_ctx_orig;
             p.scaling.ext_factor = ext_factor;

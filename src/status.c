@@ -57,14 +57,34 @@ void pe_log(posenc_context *ctx, posenc_log_level level, const char *fmt, ...)
     va_end(ap);
 }
 
-posenc_status pe_error(posenc_context *ctx, posenc_status status, const char *fmt, ...)
+/* The message of the last failed call on this thread (posenc_last_error). */
+static _Thread_local char pe_thread_error[PE_ERR_MAX];
+
+void pe_set_thread_error(const char *fmt, ...)
 {
-    if (!ctx)
-        return status;
     va_list ap;
     va_start(ap, fmt);
+    vsnprintf(pe_thread_error, sizeof(pe_thread_error), fmt, ap);
+    va_end(ap);
+}
+
+const char *posenc_last_error(void)
+{
+    return pe_thread_error;
+}
+
+posenc_status pe_error(posenc_context *ctx, posenc_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (!ctx) {
+        vsnprintf(pe_thread_error, sizeof(pe_thread_error), fmt, ap);
+        va_end(ap);
+        return status;
+    }
     vsnprintf(ctx->last_error, sizeof(ctx->last_error), fmt, ap);
     va_end(ap);
+    memcpy(pe_thread_error, ctx->last_error, sizeof(pe_thread_error));
     if (ctx->log_fn && ctx->log_level >= POSENC_LOG_ERROR && !ctx->quiet_errors)
         ctx->log_fn(POSENC_LOG_ERROR, ctx->last_error, ctx->log_user_data);
     return status;
@@ -110,6 +130,7 @@ posenc_status pe_enter(posenc_context *ctx, const char *fn)
                  "%s: ctx is in use by another thread; a context serves one thread at a time "
                  "(this call did nothing)",
                  fn);
+        pe_set_thread_error("%s", pe_refused.msg);
         return POSENC_ERR_INVALID_ARGUMENT;
     }
     if (pe_refused.ctx == ctx)

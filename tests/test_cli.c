@@ -11,8 +11,13 @@
  *  - heatmap: the PNG is read back with libpng; its size follows images.h and the colour
  *    at the centre of every cell is the colour map of the value computed here.
  *  - decay: the CSV against the RoFormer bound computed here; the PNG's size and curve.
- *  - info, verify (no progress bar unless stderr is a terminal; with a pseudo-terminal
- *    the bar is drawn on stderr and stdout stays the same).
+ *  - info (no sentinel values), verify (no progress bar unless stderr is a terminal;
+ *    with a pseudo-terminal the bar is drawn on stderr and stdout stays the same; none
+ *    with --quiet), verify --quick and --filter, bench --quick (no verdicts).
+ *  - usage errors: exit 2, one line naming the valid values, nothing on stdout; values
+ *    the tool cannot honour (--factor 0, --max-bias 0, ...) refused, not reinterpreted;
+ *    one default per option across sub-commands; LongRoPE and ggml-YaRN scalings.
+ *  - freqs: the CSV against posenc_rope_freqs, the PNG's size and a curve.
  * A sub-test whose op the backend does not support yet is skipped, not failed.
  */
 #define _XOPEN_SOURCE 700 /* posix_openpt, ptsname */
@@ -194,7 +199,8 @@ static int count_lines(const char *s)
 static void test_help(void **state)
 {
     (void)state;
-    static const char *const cmds[] = {"info", "verify", "table", "heatmap", "decay"};
+    static const char *const cmds[] = {"info", "verify", "table", "heatmap", "decay", "freqs",
+                                       "bench"};
     struct run r = RUN("--help");
     expect_ok(&r);
     for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
@@ -237,6 +243,8 @@ static void test_bad_arguments(void **state)
         {"decay"},
         {"decay", "--csv", "--dim", "0"},
         {"decay", "--csv", "--scalings", "none,bogus"},
+        {"freqs"},
+        {"freqs", "--csv", "--dim", "7"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct run r = run_wait(run_argv(cases[i], NULL));
@@ -246,6 +254,129 @@ static void test_bad_arguments(void **state)
         if (r.status == 0 || r.status == -1 || count_lines(r.err) != 1 ||
             strncmp(r.err, "posenc", 6) != 0 || r.err[strlen(r.err) - 1] != '\n')
             fail_msg("posenc%s: exit %d, stderr '%s'", line, r.status, r.err);
+        run_free(&r);
+    }
+}
+
+/* Usage errors: exit 2, one line on stderr that says what is valid, nothing on stdout.
+ * Values the tool cannot honour are refused, never reinterpreted (the library reads a
+ * factor or max_bias of 0 as its default). */
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    const char *b = backend();
+    const struct {
+        const char *want; /* in the message */
+        const char *args[14];
+    } cases[] = {
+        {"needs a value", {"verify", "--filter"}},
+        {"no case of rope matches --filter 'zzz-nothing'",
+         {"verify", "--op", "rope", "--filter", "zzz-nothing"}},
+        {"(sinusoidal, rope, learned,", {"verify", "--op", "nope"}},
+        {"(cpu, opencl, vulkan)", {"verify", "--backend", "nope"}},
+        {"--factor must be a scaling factor > 0",
+         {"table", "--kind", "rope", "--scaling", "linear", "--factor", "0"}},
+        {"--factor must be a scaling factor > 0",
+         {"table", "--kind", "rope", "--scaling", "linear", "--factor", "-2"}},
+        {"--factor must be a scaling factor > 0", {"decay", "--csv", "--factor", "1e-300"}},
+        {"--factor must be a scaling factor > 0",
+         {"freqs", "--csv", "--factor", "0", "--scalings", "linear"}},
+        {"ggml's max_bias 0 means no ALiBi", {"table", "--kind", "alibi", "--max-bias", "0"}},
+        {"--base must be a number > 1", {"table", "--kind", "rope", "--base", "0"}},
+        {"--orig-ctx does not apply to --scaling linear",
+         {"table", "--kind", "rope", "--scaling", "linear", "--orig-ctx", "100"}},
+        {"longrope, ggml-yarn)", {"table", "--kind", "rope", "--scaling", "bogus"}},
+        {"longrope, ggml-yarn)", {"decay", "--csv", "--scalings", "none,bogus"}},
+        {"(diverging, sequential, cyclic)",
+         {"heatmap", "--kind", "rope", "--colormap", "x", "-o", "x.png"}},
+        /* a value only the library refuses: its reason, and still a usage error */
+        {"posenc_relbias: invalid argument: params->num_buckets = 3",
+         {"table", "--kind", "t5", "--buckets", "3", "--backend", b}},
+        {"--reps must be an integer in [1, 100000]", {"bench", "--reps", "0"}},
+        {"needs a value", {"bench", "--backend"}},
+        {"(cpu, opencl, vulkan)", {"bench", "--backend", "nope"}},
+        {"no op matches --op 'zzz'", {"bench", "--op", "zzz"}},
+        {"(info, verify, table, heatmap, decay, freqs, bench", {"frobnicate"}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct run r = run_wait(run_argv(cases[i].args, NULL));
+        char line[256] = "";
+        for (int k = 0; cases[i].args[k]; k++)
+            snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s", cases[i].args[k]);
+        if (r.status != 2 || count_lines(r.err) != 1 || !strstr(r.err, cases[i].want) ||
+            r.out[0])
+            fail_msg("posenc%s: exit %d (want 2), stdout '%s', stderr '%s' (want '%s' in it)",
+                     line, r.status, r.out, r.err, cases[i].want);
+        run_free(&r);
+    }
+}
+
+/* One default per option: --orig-ctx is 4096 in table, decay and freqs alike. */
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct run r = RUN("table", "--kind", "rope", "--dim", "8", "--len", "2", "--scaling", "yarn",
+                       "--backend", backend());
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "YaRN x4 (orig 4096)"));
+    run_free(&r);
+    r = RUN("decay", "--csv", "--dim", "8", "--max-dist", "10", "--scalings", "yarn");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "YaRN x4 (orig 4096)"));
+    run_free(&r);
+    /* freqs: the same as posenc_rope_freqs with factor 4, original context 4096 */
+    r = RUN("freqs", "--csv", "--dim", "16", "--scalings", "yarn,llama3");
+    expect_ok(&r);
+    double *v = parse_csv(r.out, 8, 2, NULL);
+    static const posenc_rope_scaling_kind kinds[2] = {POSENC_ROPE_SCALING_YARN,
+                                                      POSENC_ROPE_SCALING_LLAMA3};
+    for (int k = 0; k < 2; k++) {
+        struct posenc_rope_params p = {
+            .scaling = {.kind = kinds[k], .factor = 4.0f, .original_ctx = 4096}};
+        double w[8];
+        assert_int_equal(posenc_rope_freqs(16, &p, w, NULL, NULL), POSENC_OK);
+        for (int j = 0; j < 8; j++)
+            assert_true(fabs(v[j * 2 + k] - w[j]) <= 1e-15 * w[j]);
+    }
+    free(v);
+    run_free(&r);
+}
+
+/* LongRoPE and ggml's YaRN in the tool: the angles are pos * posenc_rope_freqs' w_j with
+ * the tool's documented parameters (LongRoPE: short factors 1, long factors
+ * factor^(j/(J-1)), used above the original context; ggml YaRN: ext_factor 1). */
+static void test_scaling_kinds(void **state)
+{
+    (void)state;
+    enum { D = 8, J = 4, T = 10 };
+    float shortf[J], longf[J];
+    for (int j = 0; j < J; j++) {
+        shortf[j] = 1.0f;
+        longf[j] = (float)pow(4.0, j / 3.0);
+    }
+    struct posenc_rope_params lp = {
+        .scaling = {.kind = POSENC_ROPE_SCALING_LONGROPE, .factor = 4.0f, .original_ctx = 4,
+                    .seq_len = T, .short_factor = shortf, .long_factor = longf}};
+    struct posenc_rope_params gp = {
+        .scaling = {.kind = POSENC_ROPE_SCALING_GGML_YARN, .factor = 4.0f, .original_ctx = 4,
+                    .ext_factor = 1.0f}};
+    const struct posenc_rope_params *ps[2] = {&lp, &gp};
+    static const char *const names[2] = {"longrope", "ggml-yarn"};
+    for (int k = 0; k < 2; k++) {
+        double w[J];
+        assert_int_equal(posenc_rope_freqs(D, ps[k], w, NULL, NULL), POSENC_OK);
+        char len[8];
+        snprintf(len, sizeof(len), "%d", T);
+        struct run r = RUN("table", "--kind", "rope", "--dim", "8", "--len", len, "--scaling",
+                           names[k], "--orig-ctx", "4", "--csv", "--backend", backend());
+        expect_ok(&r);
+        double *v = parse_csv(r.out, T, J, NULL);
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < J; j++)
+                if (!(fabs(v[t * J + j] - t * w[j]) <= 1e-8 * (1 + t * w[j])))
+                    fail_msg("%s: pos %d pair %d: %.17g, want %.17g", names[k], t, j,
+                             v[t * J + j], t * w[j]);
+        free(v);
         run_free(&r);
     }
 }
@@ -448,7 +579,7 @@ static void check_heatmap(const char *path, int cols, int rows, int cell, enum p
 {
     struct image im = read_png(path);
     int bar_h = rows * cell > HM_MIN_PLOT_H ? rows * cell : HM_MIN_PLOT_H;
-    assert_int_equal(im.w, HM_LEFT + cols * cell + HM_RIGHT);
+    assert_int_equal(im.w, hm_image_w(cols, cell));
     assert_int_equal(im.h, HM_TOP + bar_h + HM_BOTTOM);
     static const uint8_t white[3] = {255, 255, 255};
     expect_colour(&im, 0, 0, white, 0, "background");
@@ -566,6 +697,102 @@ static void test_heatmap_t5(void **state)
     check_heatmap(path, 20, 20, 3, PE_CMAP_SEQUENTIAL, 0, hi, t5_value, 1);
     run_free(&r);
 }
+/* RoPE angles: wrapped to [-pi, pi) in the cyclic map, with the scaling's note. */
+static double wrapped_angle(int t, int j)
+{
+    const double pi = 3.14159265358979323846;
+    double a = t * pow(10000.0, -2.0 * j / 20.0);
+    return a - 2 * pi * floor((a + pi) / (2 * pi));
+}
+
+static void test_heatmap_rope_angle(void **state)
+{
+    (void)state;
+    char path[320];
+    heat_path(path, sizeof(path));
+    struct run r = RUN("heatmap", "--kind", "rope", "--dim", "20", "--len", "40", "--cell", "4",
+                       "-o", path, "--backend", backend());
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "(rad)"));
+    assert_non_null(strstr(r.out, "cyclic"));
+    check_heatmap(path, 10, 40, 4, PE_CMAP_CYCLIC, -3.14159265358979323846,
+                  3.14159265358979323846, wrapped_angle, 1);
+    run_free(&r);
+    /* a scaling says which pairs it changed */
+    r = RUN("heatmap", "--kind", "rope", "--dim", "128", "--len", "8", "--scaling", "llama3",
+            "--factor", "8", "--orig-ctx", "8192", "--base", "500000", "-o", path, "--backend",
+            backend());
+    expect_ok(&r);
+    run_free(&r);
+    r = RUN("table", "--kind", "rope", "--dim", "128", "--len", "2", "--scaling", "llama3",
+            "--factor", "8", "--orig-ctx", "8192", "--base", "500000", "--backend", backend());
+    expect_ok(&r);
+    if (!strstr(r.out, "pairs 29-63 of 64 slowed, up to x8"))
+        fail_msg("no note of the changed pairs: %s", r.out);
+    run_free(&r);
+}
+
+/* A grid over HM_MAX_PLOT along a side: each pixel the mean of hm_bin() cells, the axis
+ * still labelled in positions. */
+static int64_t big_rows = 1030;
+static double sin_binned(int row, int col)
+{
+    int64_t by = hm_bin(big_rows);
+    double sum = 0;
+    int n = 0;
+    for (int64_t t = row * by; t < (row + 1) * by && t < big_rows; t++, n++)
+        sum += sin_value((int)t, col);
+    return sum / n;
+}
+
+static void test_heatmap_downsampled(void **state)
+{
+    (void)state;
+    char path[320];
+    heat_path(path, sizeof(path));
+    struct run r = RUN("heatmap", "--kind", "sinusoidal", "--dim", "16", "--len", "1030", "-o",
+                       path, "--backend", backend());
+    expect_ok(&r);
+    int64_t rows = (big_rows + hm_bin(big_rows) - 1) / hm_bin(big_rows);
+    assert_int_equal(hm_bin(big_rows), 3);
+    struct image im = read_png(path);
+    int cw = hm_default_cell(16, 16), ch = hm_default_cell(rows, rows);
+    assert_int_equal(ch, 1);
+    assert_int_equal(im.w, hm_image_w(16, cw));
+    assert_int_equal(im.h, HM_TOP + rows * ch + HM_BOTTOM);
+    assert_true(im.h < 700); /* not 1030 + margins */
+    uint8_t want[3];
+    for (int row = 0; row < rows; row += 37)
+        for (int c = 0; c < 16; c += 3) {
+            pe_colormap(PE_CMAP_DIVERGING, (sin_binned(row, c) + 1) / 2, want);
+            expect_colour(&im, HM_LEFT + c * cw + cw / 2, HM_TOP + row * ch, want, 1, "bin");
+        }
+    free(im.rgb);
+    run_free(&r);
+}
+
+static void test_freqs_png(void **state)
+{
+    (void)state;
+    if (th.kind != POSENC_BACKEND_CPU) {
+        print_message("freqs runs on the host only: tested with the cpu variant\n");
+        skip();
+    }
+    char path[320];
+    snprintf(path, sizeof(path), "%s/freqs.png", tmpdir);
+    struct run r = RUN("freqs", "--dim", "64", "--scalings", "none,linear", "-o", path);
+    expect_ok(&r);
+    struct image im = read_png(path);
+    assert_int_equal(im.w, FQ_LEFT + FQ_PLOT_W + FQ_RIGHT);
+    assert_int_equal(im.h, FQ_TOP + FQ_PLOT_H + FQ_GAP + FQ_PLOT2_H + FQ_BOTTOM);
+    /* bottom panel: linear x4 is a flat line at 4 somewhere in the middle of the panel */
+    int x = FQ_LEFT + FQ_PLOT_W / 2, found = 0;
+    for (int y = FQ_TOP + FQ_PLOT_H + FQ_GAP; y < FQ_TOP + FQ_PLOT_H + FQ_GAP + FQ_PLOT2_H; y++)
+        found |= !memcmp(px(&im, x, y), dc_palette[1], 3);
+    assert_true(found);
+    free(im.rgb);
+    run_free(&r);
+}
 #else
 static void test_heatmap_sinusoidal(void **state)
 {
@@ -579,6 +806,9 @@ static void test_heatmap_sinusoidal(void **state)
 #define test_heatmap_alibi test_heatmap_sinusoidal
 #define test_heatmap_rope test_heatmap_sinusoidal
 #define test_heatmap_t5 test_heatmap_sinusoidal
+#define test_heatmap_rope_angle test_heatmap_sinusoidal
+#define test_heatmap_downsampled test_heatmap_sinusoidal
+#define test_freqs_png test_heatmap_sinusoidal
 #endif
 
 /* ---- decay ---------------------------------------------------------------------------- */
@@ -654,41 +884,64 @@ static void test_info(void **state)
     snprintf(want, sizeof(want), "\n%s:\n    device 0: ", backend());
     assert_non_null(strstr(r.out, want));
     assert_non_null(strstr(r.out, "auto selects: "));
+    /* no sentinel values: "none" / "unknown" instead */
+    assert_null(strstr(r.out, "17592186044415"));
+    assert_null(strstr(r.out, "compute units   0\n"));
+    assert_null(strstr(r.out, "max buffer      0 MiB"));
+    if (th.kind == POSENC_BACKEND_CPU)
+        assert_non_null(strstr(r.out, "max buffer      none (host memory)"));
     run_free(&r);
+}
+
+/* Read what a child writes to the pseudo-terminal master `m` until it closes it. */
+static void read_tty(int m, char *tty, size_t cap)
+{
+    size_t n = 0;
+    for (;;) { /* until the child closes the terminal (EIO) */
+        ssize_t k = read(m, tty + n, cap - 1 - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+        if (n == cap - 1)
+            n = 0; /* keep reading; the bar repeats */
+    }
+    tty[n] = '\0';
+}
+
+static int open_pty(char *name, size_t n)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    if (m < 0 || grantpt(m) || unlockpt(m) || !ptsname(m)) {
+        if (m >= 0)
+            close(m);
+        return -1;
+    }
+    snprintf(name, n, "%s", ptsname(m));
+    return m;
 }
 
 static void test_verify(void **state)
 {
     (void)state;
-    struct run r = RUN("verify", "--backend", backend(), "--op", "sinusoidal", "--quiet");
+    struct run r = RUN("verify", "--backend", backend(), "--op", "sinusoidal");
     expect_ok(&r); /* no progress bar: stderr is a file */
     assert_non_null(strstr(r.out, "verify: all cases passed\n"));
     char *plain = r.out;
     free(r.err);
 
     /* stderr on a pseudo-terminal: the bar is drawn there, stdout is unchanged */
-    int m = posix_openpt(O_RDWR | O_NOCTTY);
-    if (m < 0 || grantpt(m) || unlockpt(m) || !ptsname(m)) {
+    char name[256];
+    int m = open_pty(name, sizeof(name));
+    if (m < 0) {
         free(plain);
         print_message("no pseudo-terminal: progress bar not tested\n");
         skip();
     }
-    char name[256];
-    snprintf(name, sizeof(name), "%s", ptsname(m));
     r = run_argv((const char *const[]){"verify", "--backend", backend(), "--op", "sinusoidal",
-                                       "--quiet", NULL},
+                                       NULL},
                  name);
-    char tty[65536];
-    size_t n = 0;
-    for (;;) { /* until the child closes the terminal (EIO) */
-        ssize_t k = read(m, tty + n, sizeof(tty) - 1 - n);
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-        if (n == sizeof(tty) - 1)
-            n = 0; /* keep reading; the bar repeats */
-    }
-    tty[n] = '\0';
+    static char tty[65536];
+    read_tty(m, tty, sizeof(tty));
     close(m);
     r = run_wait(r);
     assert_int_equal(r.status, 0);
@@ -696,6 +949,77 @@ static void test_verify(void **state)
     if (!strstr(tty, "[#") || !strstr(tty, "\r\033[K"))
         fail_msg("no progress bar on the terminal: '%s'", tty);
     free(plain);
+    run_free(&r);
+
+    /* --quiet: failures and totals only, and no bar even on a terminal */
+    m = open_pty(name, sizeof(name));
+    assert_true(m >= 0);
+    r = run_argv((const char *const[]){"verify", "--backend", backend(), "--op", "sinusoidal",
+                                       "--quiet", NULL},
+                 name);
+    read_tty(m, tty, sizeof(tty));
+    close(m);
+    r = run_wait(r);
+    assert_int_equal(r.status, 0);
+    if (strstr(tty, "[#") || strstr(tty, "\033[K"))
+        fail_msg("--quiet drew progress: '%s'", tty);
+    assert_null(strstr(r.out, " pass\n"));
+    assert_non_null(strstr(r.out, "verify: all cases passed\n"));
+    run_free(&r);
+}
+
+/* verify --quick: a subset covering every op; --filter narrows it. */
+static void test_verify_quick(void **state)
+{
+    (void)state;
+    struct run full = RUN("verify", "--backend", backend(), "--op", "rope");
+    expect_ok(&full);
+    struct run r = RUN("verify", "--backend", backend(), "--quick");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "--quick"));
+    assert_non_null(strstr(r.out, "verify: all cases passed\n"));
+    static const char *const ops[] = {"sinusoidal/", "rope/", "learned/", "learned_backward/",
+                                      "sincos_2d/", "resize_2d/", "relbias/",
+                                      "relbias_backward/", "alibi/", "copy/", "attention/"};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\n%s", ops[i]);
+        if (!strstr(r.out, want))
+            fail_msg("verify --quick runs no %s case", ops[i]);
+    }
+    /* fewer rope cases than the full run */
+    int n_quick = 0, n_full = 0;
+    for (const char *p = r.out; (p = strstr(p, "\nrope/")) != NULL; p++)
+        n_quick++;
+    for (const char *p = full.out; (p = strstr(p, "\nrope/")) != NULL; p++)
+        n_full++;
+    assert_true(n_quick > 0 && n_quick * 3 < n_full);
+    run_free(&r);
+    run_free(&full);
+    /* a filter that matches: only those cases */
+    r = RUN("verify", "--backend", backend(), "--op", "alibi", "--filter", "f16");
+    expect_ok(&r);
+    assert_null(strstr(r.out, "/f32/"));
+    assert_non_null(strstr(r.out, "alibi/"));
+    run_free(&r);
+}
+
+/* bench --quick: a smoke run that judges nothing; no progress when stderr is a file. */
+static void test_bench_quick(void **state)
+{
+    (void)state;
+    struct run r = RUN("bench", "--quick", "--backend", backend(), "--no-cold", "--op",
+                       "rope normal f32", "--reps", "2");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "no target is judged"));
+    assert_non_null(strstr(r.out, "rope normal f32"));
+    assert_null(strstr(r.out, " met"));
+    assert_null(strstr(r.out, "MISSED"));
+    run_free(&r);
+    r = RUN("bench", "--quick", "--backend", backend(), "--no-cold", "--op", "rope normal f32",
+            "--reps", "2", "--json");
+    expect_ok(&r);
+    assert_null(strstr(r.out, "target_met"));
     run_free(&r);
 }
 
@@ -840,12 +1164,17 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_heatmap_alibi), cmocka_unit_test(test_heatmap_rope),
         cmocka_unit_test(test_heatmap_t5),    cmocka_unit_test(test_decay),
         cmocka_unit_test(test_info),          cmocka_unit_test(test_verify),
+        cmocka_unit_test(test_usage_errors),  cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_scaling_kinds), cmocka_unit_test(test_heatmap_rope_angle),
+        cmocka_unit_test(test_heatmap_downsampled), cmocka_unit_test(test_freqs_png),
+        cmocka_unit_test(test_verify_quick),  cmocka_unit_test(test_bench_quick),
         cmocka_unit_test(test_output_never_clobbered),
     };
     rc = th_run("cli", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();
     /* remove what the runs left */
-    static const char *const files[] = {"stdout", "stderr", "heat.png", "decay.png"};
+    static const char *const files[] = {"stdout", "stderr", "heat.png", "decay.png",
+                                        "freqs.png"};
     char path[320];
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", tmpdir, files[i]);

@@ -18,6 +18,7 @@
 #include "harness.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -670,6 +671,16 @@ static void check_ggml_case(const char *name, const int32_t op[15], int64_t ne0,
     assert_rel(info.mscale, ms, tol, name, -1);
 }
 
+/* A refused ggml node: INVALID_ARGUMENT, and posenc_last_error() (this thread's message of
+ * a call without a context) names what was wrong. */
+#define GGML_BAD(call, what)                                                               \
+    do {                                                                                   \
+        assert_int_equal((call), POSENC_ERR_INVALID_ARGUMENT);                             \
+        if (!strstr(posenc_last_error(), (what)))                                          \
+            fail_msg("%s: posenc_last_error() = \"%s\", want \"%s\" in it", #call,        \
+                     posenc_last_error(), (what));                                         \
+    } while (0)
+
 static void test_ggml_import(void **state)
 {
     (void)state;
@@ -750,18 +761,18 @@ static void test_ggml_import(void **state)
 
     /* invalid nodes */
     ggml_op(op, 128, 1, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, NULL);
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "mode) = 1 ");
     op[2] = 16; /* GGML_ROPE_TYPE_MROPE | 8 without the bit: not a ggml mode */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "mode) = 16");
     op[2] = 0;
     op[1] = 7; /* odd n_dims */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "n_dims");
     op[1] = 130; /* > ne0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "n_dims");
     ggml_op(op, 128, 0, 0, 1e4f, 1.0f, 0.0f, 0.0f, 32.0f, 1.0f, NULL); /* attn_factor 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "attn_factor = 0");
     ggml_op(op, 128, 0, 0, 0.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, NULL); /* freq_base 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "freq_base = 0");
     /* ext_factor with n_ctx_orig 0 is what ggml_rope_ext(..., 0, ..., ef != 0, ...) builds
      * (test-backend-ops' ROPE cases do): ggml's correction dims become [0, -inf] and only
      * pair 0 keeps its unscaled frequency; ref_ggml gets there through log(0) in double.
@@ -770,23 +781,23 @@ static void test_ggml_import(void **state)
     check_ggml_case("ggml yarn n_ctx_orig 0", op, 128, NULL, POSENC_ROPE_NORMAL,
                     POSENC_ROPE_SCALING_GGML_YARN, 1e-7);
     ggml_op(op, 128, 0, 4096, 1e4f, 0.5f, 1.0f, 1.0f, 0.0f, 1.0f, NULL); /* beta_fast 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "beta_fast = 0");
     ggml_op(op, 128, 0, 4096, 1e4f, 0.5f, 1.0f, 1.0f, 32.0f, 0.0f, NULL); /* beta_slow 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "beta_slow = 0");
     static const int sec_normal[4] = {8, 8, 8, 0};
     ggml_op(op, 48, 0, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, sec_normal); /* unread words */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "sections[0]) = 8, must be 0 in mode 0");
     ggml_op(op, 128, 0, 0, 1e4f, -0.5f, 0.0f, 1.0f, 32.0f, 1.0f, NULL); /* freq_scale < 0 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "freq_scale = -0.5");
     static const int zero[4] = {0, 0, 0, 0};
     ggml_op(op, 128, 8, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, zero); /* M-RoPE, no sections */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, &p), "sections");
     static const int badvit[4] = {10, 20, 0, 0};
     ggml_op(op, 40, 24, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, badvit); /* 10+20 != 40 */
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 80, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
-    assert_int_equal(posenc_rope_params_from_ggml(NULL, 15, 128, NULL, &p), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 80, NULL, &p), "sections");
+    GGML_BAD(posenc_rope_params_from_ggml(NULL, 15, 128, NULL, &p), "op_params is NULL");
     ggml_op(op, 128, 0, 0, 1e4f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, NULL);
-    assert_int_equal(posenc_rope_params_from_ggml(op, 15, 128, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    GGML_BAD(posenc_rope_params_from_ggml(op, 15, 128, NULL, NULL), "out is NULL");
 }
 
 /* Current ggml nodes carry 16 words; word 15 is n_offs (ggml_rope_set_offset). A node
@@ -1177,6 +1188,71 @@ static void test_invalid(void **state)
     }
 }
 
+/* posenc_last_error(): the reason of a failed call without a context, per thread. */
+struct other_thread {
+    char seen[PE_ERR_MAX];
+};
+static void *read_last_error_elsewhere(void *arg)
+{
+    struct other_thread *o = arg;
+    snprintf(o->seen, sizeof(o->seen), "%s", posenc_last_error());
+    return NULL;
+}
+
+#define LAST_ERROR_HAS(what)                                                               \
+    do {                                                                                   \
+        if (!strstr(posenc_last_error(), (what)))                                          \
+            fail_msg("line %d: posenc_last_error() = \"%s\", want \"%s\" in it", __LINE__,  \
+                     posenc_last_error(), (what));                                         \
+    } while (0)
+
+static void test_last_error(void **state)
+{
+    (void)state;
+    /* the example of the tool: a negative linear factor */
+    struct posenc_rope_params rp = {.scaling = {.kind = POSENC_ROPE_SCALING_LINEAR, .factor = -2}};
+    double freq[64];
+    assert_int_equal(posenc_rope_freqs(128, &rp, freq, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("params->scaling.factor = -2");
+    /* a success leaves the message as it was (read it right after the failure) */
+    rp.scaling.factor = 2;
+    assert_int_equal(posenc_rope_freqs(128, &rp, freq, NULL, NULL), POSENC_OK);
+    LAST_ERROR_HAS("params->scaling.factor = -2");
+    /* thread-local: another thread has its own (empty) message */
+    struct other_thread o;
+    pthread_t th_id;
+    assert_int_equal(pthread_create(&th_id, NULL, read_last_error_elsewhere, &o), 0);
+    assert_int_equal(pthread_join(th_id, NULL), 0);
+    assert_string_equal(o.seen, "");
+
+    double slopes[4];
+    assert_int_equal(posenc_alibi_slopes(0, NULL, slopes), POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("n_head = 0");
+    struct posenc_alibi_params ap = {.max_bias = -1.0f};
+    assert_int_equal(posenc_alibi_slopes(4, &ap, slopes), POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("max_bias");
+    assert_int_equal(posenc_relbias_bucket(NULL, 3, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("out_bucket is NULL");
+    assert_int_equal(posenc_sinusoidal_freqs(7, NULL, freq), POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("7");
+    assert_int_equal(posenc_sinusoidal_freqs(8, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("out_freq is NULL");
+    /* context creation: the same text as its out_error */
+    struct posenc_context_params cp = {.backend = (posenc_backend_kind)99};
+    posenc_context *c = NULL;
+    char err[256];
+    assert_int_equal(posenc_context_create(&cp, &c, err, sizeof err), POSENC_ERR_INVALID_ARGUMENT);
+    assert_string_equal(posenc_last_error(), err);
+    LAST_ERROR_HAS("params->backend = 99");
+    int32_t count;
+    assert_int_equal(posenc_backend_device_count(POSENC_BACKEND_AUTO, &count, NULL, 0),
+                     POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("is not CPU, OPENCL or VULKAN");
+    /* a NULL context: the ops say so */
+    assert_int_equal(posenc_rope(NULL, NULL, NULL, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    LAST_ERROR_HAS("ctx is NULL");
+}
+
 int main(int argc, char **argv)
 {
     int rc = th_init(argc, argv, "rope_freq");
@@ -1194,6 +1270,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ggml_import_16_words),
         cmocka_unit_test(test_ggml_vs_hf_yarn),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_last_error),
     };
     rc = th_run("rope_freq", tests, sizeof(tests) / sizeof(tests[0]));
     th_fini();

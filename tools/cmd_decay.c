@@ -28,6 +28,7 @@ struct curve {
     struct posenc_rope_params rp;
     double *w;     /* [d/2] */
     double *bound; /* [n_dist] */
+    float *factors; /* LongRoPE's arrays (tool_scaling_setup) */
 };
 
 static void decay_help(void)
@@ -44,55 +45,48 @@ static void decay_help(void)
            "  --csv                 print distance,<one column per scaling> to stdout\n"
            "  --dim D               head dimension (default 128)\n"
            "  --base F              frequency base (default 10000)\n"
-           "  --scalings LIST       comma-separated, of none,linear,ntk,yarn,llama3\n"
-           "                        (default none,linear,ntk,yarn)\n"
-           "  --factor F            scaling factor (default 4)\n"
-           "  --orig-ctx N          original context of yarn / llama3 (default 2048)\n"
+           "  --scalings LIST       comma-separated, of none, linear, ntk, dynamic, yarn,\n"
+           "                        llama3, longrope, ggml-yarn (default none,linear,ntk,yarn)\n"
+           "  --factor F            scaling factor s > 0 (default 4)\n"
+           "  --orig-ctx N          original context of dynamic, yarn, llama3, longrope,\n"
+           "                        ggml-yarn (default 4096)\n"
            "  --max-dist N          largest distance (default 32768)\n"
            "  --step N              distance step of --csv (default 1)\n"
            "  --linear-x            linear distance axis from r = 0 (default: log, from r = 1)\n"
            "  --raw                 plot every distance; by default each pixel column shows\n"
-           "                        the mean over its distances (the bound oscillates fast)\n");
+           "                        the mean over its distances (the bound oscillates fast)\n"
+           "  --quiet               no progress on stderr (shown for long runs, only when\n"
+           "                        stderr is a terminal)\n");
 }
 
-static int add_curve(struct curve *cv, int *n, const char *name, double factor, int64_t orig)
+static int add_curve(struct curve *cv, int *n, const char *name, double factor, int64_t orig,
+                     int64_t d, int64_t dist)
 {
-    static const struct {
-        const char *name, *label;
-        posenc_rope_scaling_kind kind;
-    } kinds[] = {
-        {"none", "no scaling", POSENC_ROPE_SCALING_NONE},
-        {"linear", "linear", POSENC_ROPE_SCALING_LINEAR},
-        {"ntk", "NTK", POSENC_ROPE_SCALING_NTK},
-        {"yarn", "YaRN", POSENC_ROPE_SCALING_YARN},
-        {"llama3", "Llama 3", POSENC_ROPE_SCALING_LLAMA3},
-    };
-    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-        if (strcmp(name, kinds[k].name))
-            continue;
-        if (*n == 6) {
-            tool_error(cmd, "--scalings: at most 6 curves");
-            return 0;
-        }
-        struct curve *c = &cv[(*n)++];
-        memset(c, 0, sizeof(*c));
-        c->rp.scaling.kind = kinds[k].kind;
-        if (kinds[k].kind == POSENC_ROPE_SCALING_NONE) {
-            snprintf(c->label, sizeof(c->label), "%s", kinds[k].label);
-        } else {
-            c->rp.scaling.factor = (float)factor;
-            snprintf(c->label, sizeof(c->label), "%s x%g", kinds[k].label, factor);
-        }
-        if (kinds[k].kind == POSENC_ROPE_SCALING_YARN ||
-            kinds[k].kind == POSENC_ROPE_SCALING_LLAMA3) {
-            c->rp.scaling.original_ctx = (int32_t)orig;
-            size_t len = strlen(c->label);
-            snprintf(c->label + len, sizeof(c->label) - len, " (orig %lld)", (long long)orig);
-        }
-        return 1;
+    posenc_rope_scaling_kind kind;
+    if (!tool_parse_scaling(name, &kind)) {
+        tool_error(cmd, "--scalings: unknown scaling '%s' (%s)", name, tool_scaling_list);
+        return 0;
     }
-    tool_error(cmd, "--scalings: unknown scaling '%s' (none, linear, ntk, yarn, llama3)", name);
-    return 0;
+    if (*n == 6) {
+        tool_error(cmd, "--scalings: at most 6 curves");
+        return 0;
+    }
+    struct curve *c = &cv[(*n)++];
+    memset(c, 0, sizeof(*c));
+    /* dynamic NTK and LongRoPE see a sequence as long as the largest distance */
+    if (!tool_scaling_setup(cmd, &c->rp.scaling, kind, factor, orig, d / 2, dist + 1,
+                            &c->factors))
+        return 0;
+    if (kind == POSENC_ROPE_SCALING_NONE)
+        snprintf(c->label, sizeof(c->label), "%s", tool_scaling_label(kind));
+    else
+        snprintf(c->label, sizeof(c->label), "%s x%g", tool_scaling_label(kind),
+                 (double)c->rp.scaling.factor);
+    if (c->rp.scaling.original_ctx) {
+        size_t len = strlen(c->label);
+        snprintf(c->label + len, sizeof(c->label) - len, " (orig %lld)", (long long)orig);
+    }
+    return 1;
 }
 
 /* bound[i] for r = i (0 <= i < n). */
@@ -238,9 +232,9 @@ static int draw_plot(const char *out, const struct curve *cv, int n, int64_t dis
 int cmd_decay(int argc, char **argv)
 {
     const char *out = NULL, *scalings = "none,linear,ntk,yarn";
-    int csv = 0, log_x = 1, raw = 0;
-    int64_t d = 128, orig = 2048, dist = 32768, step = 1;
-    double base = 10000.0, factor = 4.0;
+    int csv = 0, log_x = 1, raw = 0, quiet = 0;
+    int64_t d = 128, orig = TOOL_DEFAULT_ORIG_CTX, dist = 32768, step = 1;
+    double base = 10000.0, factor = TOOL_DEFAULT_FACTOR;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (tool_is_help(a)) {
@@ -257,6 +251,10 @@ int cmd_decay(int argc, char **argv)
         }
         if (!strcmp(a, "--raw")) {
             raw = 1;
+            continue;
+        }
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
             continue;
         }
         int known = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--dim") ||
@@ -278,8 +276,10 @@ int cmd_decay(int argc, char **argv)
             ok = tool_parse_i64(v, &d) && d >= 2 && d <= 65536 && d % 2 == 0;
         else if (!strcmp(a, "--base"))
             ok = tool_parse_double(v, &base) && base > 1.0 && base < 3e38;
-        else if (!strcmp(a, "--factor"))
-            ok = tool_parse_double(v, &factor) && factor > 0 && factor < 1e30;
+        else if (!strcmp(a, "--factor")) {
+            if (!tool_parse_factor(cmd, a, v, &factor))
+                return TOOL_USAGE;
+        }
         else if (!strcmp(a, "--orig-ctx"))
             ok = tool_parse_i64(v, &orig) && orig >= 1 && orig <= INT32_MAX;
         else if (!strcmp(a, "--max-dist"))
@@ -289,7 +289,7 @@ int cmd_decay(int argc, char **argv)
         if (!ok) {
             static const char *const want[][2] = {
                 {"--dim", "an even integer in [2, 65536]"}, {"--base", "a number > 1"},
-                {"--factor", "a number > 0"},              {"--orig-ctx", "an integer >= 1"},
+                {"--orig-ctx", "an integer in [1, 2^31-1]"},
                 {"--max-dist", "an integer in [10, 2^20]"}, {"--step", "an integer >= 1"}};
             for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++)
                 if (!strcmp(a, want[k][0]))
@@ -310,15 +310,21 @@ int cmd_decay(int argc, char **argv)
     char list[256];
     snprintf(list, sizeof(list), "%s", scalings);
     char *save = NULL;
-    for (char *s = strtok_r(list, ",", &save); s; s = strtok_r(NULL, ",", &save))
-        if (!add_curve(cv, &n, s, factor, orig))
-            return TOOL_USAGE;
+    int bad = 0;
+    for (char *s = strtok_r(list, ",", &save); s && !bad; s = strtok_r(NULL, ",", &save))
+        bad = !add_curve(cv, &n, s, factor, orig, d, dist);
+    if (bad) {
+        for (int k = 0; k < n; k++)
+            free(cv[k].factors);
+        return TOOL_USAGE;
+    }
     if (n == 0) {
         tool_error(cmd, "--scalings is empty");
         return TOOL_USAGE;
     }
     int64_t J = d / 2;
     int ok = 1;
+    tool_progress_init(quiet);
     for (int k = 0; k < n; k++) {
         cv[k].rp.freq_base = (float)base;
         cv[k].w = malloc((size_t)J * sizeof(double));
@@ -331,13 +337,17 @@ int cmd_decay(int argc, char **argv)
         }
         posenc_status st = posenc_rope_freqs(d, &cv[k].rp, cv[k].w, NULL, NULL);
         if (st != POSENC_OK) {
-            tool_error(cmd, "posenc_rope_freqs (%s): %s", cv[k].label, posenc_status_string(st));
-            ok = 0;
+            char call[96];
+            snprintf(call, sizeof(call), "posenc_rope_freqs (%.63s)", cv[k].label);
+            ok = tool_lib_failed(cmd, NULL, call, st);
             n = k + 1;
             break;
         }
+        if ((dist + 1) * J >= ((int64_t)1 << 24))
+            tool_progress(cmd, k, n, cv[k].label);
         decay_bound(cv[k].w, J, dist + 1, cv[k].bound);
     }
+    tool_progress_clear();
     if (ok && csv) {
         printf("distance");
         for (int k = 0; k < n; k++)
@@ -355,6 +365,7 @@ int cmd_decay(int argc, char **argv)
     for (int k = 0; k < n; k++) {
         free(cv[k].w);
         free(cv[k].bound);
+        free(cv[k].factors);
     }
-    return ok ? TOOL_OK : TOOL_FAILED;
+    return ok ? TOOL_OK : tool_fail_code();
 }

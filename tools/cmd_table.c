@@ -52,6 +52,8 @@ static void print_aligned(const struct enc_grid *g, int prec)
         printf(" %*lld", w, (long long)c);
     printf("   <- %s\n", g->col_name);
     for (int64_t r = 0; r < g->rows; r++) {
+        if (g->rows * g->cols >= ((int64_t)1 << 20) && r % 256 == 0)
+            tool_progress(cmd, r, g->rows, "rows written");
         printf("%*g", rw, g->row_pos[r]);
         for (int64_t c = 0; c < g->cols; c++)
             printf(" %*.*f", w, prec, g->v[r * g->cols + c] + 0.0); /* no -0 */
@@ -66,6 +68,8 @@ static void print_csv(const struct enc_grid *g)
         printf(",%lld", (long long)c);
     printf("\n");
     for (int64_t r = 0; r < g->rows; r++) {
+        if (g->rows * g->cols >= ((int64_t)1 << 20) && r % 256 == 0)
+            tool_progress(cmd, r, g->rows, "rows written");
         printf("%.9g", g->row_pos[r]);
         for (int64_t c = 0; c < g->cols; c++)
             printf(",%.9g", g->v[r * g->cols + c] + 0.0);
@@ -115,13 +119,14 @@ int cmd_table(int argc, char **argv)
     int ok = enc_compute(cmd, ctx, &o, &g);
     posenc_context_destroy(&ctx);
     if (!ok)
-        return TOOL_FAILED;
+        return tool_fail_code();
     if (csv) {
         print_csv(&g);
     } else {
-        printf("%s; computed on %s\n", g.title, g.device);
+        printf("%s; computed on %s%s%s\n", g.title, g.device, g.note[0] ? "; " : "", g.note);
         print_aligned(&g, (int)prec);
     }
+    tool_progress_clear();
     enc_grid_free(&g);
     return TOOL_OK;
 }

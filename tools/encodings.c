@@ -11,6 +11,7 @@
  */
 #include "tool.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,37 +69,36 @@ static const struct {
 
 static const char *const kind_names[ENC_KIND_COUNT] = {"sinusoidal", "rope", "alibi", "t5"};
 
-static const struct {
-    const char *name;
-    posenc_rope_scaling_kind kind;
-} scaling_names[] = {
-    {"none", POSENC_ROPE_SCALING_NONE},   {"linear", POSENC_ROPE_SCALING_LINEAR},
-    {"ntk", POSENC_ROPE_SCALING_NTK},     {"dynamic", POSENC_ROPE_SCALING_DYNAMIC_NTK},
-    {"yarn", POSENC_ROPE_SCALING_YARN},   {"llama3", POSENC_ROPE_SCALING_LLAMA3},
-};
-
 const char enc_options_help[] =
     "  --kind sinusoidal|rope|alibi|t5   what to show (required)\n"
     "  --backend cpu|opencl|vulkan|auto  where to compute (default cpu)\n"
     "  --dtype f32|f16                   storage of the op's output (default f32)\n"
     "  --len N                           positions 0..N-1 (biases: N queries x N keys)\n"
+    "  --quiet                           no progress on stderr (shown for large grids,\n"
+    "                                    only when stderr is a terminal)\n"
     "sinusoidal and rope:\n"
     "  --dim D                           model / head dimension (even)\n"
     "  --pos SPEC                        positions instead of --len: 2 | 0:64 | 0:64:8 |\n"
     "                                    1,5,9.5 (fractional positions are time stamps)\n"
-    "  --base F                          frequency base (default 10000)\n"
+    "  --base F                          frequency base > 1 (default 10000)\n"
     "sinusoidal:\n"
     "  --layout interleaved|half-split|cos-first   (default interleaved: the paper)\n"
     "  --freq-shift F                    w_i = base^(-i/(d/2 - F)) (default 0)\n"
     "rope (columns are pairs j < d/2):\n"
     "  --value angle|cos|sin             angle pos*w_j from posenc_rope_freqs (default), or\n"
     "                                    cos/sin read back from posenc_rope on the backend\n"
-    "  --scaling none|linear|ntk|dynamic|yarn|llama3   frequency scaling (default none)\n"
-    "  --factor F                        scaling factor (default 4 when --scaling is given)\n"
-    "  --orig-ctx N                      original context of dynamic/yarn/llama3 (4096)\n"
+    "  --scaling none|linear|ntk|dynamic|yarn|llama3|longrope|ggml-yarn\n"
+    "                                    frequency scaling (default none); longrope: short\n"
+    "                                    factors 1, long factors factor^(j/(d/2-1)); ggml-yarn:\n"
+    "                                    ext_factor 1, beta_fast 32, beta_slow 1\n"
+    "  --factor F                        scaling factor s > 0 (default 4)\n"
+    "  --orig-ctx N                      original context of dynamic, yarn, llama3,\n"
+    "                                    longrope, ggml-yarn (default 4096)\n"
     "alibi (rows are queries, columns keys):\n"
     "  --heads H  --head h               head count (default 8) and the head shown (0)\n"
-    "  --max-bias F                      ggml's max_bias (default 8: the paper's slopes)\n"
+    "  --max-bias F                      > 0 (default 8: the paper's slopes m_h =\n"
+    "                                    2^(-8(h+1)/H)); ggml's max_bias 0, \"no ALiBi\", has\n"
+    "                                    no picture\n"
     "  --causal  --symmetric             mask keys after the query / bias -m|q-k|\n"
     "t5 (the bucket of k - q through posenc_relbias with table[b] = b):\n"
     "  --buckets N  --max-distance N     (default 32 and 128)   --causal: decoder buckets\n";
@@ -113,6 +113,9 @@ void enc_opts_init(struct enc_opts *o, int64_t dim, int64_t len)
     o->len = len;
     o->value = ENC_VALUE_ANGLE;
     o->heads = 8;
+    o->scaling = POSENC_ROPE_SCALING_NONE;
+    o->factor = TOOL_DEFAULT_FACTOR;
+    o->orig_ctx = TOOL_DEFAULT_ORIG_CTX;
 }
 
 static int parse_int_opt(const char *cmd, const char *opt, const char *s, int64_t lo,
@@ -133,6 +136,10 @@ static int parse_float_opt(const char *cmd, const char *opt, const char *s, floa
         tool_error(cmd, "%s must be a number, got '%s'", opt, s);
         return 0;
     }
+    if (v != 0.0 && !(fabs((double)(float)v) >= FLT_MIN)) {
+        tool_error(cmd, "%s = %s is too small for a 32-bit float (it would become 0)", opt, s);
+        return 0;
+    }
     *out = (float)v;
     return 1;
 }
@@ -145,6 +152,10 @@ int enc_parse_opt(const char *cmd, struct enc_opts *o, int argc, char **argv, in
         if (!strcmp(a, opt_table[k].name))
             bit = opt_table[k].bit;
     int is_flag = bit == OPT_CAUSAL || bit == OPT_SYMMETRIC;
+    if (!strcmp(a, "--quiet")) {
+        o->quiet = 1;
+        return 1;
+    }
     if (!bit && strcmp(a, "--kind") && strcmp(a, "--backend") && strcmp(a, "--len"))
         return 0;
     const char *v = is_flag ? "" : tool_value(cmd, argc, argv, i);
@@ -191,6 +202,10 @@ int enc_parse_opt(const char *cmd, struct enc_opts *o, int argc, char **argv, in
     } else if (bit == OPT_BASE) {
         if (!parse_float_opt(cmd, a, v, &o->sin.base))
             return -1;
+        if (!(o->sin.base > 1.0f)) {
+            tool_error(cmd, "--base must be a number > 1, got '%s'", v);
+            return -1;
+        }
         o->rope.freq_base = o->sin.base;
     } else if (bit == OPT_LAYOUT) {
         if (!strcmp(v, "interleaved"))
@@ -218,24 +233,16 @@ int enc_parse_opt(const char *cmd, struct enc_opts *o, int argc, char **argv, in
             return -1;
         }
     } else if (bit == OPT_SCALING) {
-        int found = 0;
-        for (size_t k = 0; k < sizeof(scaling_names) / sizeof(scaling_names[0]); k++)
-            if (!strcmp(v, scaling_names[k].name)) {
-                o->rope.scaling.kind = scaling_names[k].kind;
-                found = 1;
-            }
-        if (!found) {
-            tool_error(cmd, "unknown --scaling '%s' (none, linear, ntk, dynamic, yarn, llama3)",
-                       v);
+        if (!tool_parse_scaling(v, &o->scaling)) {
+            tool_error(cmd, "unknown --scaling '%s' (%s)", v, tool_scaling_list);
             return -1;
         }
     } else if (bit == OPT_FACTOR) {
-        if (!parse_float_opt(cmd, a, v, &o->rope.scaling.factor))
+        if (!tool_parse_factor(cmd, a, v, &o->factor))
             return -1;
     } else if (bit == OPT_ORIG_CTX) {
-        if (!parse_int_opt(cmd, a, v, 1, INT32_MAX, &n))
+        if (!parse_int_opt(cmd, a, v, 1, INT32_MAX, &o->orig_ctx))
             return -1;
-        o->rope.scaling.original_ctx = (int32_t)n;
     } else if (bit == OPT_HEADS) {
         if (!parse_int_opt(cmd, a, v, 1, 4096, &o->heads))
             return -1;
@@ -245,6 +252,12 @@ int enc_parse_opt(const char *cmd, struct enc_opts *o, int argc, char **argv, in
     } else if (bit == OPT_MAX_BIAS) {
         if (!parse_float_opt(cmd, a, v, &o->alibi.max_bias))
             return -1;
+        if (!(o->alibi.max_bias > 0.0f)) {
+            tool_error(cmd, "--max-bias must be > 0, got '%s' (the slopes are "
+                            "2^(-max_bias*(h+1)/H); ggml's max_bias 0 means no ALiBi at all, "
+                            "which has no bias to show)", v);
+            return -1;
+        }
     } else if (bit == OPT_CAUSAL) {
         o->alibi.causal = 1;
         o->t5.causal = 1;
@@ -280,20 +293,15 @@ int enc_check(const char *cmd, struct enc_opts *o)
         tool_error(cmd, "--dtype applies to --value cos|sin only (angles are host doubles)");
         return 0;
     }
-    if (o->kind == ENC_ROPE && !(o->seen & OPT_SCALING) &&
+    if (o->kind == ENC_ROPE && o->scaling == POSENC_ROPE_SCALING_NONE &&
         (o->seen & (OPT_FACTOR | OPT_ORIG_CTX))) {
-        tool_error(cmd, "--factor and --orig-ctx need --scaling");
+        tool_error(cmd, "--factor and --orig-ctx need --scaling (%s)", tool_scaling_list);
         return 0;
     }
-    struct posenc_rope_scaling *s = &o->rope.scaling;
-    if (s->kind != POSENC_ROPE_SCALING_NONE) {
-        if (s->factor == 0.0f)
-            s->factor = 4.0f;
-        if (s->kind != POSENC_ROPE_SCALING_LINEAR && s->kind != POSENC_ROPE_SCALING_NTK &&
-            s->original_ctx == 0)
-            s->original_ctx = 4096;
-        if (s->kind == POSENC_ROPE_SCALING_LINEAR || s->kind == POSENC_ROPE_SCALING_NTK)
-            s->original_ctx = 0; /* not used by those kinds (must be 0) */
+    if (o->kind == ENC_ROPE && (o->seen & OPT_ORIG_CTX) && !tool_scaling_uses_orig(o->scaling)) {
+        tool_error(cmd, "--orig-ctx does not apply to --scaling %s (only to dynamic, yarn, "
+                        "llama3, longrope, ggml-yarn)", tool_scaling_name(o->scaling));
+        return 0;
     }
     if (o->pos_spec) { /* parsed again by enc_compute; here only to fail as a usage error */
         double *p;
@@ -383,12 +391,7 @@ static int parse_positions(const char *cmd, const char *spec, double **out, int6
 
 /* ---- computing through the library -------------------------------------------------- */
 
-static int lib_failed(const char *cmd, posenc_context *ctx, const char *call, posenc_status st)
-{
-    tool_error(cmd, "%s: %s: %s", call, posenc_status_string(st),
-               ctx ? posenc_context_last_error(ctx) : "");
-    return 0;
-}
+#define lib_failed tool_lib_failed
 
 /* A buffer on ctx holding positions p[0..n-1] as I32 (all integers) or F32 values. */
 static posenc_status upload_positions(posenc_context *ctx, const double *p, int64_t n,
@@ -431,13 +434,6 @@ static posenc_status read_values(posenc_buffer *b, posenc_dtype dtype, int64_t n
     return st;
 }
 
-static const char *scaling_name(posenc_rope_scaling_kind k)
-{
-    for (size_t i = 0; i < sizeof(scaling_names) / sizeof(scaling_names[0]); i++)
-        if (scaling_names[i].kind == k)
-            return scaling_names[i].name;
-    return "?";
-}
 
 static int compute_sinusoidal(const char *cmd, posenc_context *ctx, const struct enc_opts *o,
                               struct enc_grid *g)
@@ -475,29 +471,72 @@ static int compute_rope(const char *cmd, posenc_context *ctx, const struct enc_o
 {
     int64_t J = g->cols, T = g->rows, D = o->dim;
     struct posenc_rope_params rp = o->rope;
-    if (rp.scaling.kind == POSENC_ROPE_SCALING_DYNAMIC_NTK && rp.scaling.seq_len == 0) {
-        double maxp = 0;
-        for (int64_t t = 0; t < T; t++)
-            maxp = fmax(maxp, g->row_pos[t]);
-        rp.scaling.seq_len = (int32_t)ceil(maxp) + 1;
-    }
-    double *w = malloc((size_t)J * sizeof(*w));
+    double maxp = 0;
+    for (int64_t t = 0; t < T; t++)
+        maxp = fmax(maxp, g->row_pos[t]);
+    float *factors = NULL;
+    if (!tool_scaling_setup(cmd, &rp.scaling, o->scaling, o->factor, o->orig_ctx, J,
+                            (int64_t)ceil(maxp) + 1, &factors))
+        return 0;
+    double *w = malloc((size_t)J * sizeof(*w)), *w0 = malloc((size_t)J * sizeof(*w0));
     struct posenc_rope_info info;
-    if (!w)
+    if (!w || !w0) {
+        free(w);
+        free(w0);
+        free(factors);
         return lib_failed(cmd, NULL, "malloc", POSENC_ERR_OUT_OF_MEMORY);
+    }
+    struct posenc_rope_params unscaled = rp;
+    memset(&unscaled.scaling, 0, sizeof(unscaled.scaling));
     posenc_status st = posenc_rope_freqs(D, &rp, w, NULL, &info);
+    if (st == POSENC_OK)
+        st = posenc_rope_freqs(D, &unscaled, w0, NULL, NULL);
     if (st != POSENC_OK) {
         free(w);
+        free(w0);
+        free(factors);
         return lib_failed(cmd, NULL, "posenc_rope_freqs", st);
     }
-    char sc[64] = "";
-    if (rp.scaling.kind != POSENC_ROPE_SCALING_NONE)
-        snprintf(sc, sizeof(sc), ", %s x%g", scaling_name(rp.scaling.kind),
+    char sc[96] = "";
+    if (rp.scaling.kind != POSENC_ROPE_SCALING_NONE) {
+        snprintf(sc, sizeof(sc), ", %s x%g", tool_scaling_label(rp.scaling.kind),
                  (double)rp.scaling.factor);
-    if (rp.scaling.original_ctx)
-        snprintf(sc + strlen(sc), sizeof(sc) - strlen(sc), " (orig %d)",
-                 (int)rp.scaling.original_ctx);
-    static const char *const what[] = {"angle pos*w_j", "cos(pos*w_j)", "sin(pos*w_j)"};
+        if (rp.scaling.original_ctx)
+            snprintf(sc + strlen(sc), sizeof(sc) - strlen(sc), " (orig %d)",
+                     (int)rp.scaling.original_ctx);
+        /* which pairs the scaling changed, and by how much at most */
+        int64_t first = -1, last = -1, n_changed = 0;
+        double slowest = 1.0, fastest = 1.0;
+        for (int64_t j = 0; j < J; j++) {
+            double ratio = w0[j] / w[j];
+            if (fabs(ratio - 1.0) > 1e-6) {
+                if (first < 0)
+                    first = j;
+                last = j;
+                n_changed++;
+                slowest = fmax(slowest, ratio);
+                fastest = fmin(fastest, ratio);
+            }
+        }
+        const char *how = slowest >= 1.0 / fastest ? "slowed" : "sped up";
+        double most = slowest >= 1.0 / fastest ? slowest : 1.0 / fastest;
+        if (n_changed == 0)
+            snprintf(g->note, sizeof(g->note), "the scaling changes no pair here%s",
+                     rp.scaling.seq_len && rp.scaling.seq_len <= rp.scaling.original_ctx
+                         ? " (positions within the original context)" : "");
+        else if (n_changed == 1)
+            snprintf(g->note, sizeof(g->note), "pair %lld of %lld %s, x%.3g", (long long)first,
+                     (long long)J, how, most);
+        else if (n_changed == last - first + 1)
+            snprintf(g->note, sizeof(g->note), "pairs %lld-%lld of %lld %s, up to x%.3g",
+                     (long long)first, (long long)last, (long long)J, how, most);
+        else
+            snprintf(g->note, sizeof(g->note), "%lld of %lld pairs %s, up to x%.3g",
+                     (long long)n_changed, (long long)J, how, most);
+    }
+    free(w0);
+    free(factors);
+    static const char *const what[] = {"angle pos*w_j (rad)", "cos(pos*w_j)", "sin(pos*w_j)"};
     snprintf(g->title, sizeof(g->title), "RoPE %s, d=%lld, base %g%s%s", what[o->value],
              (long long)D, info.base, sc, o->dtype == POSENC_DTYPE_F16 ? ", f16" : "");
     if (o->value == ENC_VALUE_ANGLE) {
@@ -505,10 +544,15 @@ static int compute_rope(const char *cmd, posenc_context *ctx, const struct enc_o
             for (int64_t j = 0; j < J; j++)
                 g->v[t * J + j] = g->row_pos[t] * w[j];
         free(w);
+        g->angle = 1;
         snprintf(g->device, sizeof(g->device), "host, double (posenc_rope_freqs)");
         return 1;
     }
     free(w);
+    /* the same scaling for posenc_rope (LongRoPE's arrays again) */
+    if (!tool_scaling_setup(cmd, &rp.scaling, o->scaling, o->factor, o->orig_ctx, J,
+                            (int64_t)ceil(maxp) + 1, &factors))
+        return 0;
     /* Rotate unit pairs (1, 0) in NORMAL mode: y[2j] = mscale*cos, y[2j+1] = mscale*sin. */
     rp.mode = POSENC_ROPE_NORMAL;
     float *x = calloc((size_t)(D * T), sizeof(*x));
@@ -549,6 +593,7 @@ static int compute_rope(const char *cmd, posenc_context *ctx, const struct enc_o
     posenc_buffer_destroy(&yb);
     free(x);
     free(y);
+    free(factors);
     if (st != POSENC_OK)
         return lib_failed(cmd, ctx, call, st);
     g->symmetric = 1;
@@ -650,12 +695,20 @@ int enc_compute(const char *cmd, posenc_context *ctx, const struct enc_opts *o,
     if (posenc_context_get_info(ctx, &info) == POSENC_OK)
         snprintf(g->device, sizeof(g->device), "%s (%s)", posenc_backend_name(info.backend),
                  info.device_name);
+    tool_progress_init(o->quiet);
+    if (rows * cols >= ((int64_t)1 << 20)) {
+        char what[96];
+        snprintf(what, sizeof(what), "computing %lld x %lld values on %s ...", (long long)rows,
+                 (long long)cols, posenc_backend_name(o->backend));
+        tool_progress(cmd, 0, 0, what);
+    }
     int ok;
     switch (o->kind) {
     case ENC_SINUSOIDAL: ok = compute_sinusoidal(cmd, ctx, o, g); break;
     case ENC_ROPE: ok = compute_rope(cmd, ctx, o, g); break;
     default: ok = compute_bias(cmd, ctx, o, g); break;
     }
+    tool_progress_clear();
     if (!ok)
         enc_grid_free(g);
     return ok;

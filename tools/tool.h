@@ -40,6 +40,43 @@ const char *tool_value(const char *cmd, int argc, char **argv, int *i);
  * and returns NULL on failure. */
 posenc_context *tool_open(const char *cmd, posenc_backend_kind kind);
 
+/* Print "CMD: CALL: status: reason" for a failed library call (the reason from the
+ * context, or posenc_last_error() for calls without one: ctx NULL). Returns 0. */
+int tool_lib_failed(const char *cmd, posenc_context *ctx, const char *call, posenc_status st);
+/* The exit code after a failure: TOOL_USAGE when the library refused an argument the
+ * command line gave (INVALID_ARGUMENT, OUT_OF_RANGE), else TOOL_FAILED. */
+int tool_fail_code(void);
+
+/* Progress on stderr: only when stderr is a terminal and not --quiet. Result lines go
+ * to stdout; call tool_progress_clear() before printing anything to stderr. */
+void tool_progress_init(int quiet);
+int tool_progress_on(void);
+/* "WHAT [####    ] done/total NAME" (total <= 0: "WHAT NAME"), redrawn in place. */
+void tool_progress(const char *what, int64_t done, int64_t total, const char *name);
+void tool_progress_clear(void);
+
+/* ---- RoPE scaling choices, the same in table, heatmap, decay and freqs ---------------- */
+
+/* One default per option, in every sub-command. */
+#define TOOL_DEFAULT_FACTOR 4.0
+#define TOOL_DEFAULT_ORIG_CTX 4096
+
+extern const char tool_scaling_list[]; /* "none, linear, ..." */
+int tool_parse_scaling(const char *s, posenc_rope_scaling_kind *out);
+const char *tool_scaling_name(posenc_rope_scaling_kind kind);  /* "ggml-yarn" */
+const char *tool_scaling_label(posenc_rope_scaling_kind kind); /* "ggml YaRN" */
+/* Whether the kind reads original_ctx (every kind but none, linear and ntk). */
+int tool_scaling_uses_orig(posenc_rope_scaling_kind kind);
+/* A scaling factor: a number > 0 that stays > 0 as a float (never reinterpreted: the
+ * library reads 0 as 1). Prints the error and returns 0 otherwise. */
+int tool_parse_factor(const char *cmd, const char *opt, const char *s, double *out);
+/* Fill *s for `kind` with factor, original context (kinds that use it), seq_len (dynamic
+ * NTK, LongRoPE), ggml's ext_factor 1, and LongRoPE's factor arrays (short 1, long a
+ * geometric ramp from 1 to factor over the pairs; malloc'd into *factors, free it). */
+int tool_scaling_setup(const char *cmd, struct posenc_rope_scaling *s,
+                       posenc_rope_scaling_kind kind, double factor, int64_t orig,
+                       int64_t n_pairs, int64_t seq_len, float **factors);
+
 /* ---- encodings: options shared by `table` and `heatmap` ----------------------------- */
 
 enum enc_kind { ENC_SINUSOIDAL = 0, ENC_ROPE, ENC_ALIBI, ENC_T5, ENC_KIND_COUNT };
@@ -56,12 +93,16 @@ struct enc_opts {
     struct posenc_sinusoidal_params sin;
     /* rope */
     int value;                    /* enum enc_value */
-    struct posenc_rope_params rope;
+    struct posenc_rope_params rope; /* scaling filled by enc_compute from the three below */
+    posenc_rope_scaling_kind scaling; /* --scaling (default none) */
+    double factor;                /* --factor (default TOOL_DEFAULT_FACTOR) */
+    int64_t orig_ctx;             /* --orig-ctx (default TOOL_DEFAULT_ORIG_CTX) */
     /* alibi */
     int64_t heads, head;
     struct posenc_alibi_params alibi;
     /* t5 */
     struct posenc_relbias_params t5;
+    int quiet;                    /* --quiet: no progress on stderr */
     unsigned seen;                /* which options were given (internal) */
 };
 
@@ -88,6 +129,9 @@ struct enc_grid {
     char title[160];          /* what it is, for headers and image titles */
     char device[160];         /* "cpu (host CPU ...)" or "host (double)" */
     int symmetric;            /* values in [-1, 1] by construction (fixed colour range) */
+    int angle;                /* RoPE angles in radians (heatmap: wrapped to [-pi, pi)) */
+    char note[160];           /* a second line for titles ("" if none): what a scaling
+                               * changed */
     int integer;              /* integer-valued (T5 buckets) */
 };
 
@@ -102,5 +146,6 @@ void enc_grid_free(struct enc_grid *g);
 int cmd_table(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);
 int cmd_decay(int argc, char **argv);
+int cmd_freqs(int argc, char **argv);
 
 #endif
