@@ -325,6 +325,24 @@ POSENC_API posenc_status posenc_context_create(const struct posenc_context_param
  * the final wait are dropped (the device is going away). */
 POSENC_API void posenc_context_destroy(posenc_context **ctx);
 
+/*
+ * Check-only mode: ask whether calls would be accepted without running them (what a
+ * runtime's "supports this op?" query needs, e.g. ggml's supports_op). While `enable` is
+ * nonzero, every op on ctx checks its arguments, views, dtypes, params and the device's
+ * limits (posenc_device_info.max_binding_size: how it would cut the op into launches)
+ * exactly as it does when it runs, and returns the status it would return -- then stops:
+ * it reads nothing back, allocates no device memory, queues nothing and writes nothing.
+ * Tensors may have buffer = NULL in this mode: the view is then checked without a buffer
+ * to bound it (offsets and strides still count for the overlap rules, all NULL-buffer
+ * views being in one address space). What depends on data is not checked: positions of
+ * posenc_learned (OUT_OF_RANGE), row indices of posenc_set_rows, the sequence length
+ * DYNAMIC_NTK / LONGROPE read from the positions, the values of freq_factors_tensor; nor
+ * the device limits of posenc_attention past its argument checks, posenc_sincos_2d past
+ * its own. Buffer calls (create, write, read) and posenc_context_finish are not affected.
+ * Returns POSENC_OK, or POSENC_ERR_INVALID_ARGUMENT for a NULL ctx.
+ */
+POSENC_API posenc_status posenc_context_set_check_only(posenc_context *ctx, int enable);
+
 /* Wait until every op queued on the context has finished. Returns POSENC_OK,
  * POSENC_ERR_INVALID_ARGUMENT for a NULL ctx, or POSENC_ERR_BACKEND when queued work
  * failed (see "Execution"). */

@@ -358,6 +358,15 @@ void posenc_context_destroy(posenc_context **pctx)
     *pctx = NULL;
 }
 
+posenc_status posenc_context_set_check_only(posenc_context *ctx, int enable)
+{
+    if (!ctx)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER(ctx);
+    ctx->check_only = enable != 0;
+    return POSENC_OK;
+}
+
 posenc_status posenc_context_finish(posenc_context *ctx)
 {
     if (!ctx)

@@ -55,6 +55,10 @@ struct posenc_context {
     int32_t depth;
     struct pe_rope_cache *rope_cache; /* resolved RoPE tables (rope_freq.c); NULL until used */
     struct pe_ff_cache *ff_cache;     /* device freq_factors read back (rope_freq.c) */
+    /* posenc_context_set_check_only: ops check everything that needs no data and stop
+     * before they read back, allocate temporaries or launch. Tensors may then have no
+     * buffer (pe_check_tensor). */
+    bool check_only;
     uint64_t next_buffer_id;          /* serial numbers of this context's buffers */
 };
 

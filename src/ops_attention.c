@@ -596,6 +596,11 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     const double scale =
         p.scale != 0.0f ? (double)p.scale : softmax_scale / sqrt((double)D);
 
+    /* Check-only: the rest makes temporaries and runs; its own limits are checked again
+     * when the call runs. */
+    if (ctx->check_only)
+        return POSENC_OK;
+
     /* ---- 2. input encodings ------------------------------------------------------------ */
     struct attn_tmp tmp;
     memset(&tmp, 0, sizeof(tmp));
@@ -741,6 +746,8 @@ posenc_status posenc_attention_decay(posenc_context *ctx, int64_t head_dim, int6
     for (int64_t i = 0; i < 2 * D * S; i++)
         host[i] = (float)((double)(splitmix64(&rng) >> 40) * 0x1p-24); /* [0, 1), exact */
     const float zero = 0.0f;
+    if (ctx->check_only) /* the rest makes temporaries and runs */
+        goto done;
     if ((st = posenc_buffer_create(ctx, sizeof(float) * (size_t)(D * S), &qb)) != POSENC_OK ||
         (st = posenc_buffer_create(ctx, sizeof(float) * (size_t)(D * S), &kb)) != POSENC_OK ||
         (st = posenc_buffer_create(ctx, sizeof(float), &vb)) != POSENC_OK ||

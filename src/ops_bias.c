@@ -322,7 +322,7 @@ posenc_status posenc_relbias_backward(posenc_context *ctx, const posenc_tensor *
         const struct pe_view *views[2] = {&op.dlogits, &op.dtable};
         const char *names[2] = {"dlogits", "dtable"};
         st = pe_check_binding(ctx, "relbias_backward", 2, views, names);
-        if (st == POSENC_OK)
+        if (st == POSENC_OK && !ctx->check_only)
             st = ctx->backend->vt->relbias_backward(ctx->backend, &op);
     }
     free(bucket);

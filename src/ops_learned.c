@@ -130,8 +130,11 @@ posenc_status posenc_learned(posenc_context *ctx, const posenc_tensor *x,
     }
     if (pe_tensor_empty(dst))
         return POSENC_OK;
-    /* Positions are checked before anything is queued: OUT_OF_RANGE on every backend. */
-    PE_RETURN_IF_ERROR(read_positions(ctx, pos, dst->ne[1], dst->ne[2], table->ne[1], NULL));
+    /* Positions are checked before anything is queued: OUT_OF_RANGE on every backend
+     * (in check-only mode there are no positions to read). */
+    if (!ctx->check_only)
+        PE_RETURN_IF_ERROR(
+            read_positions(ctx, pos, dst->ne[1], dst->ne[2], table->ne[1], NULL));
     if (!ctx->backend->vt->learned)
         return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no learned op",
                         ctx->backend->vt->name);
@@ -178,6 +181,11 @@ posenc_status posenc_learned_backward(posenc_context *ctx, const posenc_tensor *
                         "dy has %lld x %lld tokens; the backward pass takes at most 2^31 - 1",
                         (long long)T, (long long)B);
     int32_t *rows = NULL;
+    if (ctx->check_only) /* the rest depends on the positions */
+        return ctx->backend->vt->learned_backward
+                   ? POSENC_OK
+                   : pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                              "backend %s has no learned_backward op", ctx->backend->vt->name);
     PE_RETURN_IF_ERROR(read_positions(ctx, pos, T, B, dtable->ne[1], &rows));
     if (!ctx->backend->vt->learned_backward) {
         free(rows);

@@ -182,8 +182,12 @@ static posenc_status build_table(posenc_context *ctx, const posenc_tensor *x,
                                  struct pe_rope_table *t, bool *owned)
 {
     int32_t seq_len = 0;
-    if (needs_seq_len(p) && !pe_tensor_empty(pos))
-        PE_RETURN_IF_ERROR(positions_len(ctx, pos, &seq_len));
+    if (needs_seq_len(p) && !pe_tensor_empty(pos)) {
+        if (ctx->check_only)
+            seq_len = 1; /* the positions are data: any length checks the rest */
+        else
+            PE_RETURN_IF_ERROR(positions_len(ctx, pos, &seq_len));
+    }
     PE_RETURN_IF_ERROR(pe_rope_table_cached(ctx, x->ne[0], p, seq_len, t, owned));
     if (pos->ne[1] < t->info.n_streams) {
         posenc_status st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,

@@ -110,6 +110,8 @@ posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid
     sp.base = p.base;
     sp.layout = POSENC_SIN_HALF_SPLIT;
 
+    if (ctx->check_only) /* the rest makes temporaries and runs */
+        return POSENC_OK;
     posenc_buffer *pc = NULL, *pr = NULL;
     posenc_status st = make_coords(ctx, grid_w, p.grid_scale, &pc);
     if (st == POSENC_OK)
@@ -297,7 +299,7 @@ posenc_status posenc_resize_2d(posenc_context *ctx, const posenc_tensor *src, in
         const struct pe_view *views[2] = {&op.src, &op.dst};
         const char *names[2] = {"src", "dst"};
         st = pe_check_binding(ctx, "resize_2d", 2, views, names);
-        if (st == POSENC_OK)
+        if (st == POSENC_OK && !ctx->check_only)
             st = ctx->backend->vt->resize_2d(ctx->backend, &op);
     }
     free(ix);

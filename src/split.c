@@ -417,10 +417,12 @@ static posenc_status run_split(posenc_context *ctx, const struct split_desc *sd,
     struct split_run r = {.ctx = ctx, .sd = sd, .dry = true};
     r.limit = pe_binding_limit(ctx, &r.what);
     if (r.limit == 0)
-        return sd->run(ctx->backend, op);
+        return ctx->check_only ? POSENC_OK : sd->run(ctx->backend, op);
     /* Plan first: a refusal must leave the outputs untouched, so nothing may run before
      * every slice is known to fit. */
     PE_RETURN_IF_ERROR(split_rec(&r, op, 3));
+    if (ctx->check_only)
+        return POSENC_OK; /* every launch would fit */
     if (r.launches == 1)
         return sd->run(ctx->backend, op);
     const int64_t planned = r.launches;

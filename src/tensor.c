@@ -88,12 +88,17 @@ posenc_status pe_check_tensor(posenc_context *ctx, const char *name, const posen
 {
     if (!t)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "%s is NULL", name);
-    if (!t->buffer)
+    /* In check-only mode a view may be described without memory: no buffer to own it or
+     * bound it (the overlap rules still apply, NULL counting as one buffer). */
+    const bool unbound = !t->buffer && ctx->check_only;
+    if (!t->buffer && !unbound)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "%s->buffer is NULL", name);
-    if (!t->buffer->ctx)
+    if (unbound)
+        ; /* nothing to check about the buffer */
+    else if (!t->buffer->ctx)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "%s->buffer belongs to a context that was destroyed", name);
-    if (t->buffer->ctx != ctx)
+    else if (t->buffer->ctx != ctx)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "%s->buffer belongs to another context", name);
     size_t es = posenc_dtype_size(t->dtype);
@@ -131,7 +136,10 @@ posenc_status pe_check_tensor(posenc_context *ctx, const char *name, const posen
                                 "%s: ne[%d]*nb[%d] = %lld*%lld overflows 64 bits", name, k, k,
                                 (long long)t->ne[k], (long long)t->nb[k]);
         }
-        if (t->offset > SIZE_MAX - es || end > (uint64_t)t->buffer->size)
+        if (unbound && t->offset > SIZE_MAX - es)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "%s->offset = %zu overflows",
+                            name, t->offset);
+        if (!unbound && (t->offset > SIZE_MAX - es || end > (uint64_t)t->buffer->size))
             return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                             "%s runs past its buffer: it needs bytes [%zu, %llu) of a %zu-byte "
                             "buffer",
@@ -165,7 +173,10 @@ posenc_status pe_check_tensor(posenc_context *ctx, const char *name, const posen
     }
     if (out_view) {
         memset(out_view, 0, sizeof(*out_view));
-        out_view->mem = t->buffer->mem;
+        /* a view without a buffer (check-only mode) is still present: it gets an address
+         * no backend ever sees, since nothing launches in that mode */
+        static char unbound_mem;
+        out_view->mem = t->buffer ? t->buffer->mem : &unbound_mem;
         out_view->dtype = t->dtype;
         out_view->offset = (int64_t)(t->offset / es);
         for (int k = 0; k < 4; k++) {
