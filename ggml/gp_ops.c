@@ -43,6 +43,55 @@ static posenc_tensor gp_view(const struct ggml_tensor *t)
     return v;
 }
 
+/*
+ * supports_op asks posenc itself, in check-only mode (posenc_context_set_check_only), so the
+ * answer includes the device's limits (a row longer than one binding, ...). The node's
+ * tensors have no memory yet: each is described without a buffer, every distinct
+ * allocation in its own address region (so two tensors never seem to overlap) at its view
+ * offset (so views of one tensor keep their real relation: in place is in place).
+ */
+struct gp_check {
+    const struct ggml_tensor *roots[GGML_MAX_SRC + 1];
+    int n_roots;
+};
+
+static posenc_tensor gp_check_view(struct gp_check *c, const struct ggml_tensor *t)
+{
+    const struct ggml_tensor *root = t->view_src ? t->view_src : t;
+    int r = 0;
+    while (r < c->n_roots && c->roots[r] != root)
+        r++;
+    if (r == c->n_roots && c->n_roots < GGML_MAX_SRC + 1)
+        c->roots[c->n_roots++] = root;
+    posenc_tensor v;
+    memset(&v, 0, sizeof(v));
+    v.buffer = NULL;
+    v.offset = ((size_t)r << 40) + (t->view_src ? t->view_offs : 0);
+    gp_dtype(t->type, &v.dtype);
+    for (int k = 0; k < 4; k++) {
+        v.ne[k] = t->ne[k];
+        v.nb[k] = (int64_t)t->nb[k];
+    }
+    return v;
+}
+
+/* Ask the device's context in check-only mode: begin (lock, mode on) ... end (mode off,
+ * unlock; true when posenc accepted the call). */
+static struct gp_device *gp_check_begin(const struct gp_device *cdev)
+{
+    struct gp_device *dev = (struct gp_device *)cdev; /* the lock and the mode change */
+    pthread_mutex_lock(&dev->lock);
+    posenc_context_set_check_only(dev->ctx, 1);
+    return dev;
+}
+
+static bool gp_check_end(struct gp_device *dev, posenc_status st)
+{
+    posenc_context_set_check_only(dev->ctx, 0);
+    pthread_mutex_unlock(&dev->lock);
+    return st == POSENC_OK;
+}
+
 /* ---- RoPE ------------------------------------------------------------------------------- */
 
 static int gp_rope_streams(const struct ggml_tensor *node)
@@ -63,7 +112,8 @@ static bool gp_rope_params(const struct ggml_tensor *node, struct posenc_rope_pa
     return true;
 }
 
-static bool gp_supports_rope(const struct ggml_tensor *op)
+/* What the node must be before posenc is asked (types, shapes posenc's views need). */
+static bool gp_rope_static(const struct ggml_tensor *op)
 {
     const struct ggml_tensor *x = op->src[0], *pos = op->src[1], *ff = op->src[2];
     if (!gp_is_float(x) || op->type != x->type || !pos || pos->type != GGML_TYPE_I32)
@@ -81,9 +131,8 @@ static bool gp_supports_rope(const struct ggml_tensor *op)
 }
 
 /* ggml's positions [T * S] (stream s of token t at s*T + t) as posenc's [T, S]. */
-static posenc_tensor gp_rope_pos(const struct ggml_tensor *pos, int64_t T, int S)
+static posenc_tensor gp_rope_pos(posenc_tensor v, int64_t T, int S)
 {
-    posenc_tensor v = gp_view(pos);
     v.ne[0] = T;
     v.ne[1] = S;
     v.ne[2] = v.ne[3] = 1;
@@ -92,13 +141,30 @@ static posenc_tensor gp_rope_pos(const struct ggml_tensor *pos, int64_t T, int S
     return v;
 }
 
+static bool gp_supports_rope(const struct gp_device *dev, const struct ggml_tensor *op)
+{
+    struct posenc_rope_params p;
+    if (!gp_rope_static(op) || !gp_rope_params(op, &p))
+        return false;
+    struct gp_check c = {{NULL}, 0};
+    posenc_tensor x = gp_check_view(&c, op->src[0]), d = gp_check_view(&c, op), ff;
+    posenc_tensor pt = gp_rope_pos(gp_check_view(&c, op->src[1]), op->src[0]->ne[2],
+                                   gp_rope_streams(op));
+    if (op->src[2]) {
+        ff = gp_check_view(&c, op->src[2]);
+        p.freq_factors_tensor = &ff;
+    }
+    struct gp_device *dv = gp_check_begin(dev);
+    return gp_check_end(dv, posenc_rope(dv->ctx, &x, &pt, &d, &p));
+}
+
 static void gp_rope(struct gp_device *dev, const struct ggml_tensor *node)
 {
     const struct ggml_tensor *x = node->src[0];
     struct posenc_rope_params p;
     GGML_ASSERT(gp_rope_params(node, &p));
     posenc_tensor xt = gp_view(x), dt = gp_view(node), ff;
-    posenc_tensor pt = gp_rope_pos(node->src[1], x->ne[2], gp_rope_streams(node));
+    posenc_tensor pt = gp_rope_pos(gp_view(node->src[1]), x->ne[2], gp_rope_streams(node));
     if (node->src[2]) {
         ff = gp_view(node->src[2]);
         p.freq_factors_tensor = &ff;
@@ -190,7 +256,7 @@ static bool gp_softmax_params(const struct ggml_tensor *op, struct posenc_softma
     return p->scale != 0.0f && isfinite(p->scale) && isfinite(p->max_bias) && p->max_bias >= 0;
 }
 
-static bool gp_supports_softmax(const struct ggml_tensor *op)
+static bool gp_supports_softmax(const struct gp_device *dev, const struct ggml_tensor *op)
 {
     const struct ggml_tensor *x = op->src[0], *mask = op->src[1], *sinks = op->src[2];
     struct posenc_softmax_params p;
@@ -203,7 +269,15 @@ static bool gp_supports_softmax(const struct ggml_tensor *op)
     if (sinks && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] != x->ne[2] ||
                   ggml_nelements(sinks) != sinks->ne[0]))
         return false;
-    return true;
+    struct gp_check c = {{NULL}, 0};
+    posenc_tensor xv = gp_check_view(&c, x), dv = gp_check_view(&c, op), mv, sv;
+    if (mask)
+        mv = gp_check_view(&c, mask);
+    if (sinks)
+        sv = gp_check_view(&c, sinks);
+    struct gp_device *d = gp_check_begin(dev);
+    return gp_check_end(d, posenc_softmax(d->ctx, &xv, mask ? &mv : NULL, sinks ? &sv : NULL,
+                                          &dv, &p));
 }
 
 static void gp_softmax(struct gp_device *dev, const struct ggml_tensor *node)
@@ -233,13 +307,24 @@ static bool gp_is_index(const struct ggml_tensor *t)
     return t->type == GGML_TYPE_I32 || t->type == GGML_TYPE_I64;
 }
 
-static bool gp_supports_set_rows(const struct ggml_tensor *op)
+static bool gp_set_rows_static(const struct ggml_tensor *op)
 {
     const struct ggml_tensor *src = op->src[0], *rows = op->src[1];
     return gp_is_float(src) && gp_is_float(op) && gp_is_index(rows) &&
            src->ne[0] == op->ne[0] && src->ne[2] == op->ne[2] && src->ne[3] == op->ne[3] &&
            rows->ne[0] == src->ne[1] && rows->ne[3] == 1 && src->ne[2] % rows->ne[1] == 0 &&
            src->ne[3] % rows->ne[2] == 0;
+}
+
+static bool gp_supports_set_rows(const struct gp_device *dev, const struct ggml_tensor *op)
+{
+    if (!gp_set_rows_static(op))
+        return false;
+    struct gp_check c = {{NULL}, 0};
+    posenc_tensor s = gp_check_view(&c, op->src[0]), r = gp_check_view(&c, op->src[1]);
+    posenc_tensor d = gp_check_view(&c, op);
+    struct gp_device *dv = gp_check_begin(dev);
+    return gp_check_end(dv, posenc_set_rows(dv->ctx, &s, &r, &d, &gp_rows_unchecked));
 }
 
 static void gp_set_rows(struct gp_device *dev, const struct ggml_tensor *node)
@@ -260,8 +345,8 @@ static bool gp_can_fuse_rope_set_rows(const struct ggml_cgraph *g, int i)
         return false;
     const struct ggml_tensor *rope = g->nodes[i], *view = g->nodes[i + 1], *sr = g->nodes[i + 2];
     const struct ggml_tensor *rows = sr->src[1];
-    if (view->src[0] != rope || sr->src[0] != view || !gp_supports_rope(rope) ||
-        !gp_supports_set_rows(sr))
+    if (view->src[0] != rope || sr->src[0] != view || !gp_rope_static(rope) ||
+        !gp_set_rows_static(sr))
         return false;
     const size_t es = ggml_type_size(rope->type), ed = ggml_type_size(sr->type);
     return view->view_offs == 0 && view->ne[0] == rope->ne[0] * rope->ne[1] &&
@@ -271,14 +356,16 @@ static bool gp_can_fuse_rope_set_rows(const struct ggml_cgraph *g, int i)
            rows->ne[2] == 1;
 }
 
-static void gp_rope_set_rows(struct gp_device *dev, const struct ggml_tensor *rope,
+/* Run the fused write; false (nothing run) when posenc would refuse it, e.g. a cache that
+ * overlaps the rope's input: then the nodes run one by one. */
+static bool gp_rope_set_rows(struct gp_device *dev, const struct ggml_tensor *rope,
                              const struct ggml_tensor *sr)
 {
     const struct ggml_tensor *x = rope->src[0];
     struct posenc_rope_params p;
     GGML_ASSERT(gp_rope_params(rope, &p));
     posenc_tensor xt = gp_view(x), ff, rt = gp_view(sr->src[1]), dt = gp_view(sr);
-    posenc_tensor pt = gp_rope_pos(rope->src[1], x->ne[2], gp_rope_streams(rope));
+    posenc_tensor pt = gp_rope_pos(gp_view(rope->src[1]), x->ne[2], gp_rope_streams(rope));
     xt.ne[3] = 1; /* the view takes batch 0 */
     if (rope->src[2]) {
         ff = gp_view(rope->src[2]);
@@ -293,8 +380,14 @@ static void gp_rope_set_rows(struct gp_device *dev, const struct ggml_tensor *ro
     dt.nb[2] = (int64_t)sr->nb[1];
     dt.nb[3] = (int64_t)sr->nb[2] * sr->ne[2];
     rt.ne[1] = rt.ne[2] = rt.ne[3] = 1;
+    posenc_context_set_check_only(dev->ctx, 1);
+    posenc_status st = posenc_rope_set_rows(dev->ctx, &xt, &pt, &rt, &dt, &p, &gp_rows_unchecked);
+    posenc_context_set_check_only(dev->ctx, 0);
+    if (st != POSENC_OK)
+        return false;
     GP_CHECK(dev, posenc_rope_set_rows(dev->ctx, &xt, &pt, &rt, &dt, &p, &gp_rows_unchecked),
              "posenc_rope_set_rows");
+    return true;
 }
 
 /* ---- timestep embedding ----------------------------------------------------------------- */
@@ -338,7 +431,6 @@ static void gp_timestep(struct gp_device *dev, const struct ggml_tensor *node)
 
 bool gp_supports_op(const struct gp_device *dev, const struct ggml_tensor *op)
 {
-    (void)dev;
     switch (op->op) {
     case GGML_OP_NONE:
     case GGML_OP_RESHAPE:
@@ -348,7 +440,7 @@ bool gp_supports_op(const struct gp_device *dev, const struct ggml_tensor *op)
         return true;
     case GGML_OP_ROPE:
     case GGML_OP_ROPE_BACK:
-        return gp_supports_rope(op);
+        return gp_supports_rope(dev, op);
     case GGML_OP_CPY:
     case GGML_OP_DUP:
     case GGML_OP_CONT:
@@ -356,9 +448,9 @@ bool gp_supports_op(const struct gp_device *dev, const struct ggml_tensor *op)
     case GGML_OP_TIMESTEP_EMBEDDING:
         return gp_supports_timestep(op);
     case GGML_OP_SOFT_MAX:
-        return gp_supports_softmax(op);
+        return gp_supports_softmax(dev, op);
     case GGML_OP_SET_ROWS:
-        return gp_supports_set_rows(op);
+        return gp_supports_set_rows(dev, op);
     default:
         return false;
     }
@@ -373,8 +465,8 @@ enum ggml_status gp_graph_compute(struct gp_device *dev, struct ggml_cgraph *cgr
             continue;
         switch (node->op) {
         case GGML_OP_ROPE:
-            if (gp_can_fuse_rope_set_rows(cgraph, i)) {
-                gp_rope_set_rows(dev, node, cgraph->nodes[i + 2]);
+            if (gp_can_fuse_rope_set_rows(cgraph, i) &&
+                gp_rope_set_rows(dev, node, cgraph->nodes[i + 2])) {
                 i += 2;
                 break;
             }
