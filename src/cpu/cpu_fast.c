@@ -1442,6 +1442,62 @@ static float softmax_prep(const float *restrict x, const float *restrict mk, flo
     return m;
 }
 
+/*
+ * exp(x) for the softmax's x = v - max <= 0, in f32 without a branch, so the row loop
+ * vectorises (libm's expf does not without -ffast-math): x = n ln2 + r with ln2 in two
+ * parts (Cody-Waite, |r| <= ln2/2), exp(r) by Cephes' degree-6 expf polynomial, 2^n
+ * through the exponent bits. Relative error within 2e-7 (a few f32 ulp) for x in
+ * [-87.3, 0]; below that (and -inf) it gives 0, where expf gives a value under 1.2e-38
+ * (a subnormal or 0), which changes no normalised softmax output. NaN is never passed in
+ * (the caller's any_nan path writes the NaN row).
+ */
+static inline float softmax_exp(float x)
+{
+    const float lo = -87.33654f; /* ln(2^-126): 2^n stays a normal number */
+    const float xc = x > lo ? x : lo;
+    const float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof(scale));
+    return x > lo ? p * scale : 0.0f;
+}
+
+/* v[k] = exp(v[k] - m) in place; returns the sum (in double) and sets *any_nan. The sum
+ * runs in 8 lanes (k mod 8) added at the end, a fixed order, so the loop vectorises and
+ * the result does not depend on the thread count. */
+PE_CLONES
+static double softmax_exp_row(float *restrict v, int64_t n, float m, int *restrict any_nan)
+{
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int nan_seen = 0;
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int l = 0; l < 8; l++) {
+            const float t = v[k + l] - m;
+            nan_seen |= t != t;
+            const float e = softmax_exp(t == t ? t : 0.0f);
+            v[k + l] = e;
+            acc[l] += (double)e;
+        }
+    for (; k < n; k++) {
+        const float t = v[k] - m;
+        nan_seen |= t != t;
+        const float e = softmax_exp(t == t ? t : 0.0f);
+        v[k] = e;
+        acc[k % 8] += (double)e;
+    }
+    *any_nan = nan_seen;
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 static void softmax_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
                         float *scratch)
 {
@@ -1465,14 +1521,19 @@ static void softmax_run(const struct pe_fast_job *job, int64_t begin, int64_t en
                                               false, tm)
                                   : NULL;
         float m = softmax_prep(xr, mr, v, n, op->scale_f32, slope, sink);
-        bool any_nan = isnan(sink);
+        int row_nan = 0;
         double sum = has_sink ? (double)expf(sink - m) : 0.0;
-        for (int64_t k = 0; k < n; k++) {
-            any_nan |= isnan(v[k]);
-            const float e = expf(v[k] - m);
-            v[k] = e;
-            sum += (double)e;
-        }
+        /* v_k - m <= 0 for every finite m; m = +inf or -inf rows are NaN or written below */
+        if (isfinite(m))
+            sum += softmax_exp_row(v, n, m, &row_nan);
+        else
+            for (int64_t k = 0; k < n; k++) {
+                row_nan |= isnan(v[k]);
+                const float e = expf(v[k] - m);
+                v[k] = e;
+                sum += (double)e;
+            }
+        const bool any_nan = isnan(sink) || row_nan;
         const int64_t di = at4(d, i1, i2, i3);
         float *out = output_row(d, di, v);
         if (m == -INFINITY || any_nan) { /* every v_k -inf and no finite sink: NaN (ggml) */
