@@ -68,87 +68,131 @@
 #endif
 
 /*
- * sin and cos of 8 f32 angles for the vector kernels. With PE_FP64 (-D, 1 when the device
- * has cl_khr_fp64) the angle is widened exactly to double, reduced by pi/2 in three parts
- * (fdlibm's pio2_1..3: exact products for |k| < 2^20) and evaluated with Taylor polynomials
- * to r^11 / r^12 (truncation below 1e-11 for |r| <= pi/4), all branch-free, so that CPU
- * implementations vectorise it; the results are the f32 roundings of values within ~1e-11
- * of the exact sin/cos of the f32 angle (better than the 4 ulp the bounds allow). Angles
- * beyond 4e5 (and inf / NaN) use the built-in sincos, as does every device without fp64.
+ * Angles of the rotary and sinusoidal kernels, accurate without device f64
+ * (docs/accuracy-angles.md; the GLSL twin is in shaders/common.glsl).
+ *
+ * The host splits each frequency w (double) into two f32 words, hi = f32(w) and lo =
+ * f32(w - hi) (pe_freq_split). For a position p (exact in f32: any f32, or an integer
+ * below 2^24) the angle p*w is the unevaluated sum ph + pl, ph = p*hi and pl = fma(p, lo,
+ * fma(p, hi, -ph)): fma gives the product's rounding error exactly, so ph + pl is within
+ * ~2^-47 |p w| of p*w. It is reduced by pi/2 with a three-word pi/2 = PE_PIO2_1 (22
+ * significant bits) + PE_PIO2_2 + PE_PIO2_3: q = rint(ph * 2/pi), r = ph - q*PE_PIO2_1
+ * (exact for |ph| up to ~2^25: the result is a multiple of 2^-21 below 8), minus
+ * q*PE_PIO2_2 (one rounding, relative to |r|), plus pl - q*PE_PIO2_3; a second step takes
+ * out the quarter turn that q may miss when ph*2/pi rounds (|ph| near 2^24). sin and cos of
+ * r (|r| <= pi/4 + 2^-20) are Cephes' sinf / cosf minimax polynomials in f32, and the
+ * quadrant (q + q1) mod 4 swaps and negates them. Measured against an f64 evaluation: within
+ * 1.7 * 2^-24 up to |p w| = 10^6 and 3.7 * 2^-24 up to 2^24, the same figures as an exact
+ * C emulation of these lines. Past that r comes out of range (no phase left in f32): r is
+ * replaced by 0 (sin 0, cos 1) so that the values stay in [-1, 1], except that an infinite
+ * or NaN angle gives NaN. FP_CONTRACT is off above: only the explicit fma calls fuse.
  */
-#ifdef PE_FP64 /* defined (0 or 1) for the programs that use it: rope.cl, sinusoidal.cl */
-#if PE_FP64 && defined(PE_CPU_ORDER) && PE_CPU_ORDER
-/*
- * CPU devices (PoCL): the CPU backend's pe_sincos_block (src/cpu/cpu_fast.c). The angle is
- * reduced by pi/2 in double (pio2_1 + pio2_2: below 1e-15 for |x| <= 4e5), the reduced
- * r (|r| <= pi/4) is rounded to f32, and Cephes' sinf / cosf minimax polynomials run in
- * f32, 8 lanes per AVX2 instruction where the double Taylor polynomials below run 4: within
- * 1.6 * 2^-24 of the exact sin/cos of the f32 angle (measured on the CPU backend against
- * libm over 16 M angles; the bounds of src/check/check.c allow 4 ulp). The sin/cos were
- * 40% of PoCL's f16 sinusoidal kernel time with the double polynomials.
- */
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-static inline float8 pe_sincos8(const float8 xf, float8 *cos_out)
+#define PE_2_OVER_PI 0.636619747f
+#define PE_PIO2_1 1.57079601f     /* 0x1.921fb0p+0: 22 significant bits */
+#define PE_PIO2_2 3.13916473e-07f
+#define PE_PIO2_3 5.39030295e-15f
+
+/* The reduced argument r of p*(hi + lo) and its quadrant n (an integer-valued float, any
+ * value mod 4). Scalar and 8-wide versions. */
+#define PE_ANGLE_REDUCE_BODY                                                               \
+    const TYPE ph = p * hi;                                                                \
+    const TYPE pl = fma(p, lo, fma(p, hi, -ph));                                           \
+    const TYPE q = rint(ph * PE_2_OVER_PI);                                                \
+    TYPE r = fma(-q, (TYPE)PE_PIO2_1, ph);                                                 \
+    r = fma(-q, (TYPE)PE_PIO2_2, r);                                                       \
+    r = r + fma(-q, (TYPE)PE_PIO2_3, pl);                                                  \
+    const TYPE q1 = rint(r * PE_2_OVER_PI);                                                \
+    r = fma(-q1, (TYPE)PE_PIO2_1, r);                                                      \
+    r = fma(-q1, (TYPE)PE_PIO2_2, r);                                                      \
+    *n = (q - 4.0f * floor(q * 0.25f)) + q1;                                               \
+    return select(ph - ph, r, CMP(fabs(r) <= 0.8f));
+
+#define TYPE float
+#define CMP(c) (int)(c)
+static inline float pe_angle_reduce(const float p, const float hi, const float lo, float *n)
 {
-    if (any(!(fabs(xf) <= 4.0e5f)))
-        return sincos(xf, cos_out);
-    const double8 x = convert_double8(xf);
-    const double8 k = rint(x * 6.36619772367581382433e-01);
-    const float8 r =
-        convert_float8((x - k * 1.57079632673412561417e+00) - k * 6.07710050630396597660e-11);
-    const float8 z = r * r;
-    const float8 sp =
-        r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f));
-    const float8 cp =
-        (1.0f - 0.5f * z) +
-        z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f));
-    /* quadrant k mod 4: odd swaps sin and cos; sin < 0 in 2, 3; cos < 0 in 1, 2 */
-    const int8 q = convert_int8(k);
-    const int8 odd = (q & 1) != 0;
-    float8 s = select(sp, cp, odd), c = select(cp, sp, odd);
-    s = select(s, -s, (q & 2) != 0);
-    c = select(c, -c, ((q + 1) & 2) != 0);
-    *cos_out = c;
+    PE_ANGLE_REDUCE_BODY
+}
+#undef TYPE
+#undef CMP
+#define TYPE float8
+#define CMP(c) (c)
+static inline float8 pe_angle_reduce8(const float8 p, const float8 hi, const float8 lo,
+                                      float8 *n)
+{
+    PE_ANGLE_REDUCE_BODY
+}
+#undef TYPE
+#undef CMP
+
+/* r - rf with quadrants n - nf (re-rotation: the difference of two reduced angles, |r| <=
+ * pi/2 + ...), brought back to |r| <= pi/4. */
+static inline float pe_angle_sub(const float r, const float rf, float *n, const float nf)
+{
+    float d = r - rf;
+    const float q = rint(d * PE_2_OVER_PI);
+    d = fma(-q, PE_PIO2_1, d);
+    d = fma(-q, PE_PIO2_2, d);
+    *n = *n - nf + q;
+    return d;
+}
+static inline float8 pe_angle_sub8(const float8 r, const float8 rf, float8 *n, const float8 nf)
+{
+    float8 d = r - rf;
+    const float8 q = rint(d * PE_2_OVER_PI);
+    d = fma(-q, (float8)PE_PIO2_1, d);
+    d = fma(-q, (float8)PE_PIO2_2, d);
+    *n = *n - nf + q;
+    return d;
+}
+
+/* sin and cos of r + n*pi/2 (|r| <= pi/4 + small): Cephes' sinf / cosf polynomials. */
+#define PE_SINCOS_RED_BODY(ITYPE, CONV)                                                    \
+    const TYPE z = r * r;                                                                  \
+    const TYPE sp = r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f +              \
+                                                          z * -1.9515295891e-4f));        \
+    const TYPE cp = (1.0f - 0.5f * z) +                                                    \
+                    z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f +        \
+                                                          z * 2.443315711809948e-5f));    \
+    const ITYPE k = CONV(n) & 3;                                                           \
+    const ITYPE odd = CMPI((k & 1) != 0);                                                  \
+    TYPE s = select(sp, cp, odd), c = select(cp, sp, odd);                                 \
+    s = select(s, -s, CMPI((k & 2) != 0));                                                 \
+    c = select(c, -c, CMPI(((k + 1) & 2) != 0));                                           \
+    *cos_out = c;                                                                          \
     return s;
-}
-#elif PE_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-static inline float8 pe_sincos8(const float8 xf, float8 *cos_out)
+
+#define TYPE float
+#define CMPI(c) (int)(c)
+static inline float pe_sincos_red(const float r, const float n, float *cos_out)
 {
-    if (any(!(fabs(xf) <= 4.0e5f)))
-        return sincos(xf, cos_out);
-    const double8 x = convert_double8(xf);
-    const double8 k = rint(x * 6.36619772367581382433e-01);
-    double8 r = x - k * 1.57079632673412561417e+00;
-    r = r - k * 6.07710050630396597660e-11;
-    r = r - k * 2.02226624871116645580e-21;
-    const double8 r2 = r * r;
-    const double8 sp =
-        r + r * r2 *
-                (-1.0 / 6.0 +
-                 r2 * (1.0 / 120.0 +
-                       r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0 + r2 * (-1.0 / 39916800.0)))));
-    const double8 cp =
-        1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 +
-                                 r2 * (-1.0 / 720.0 +
-                                       r2 * (1.0 / 40320.0 +
-                                             r2 * (-1.0 / 3628800.0 + r2 * (1.0 / 479001600.0))))));
-    /* quadrant k mod 4: odd swaps sin and cos; sin < 0 in 2, 3; cos < 0 in 1, 2 */
-    const long8 q = convert_long8(k);
-    const long8 odd = (q & 1) != 0;
-    double8 s = select(sp, cp, odd), c = select(cp, sp, odd);
-    s = select(s, -s, (q & 2) != 0);
-    c = select(c, -c, ((q + 1) & 2) != 0);
-    *cos_out = convert_float8(c);
-    return convert_float8(s);
+    PE_SINCOS_RED_BODY(int, convert_int)
 }
-#else
-static inline float8 pe_sincos8(const float8 x, float8 *cos_out)
+#undef TYPE
+#undef CMPI
+#define TYPE float8
+#define CMPI(c) (c)
+static inline float8 pe_sincos_red8(const float8 r, const float8 n, float8 *cos_out)
 {
-    return sincos(x, cos_out);
+    PE_SINCOS_RED_BODY(int8, convert_int8)
 }
-#endif
-#endif
+#undef TYPE
+#undef CMPI
+
+/* sin and cos of p*(hi + lo) (returns sin). */
+static inline float pe_angle_sincos(const float p, const float hi, const float lo, float *c)
+{
+    float n;
+    const float r = pe_angle_reduce(p, hi, lo, &n);
+    return pe_sincos_red(r, n, c);
+}
+static inline float8 pe_angle_sincos8(const float8 p, const float8 hi, const float8 lo,
+                                      float8 *c)
+{
+    float8 n;
+    const float8 r = pe_angle_reduce8(p, hi, lo, &n);
+    return pe_sincos_red8(r, n, c);
+}
 
 /* Streaming (non-temporal) stores of f32 values as f16 (round to nearest even), for
  * PE_NT_STORE on CPU devices: converted by vstore_half*_rte into a private vector (PoCL

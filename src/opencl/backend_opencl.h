@@ -62,7 +62,7 @@ struct pe_cl_backend {
     int evict_next; /* the slot a full program cache reuses next */
     char cache_dir[PE_CL_PATH_MAX]; /* program-binary cache folder; "" = off */
     unsigned cache_seq;             /* cache files written (temporary names) */
-    int fp64;                       /* cl_khr_fp64: the vector kernels' sincos (common.cl) */
+    int fp64;                       /* cl_khr_fp64 (reported; no kernel needs it) */
     /* Bumped whenever posenc releases a cl_mem (pe_cl_release_mem): a remembered kernel
      * argument naming a released object is never reused, even if a new object gets the
      * same handle. */
