@@ -68,54 +68,65 @@
 #endif
 
 /*
- * Angles of the rotary and sinusoidal kernels, accurate without device f64
- * (docs/accuracy-angles.md; the GLSL twin is in shaders/common.glsl).
+ * Angles of the rotary and sinusoidal kernels, accurate without device f64 and without
+ * relying on a fused fma (docs/accuracy-angles.md). shaders/common.glsl has the same
+ * operations in the same order, so OpenCL and Vulkan give the same bits.
  *
  * The host splits each frequency w (double) into two f32 words, hi = f32(w) and lo =
  * f32(w - hi) (pe_freq_split). For a position p (exact in f32: any f32, or an integer
- * below 2^24) the angle p*w is the unevaluated sum ph + pl, ph = p*hi and pl = fma(p, lo,
- * fma(p, hi, -ph)): fma gives the product's rounding error exactly, so ph + pl is within
- * ~2^-47 |p w| of p*w. It is reduced by pi/2 with a three-word pi/2 = PE_PIO2_1 (22
- * significant bits) + PE_PIO2_2 + PE_PIO2_3: q = rint(ph * 2/pi), r = ph - q*PE_PIO2_1
- * (exact for |ph| up to ~2^25: the result is a multiple of 2^-21 below 8), minus
- * q*PE_PIO2_2 (one rounding, relative to |r|), plus pl - q*PE_PIO2_3; a second step takes
- * out the quarter turn that q may miss when ph*2/pi rounds (|ph| near 2^24). sin and cos of
- * r (|r| <= pi/4 + 2^-20) are Cephes' sinf / cosf minimax polynomials in f32, and the
- * quadrant (q + q1) mod 4 swaps and negates them. Measured against an f64 evaluation: within
- * 1.7 * 2^-24 up to |p w| = 10^6 and 3.7 * 2^-24 up to 2^24, the same figures as an exact
- * C emulation of these lines. Past that r comes out of range (no phase left in f32): r is
- * replaced by 0 (sin 0, cos 1) so that the values stay in [-1, 1], except that an infinite
- * or NaN angle gives NaN. FP_CONTRACT is off above: only the explicit fma calls fuse.
+ * below 2^24) the angle p*w is the unevaluated sum ph + e + p*lo, ph = f32(p*hi) and e
+ * its rounding error, exact by Dekker's product (p and hi cut into 12-bit halves by
+ * masking, so every partial product is exact): within ~2^-47 |p w| of p*w.
+ * It is reduced by pi/2 Cody-Waite style: q = rint(ph * 2/pi) is cut into qa (a multiple
+ * of 2^12) + qb (|qb| < 2^12) and pi/2 into PE_PIO2_A + PE_PIO2_B (12 significant bits
+ * each) + PE_PIO2_C, so that ph - qa*A - qb*A - qa*B - qb*B is exact for |q| < 2^24 (up
+ * to one rounding at the last step near 2^24); e + p*lo - q*C is added after a second step
+ * that takes out the quarter turn q misses when ph*2/pi rounds (|ph| near 2^24), so that
+ * r (|r| <= pi/4 + 2^-20) is rounded once. sin and cos of r are Cephes' sinf / cosf
+ * minimax polynomials in f32, and the quadrant (q + q1) mod 4 swaps and negates them.
+ * Measured against an f64 evaluation (an exact C emulation of these lines, and the
+ * kernels): within 1.4 * 2^-24 up to |p w| = 10^6 and 3 * 2^-24 up to 2^24. Past ~2^25,
+ * r comes out of range (no phase left in f32): it is replaced by 0 (sin 0, cos 1) so that
+ * the values stay in [-1, 1], except that an infinite or NaN angle gives NaN.
+ * FP_CONTRACT is off above: no operation fuses.
  */
 #define PE_2_OVER_PI 0.636619747f
-#define PE_PIO2_1 1.57079601f     /* 0x1.921fb0p+0: 22 significant bits */
-#define PE_PIO2_2 3.13916473e-07f
-#define PE_PIO2_3 5.39030295e-15f
+#define PE_PIO2_A 1.5703125f          /* 12 significant bits */
+#define PE_PIO2_B 0.000483751297f     /* 12 significant bits */
+#define PE_PIO2_C 7.54979013e-08f
 
 /* The reduced argument r of p*(hi + lo) and its quadrant n (an integer-valued float, any
  * value mod 4). Scalar and 8-wide versions. */
 #define PE_ANGLE_REDUCE_BODY                                                               \
     const TYPE ph = p * hi;                                                                \
-    const TYPE pl = fma(p, lo, fma(p, hi, -ph));                                           \
+    const TYPE pa = AS_F(AS_U(p) & 0xfffff000u), pb = p - pa;                             \
+    const TYPE ha = AS_F(AS_U(hi) & 0xfffff000u), hb = hi - ha;                           \
+    const TYPE e = (((pa * ha - ph) + pa * hb) + pb * ha) + pb * hb;                      \
     const TYPE q = rint(ph * PE_2_OVER_PI);                                                \
-    TYPE r = fma(-q, (TYPE)PE_PIO2_1, ph);                                                 \
-    r = fma(-q, (TYPE)PE_PIO2_2, r);                                                       \
-    r = r + fma(-q, (TYPE)PE_PIO2_3, pl);                                                  \
-    const TYPE q1 = rint(r * PE_2_OVER_PI);                                                \
-    r = fma(-q1, (TYPE)PE_PIO2_1, r);                                                      \
-    r = fma(-q1, (TYPE)PE_PIO2_2, r);                                                      \
+    const TYPE qa = trunc(q * (1.0f / 4096.0f)) * 4096.0f, qb = q - qa;                   \
+    TYPE r = (((ph - qa * PE_PIO2_A) - qb * PE_PIO2_A) - qa * PE_PIO2_B) - qb * PE_PIO2_B; \
+    TYPE t = (e + p * lo) - q * PE_PIO2_C;                                                 \
+    const TYPE q1 = rint((r + t) * PE_2_OVER_PI);                                          \
+    r = (r - q1 * PE_PIO2_A) - q1 * PE_PIO2_B;                                             \
+    r = r + (t - q1 * PE_PIO2_C);                                                          \
     *n = (q - 4.0f * floor(q * 0.25f)) + q1;                                               \
     return select(ph - ph, r, CMP(fabs(r) <= 0.8f));
 
 #define TYPE float
+#define AS_F as_float
+#define AS_U as_uint
 #define CMP(c) (int)(c)
 static inline float pe_angle_reduce(const float p, const float hi, const float lo, float *n)
 {
     PE_ANGLE_REDUCE_BODY
 }
 #undef TYPE
+#undef AS_F
+#undef AS_U
 #undef CMP
 #define TYPE float8
+#define AS_F as_float8
+#define AS_U as_uint8
 #define CMP(c) (c)
 static inline float8 pe_angle_reduce8(const float8 p, const float8 hi, const float8 lo,
                                       float8 *n)
@@ -123,37 +134,35 @@ static inline float8 pe_angle_reduce8(const float8 p, const float8 hi, const flo
     PE_ANGLE_REDUCE_BODY
 }
 #undef TYPE
+#undef AS_F
+#undef AS_U
 #undef CMP
 
 /* r - rf with quadrants n - nf (re-rotation: the difference of two reduced angles, |r| <=
- * pi/2 + ...), brought back to |r| <= pi/4. */
+ * pi/2 + ...), brought back to |r| <= pi/4 (q is -1, 0 or 1: every product is exact). */
 static inline float pe_angle_sub(const float r, const float rf, float *n, const float nf)
 {
-    float d = r - rf;
+    const float d = r - rf;
     const float q = rint(d * PE_2_OVER_PI);
-    d = fma(-q, PE_PIO2_1, d);
-    d = fma(-q, PE_PIO2_2, d);
     *n = *n - nf + q;
-    return d;
+    return ((d - q * PE_PIO2_A) - q * PE_PIO2_B) - q * PE_PIO2_C;
 }
 static inline float8 pe_angle_sub8(const float8 r, const float8 rf, float8 *n, const float8 nf)
 {
-    float8 d = r - rf;
+    const float8 d = r - rf;
     const float8 q = rint(d * PE_2_OVER_PI);
-    d = fma(-q, (float8)PE_PIO2_1, d);
-    d = fma(-q, (float8)PE_PIO2_2, d);
     *n = *n - nf + q;
-    return d;
+    return ((d - q * PE_PIO2_A) - q * PE_PIO2_B) - q * PE_PIO2_C;
 }
 
-/* sin and cos of r + n*pi/2 (|r| <= pi/4 + small): Cephes' sinf / cosf polynomials. */
+/* sin and cos of r + n*pi/2 (|r| <= pi/4 + small): Cephes' sinf / cosf polynomials, in
+ * the order of shaders/common.glsl's pe_sin_poly / pe_cos_poly. */
 #define PE_SINCOS_RED_BODY(ITYPE, CONV)                                                    \
     const TYPE z = r * r;                                                                  \
-    const TYPE sp = r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f +              \
-                                                          z * -1.9515295891e-4f));        \
-    const TYPE cp = (1.0f - 0.5f * z) +                                                    \
-                    z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f +        \
-                                                          z * 2.443315711809948e-5f));    \
+    const TYPE sp =                                                                        \
+        ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * r + r;   \
+    const TYPE cp = ((((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z +           \
+                       4.166664568298827e-2f) * z * z) - 0.5f * z) + 1.0f;                 \
     const ITYPE k = CONV(n) & 3;                                                           \
     const ITYPE odd = CMPI((k & 1) != 0);                                                  \
     TYPE s = select(sp, cp, odd), c = select(cp, sp, odd);                                 \
