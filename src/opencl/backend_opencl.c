@@ -451,6 +451,16 @@ static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
     info->f16_storage = 1;
     info->f16_native = device_has_extension(dev, "cl_khr_fp16") ? 1 : 0;
     be->fp64 = device_has_extension(dev, "cl_khr_fp64") ? 1 : 0;
+    {
+        /* fma in hardware: the angle kernels' fma form (common.cl); the fma-free form
+         * (the same as Vulkan's) otherwise, or with POSENC_CL_FMA=0 */
+        cl_device_fp_config fpc = 0;
+        if (clGetDeviceInfo(dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof(fpc), &fpc, NULL) !=
+            CL_SUCCESS)
+            fpc = 0;
+        const char *env = getenv("POSENC_CL_FMA");
+        be->hw_fma = (fpc & CL_FP_FMA) && !(env && strcmp(env, "0") == 0) ? 1 : 0;
+    }
     info->max_buffer_size = max_alloc;
     info->max_workgroup_size = max_wg > UINT32_MAX ? UINT32_MAX : (uint32_t)max_wg;
     info->compute_units = cus;
@@ -1652,8 +1662,8 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
             snprintf(nh_def, sizeof(nh_def), " -DPE_NH=%d -DPE_TB=%d", nh, tb);
         snprintf(defines, sizeof(defines),
                  "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d "
-                 "-DPE_NT_STORE=%d%s",
-                 dst_f16, has_x, x_f16, pos_i32, pe_cl_is_cpu(be), nt, nh_def);
+                 "-DPE_FMA=%d -DPE_NT_STORE=%d%s",
+                 dst_f16, has_x, x_f16, pos_i32, pe_cl_is_cpu(be), be->hw_fma, nt, nh_def);
         PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl",
                                        tok   ? "pe_sinusoidal_tok"
                                        : vec ? "pe_sinusoidal_vec"
@@ -1753,7 +1763,7 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
     /* posenc_rope_set_rows: the destination token comes from op->rows (-DHAS_ROWS) */
     const int has_rows = op->rows.mem != NULL;
     const int rows_i64 = has_rows && op->rows.dtype == POSENC_DTYPE_I64;
-    /* the variant's bits (whether the device is a CPU is the backend's own): op 1 = rope */
+    /* the variant's bits (whether the device is a CPU and has fma are the backend's own): op 1 = rope */
     const uint64_t memo_key = 1u | (uint64_t)has_rows << 19 | (uint64_t)rows_i64 << 20 |
                               (uint64_t)x_f16 << 8 | (uint64_t)dst_f16 << 9 |
                               (uint64_t)has_x2 << 10 | (uint64_t)x2_f16 << 11 |
@@ -1773,9 +1783,9 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
         snprintf(defines, sizeof(defines),
                  "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
                  "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d "
-                 "-DPE_NT_STORE=%d%s",
+                 "-DPE_FMA=%d -DPE_NT_STORE=%d%s",
                  x_f16, dst_f16, has_x2, x2_f16, dst2_f16, pos_i32, has_from, pos_from_i32,
-                 pe_cl_is_cpu(be), nt, nu_def);
+                 pe_cl_is_cpu(be), be->hw_fma, nt, nu_def);
         PE_RETURN_IF_ERROR(get_program(be, "rope.cl",
                                        tok   ? "pe_rope_tok"
                                        : vec ? "pe_rope_vec"
