@@ -12,8 +12,9 @@
 //
 // The angle pos*w of the rotary and sinusoidal shaders, accurate without shaderFloat64 and
 // without relying on a fused fma (SPIR-V leaves fusing to the driver; lavapipe does not
-// fuse). The same operations in the same order as cl/common.cl (read the full comment
-// there and docs/accuracy-angles.md), so OpenCL and Vulkan give the same bits. In short:
+// fuse). The same operations in the same order as cl/common.cl's fma-free form (read the
+// full comment there and docs/accuracy-angles.md), so OpenCL without PE_FMA and Vulkan give
+// the same bits. In short:
 // the host gives each frequency w as two f32 words hi = f32(w), lo = f32(w - hi); the angle
 // is ph + e + p*lo with ph = f32(p*hi) and e its exact rounding error (Dekker's product
 // with 12-bit halves cut by masking); it is reduced by pi/2 = A + B (12 bits each) + C with
