@@ -73,83 +73,74 @@
  * operations in the same order, so OpenCL and Vulkan give the same bits (except on devices
  * with fma in hardware, which take the shorter PE_FMA form below).
  *
- * The host splits each frequency w (double) into two f32 words, hi = f32(w) and lo =
- * f32(w - hi) (pe_freq_split). For a position p (exact in f32: any f32, or an integer
- * below 2^24) the angle p*w is the unevaluated sum ph + e + p*lo, ph = f32(p*hi) and e
- * its rounding error, exact by Dekker's product (p and hi cut into 12-bit halves by
- * masking, so every partial product is exact): within ~2^-47 |p w| of p*w.
- * It is reduced by pi/2 Cody-Waite style: q = rint(ph * 2/pi) is cut into qa (a multiple
- * of 2^12) + qb (|qb| < 2^12) and pi/2 into PE_PIO2_A + PE_PIO2_B (12 significant bits
- * each) + PE_PIO2_C, so that ph - qa*A - qb*A - qa*B - qb*B is exact for |q| < 2^24 (up
- * to one rounding at the last step near 2^24); e + p*lo - q*C is added after a second step
- * that takes out the quarter turn q misses when ph*2/pi rounds (|ph| near 2^24), so that
- * r (|r| <= pi/4 + 2^-20) is rounded once. sin and cos of r are Cephes' sinf / cosf
+ * The host gives each frequency w (double, radians per position) in quarter turns, v =
+ * w * 2/pi, as two f32 words hi = f32(v) and lo = f32(v - hi) (pe_freq_split): hi + lo is
+ * within ~2^-48 of v relative. For a position p (exact in f32: any f32, or an integer
+ * below 2^24) the angle in quarter turns p*v is the unevaluated sum xh + e + p*lo, xh =
+ * f32(p*hi) and e its rounding error, exact by Dekker's product (p and hi cut into 12-bit
+ * halves by masking, so every partial product is exact). The whole quarter turns come out
+ * exactly: q = rint(xh), fh = xh - q (exact, |fh| <= 1/2); fl = e + p*lo (|fl| <= ~ulp(xh));
+ * a second step q1 = rint(fh + fl) (0 or +-1, near 2^24) keeps |fh + fl| <= 1/2 + tiny.
+ * The rest turns into radians with a two-word pi/2: r = fh*PIO2_HI + (fh*PIO2_LO +
+ * fl*PIO2_HI), |r| <= pi/4 + 2^-20, whatever p. sin and cos of r are Cephes' sinf / cosf
  * minimax polynomials in f32, and the quadrant (q + q1) mod 4 swaps and negates them.
- * Measured against an f64 evaluation (an exact C emulation of these lines, and the
- * kernels): within 1.4 * 2^-24 up to |p w| = 10^6 and 3 * 2^-24 up to 2^24. Past ~2^25,
- * r comes out of range (no phase left in f32): it is replaced by 0 (sin 0, cos 1) so that
- * the values stay in [-1, 1], except that an infinite or NaN angle gives NaN.
- * FP_CONTRACT is off above: no operation fuses.
- */
-#define PE_2_OVER_PI 0.636619747f
-#define PE_PIO2_A 1.5703125f          /* 12 significant bits */
-#define PE_PIO2_B 0.000483751297f     /* 12 significant bits */
-#define PE_PIO2_C 7.54979013e-08f
-
-/*
+ * Measured against an f64 evaluation (an exact C emulation of these lines over 4 M angles,
+ * integer and f32 positions, and the kernels): within 1.6 * 2^-24 up to |p w| = 1e6 and
+ * 2.5 * 2^-24 up to 2^24. Past that the angle has no phase left in f32 (its spacing nears
+ * pi): the values stay in [-1, 1] but may differ from the CPU's; an infinite or NaN angle
+ * gives NaN. FP_CONTRACT is off above: no operation fuses. 31 operations per angle before
+ * the polynomials.
+ *
  * PE_FMA (-D, 1 when the device has fma in hardware, CL_FP_FMA): the same steps with
- * OpenCL's fma, which the spec requires to be correctly rounded (a fused multiply-add):
- * pl = fma(p, lo, fma(p, hi, -ph)) is the product's error plus p*lo, and the reduction
- * uses pi/2 = PE_PIO2_1 (22 significant bits) + PE_PIO2_2 + PE_PIO2_3 with r = fma(-q,
- * PE_PIO2_1, ph) exact for |ph| up to ~2^25 (a multiple of 2^-21 below 8), then q*PE_PIO2_2
- * (one rounding), then pl - q*PE_PIO2_3, and the same second step. About half the
- * operations (22 against 50 per angle); within 1.7 * 2^-24 of an f64 evaluation up to 1e6
- * and 3.7 * 2^-24 up to 2^24 (an exact emulation over 4 M angles), inside the same
- * contract, though not the same bits as the fma-free form.
+ * OpenCL's fma, which the spec requires to be correctly rounded (a fused multiply-add): e =
+ * fma(p, hi, -xh), fl = fma(p, lo, e), r = fma(fh, PIO2_HI, fma(fh, PIO2_LO, fl*PIO2_HI)):
+ * 14 operations per angle; within 1.3 * 2^-24 up to 1e6 and 2.4 * 2^-24 up to 2^24 (the
+ * same emulation), inside the same contract, though not the same bits as the fma-free form.
  */
 #ifndef PE_FMA
 #define PE_FMA 0
 #endif
-#define PE_PIO2_1 1.57079601f         /* 0x1.921fb0p+0: 22 significant bits */
-#define PE_PIO2_2 3.13916473e-07f
-#define PE_PIO2_3 5.39030295e-15f
+#define PE_2_OVER_PI 0.636619747f
+#define PE_PIO2_HI 1.57079637f        /* f32(pi/2) */
+#define PE_PIO2_LO -4.37113883e-08f   /* f32(pi/2 - PE_PIO2_HI) */
+/* pi/2 in three words for pe_angle_sub: A and B with 12 significant bits, so that q*A and
+ * q*B are exact for small integers q */
+#define PE_PIO2_A 1.5703125f
+#define PE_PIO2_B 0.000483751297f
+#define PE_PIO2_C 7.54979013e-08f
 
-/* The reduced argument r of p*(hi + lo) and its quadrant n (an integer-valued float, any
- * value mod 4). Scalar and 8-wide versions. */
+/* The reduced argument r (radians) of p*(hi + lo) quarter turns and its quadrant n (an
+ * integer-valued float, any value mod 4). Scalar and 8-wide versions. */
 #if PE_FMA
 #define PE_ANGLE_REDUCE_BODY                                                               \
-    const TYPE ph = p * hi;                                                                \
-    const TYPE pl = fma(p, lo, fma(p, hi, -ph));                                           \
-    const TYPE q = rint(ph * PE_2_OVER_PI);                                                \
-    TYPE r = fma(-q, (TYPE)PE_PIO2_1, ph);                                                 \
-    r = fma(-q, (TYPE)PE_PIO2_2, r);                                                       \
-    r = r + fma(-q, (TYPE)PE_PIO2_3, pl);                                                  \
-    const TYPE q1 = rint(r * PE_2_OVER_PI);                                                \
-    r = fma(-q1, (TYPE)PE_PIO2_1, r);                                                      \
-    r = fma(-q1, (TYPE)PE_PIO2_2, r);                                                      \
-    *n = (q - 4.0f * floor(q * 0.25f)) + q1;                                               \
-    return select(ph - ph, r, CMP(fabs(r) <= 0.8f));
+    const TYPE xh = p * hi;                                                                \
+    const TYPE fl = fma(p, lo, fma(p, hi, -xh));                                           \
+    TYPE q = rint(xh);                                                                     \
+    TYPE fh = xh - q;                                                                      \
+    const TYPE q1 = rint(fh + fl);                                                         \
+    fh = fh - q1;                                                                          \
+    q = q + q1;                                                                            \
+    *n = q - 4.0f * floor(q * 0.25f);                                                      \
+    return fma(fh, (TYPE)PE_PIO2_HI, fma(fh, (TYPE)PE_PIO2_LO, fl * PE_PIO2_HI));
 #else
 #define PE_ANGLE_REDUCE_BODY                                                               \
-    const TYPE ph = p * hi;                                                                \
+    const TYPE xh = p * hi;                                                                \
     const TYPE pa = AS_F(AS_U(p) & 0xfffff000u), pb = p - pa;                             \
     const TYPE ha = AS_F(AS_U(hi) & 0xfffff000u), hb = hi - ha;                           \
-    const TYPE e = (((pa * ha - ph) + pa * hb) + pb * ha) + pb * hb;                      \
-    const TYPE q = rint(ph * PE_2_OVER_PI);                                                \
-    const TYPE qa = trunc(q * (1.0f / 4096.0f)) * 4096.0f, qb = q - qa;                   \
-    TYPE r = (((ph - qa * PE_PIO2_A) - qb * PE_PIO2_A) - qa * PE_PIO2_B) - qb * PE_PIO2_B; \
-    TYPE t = (e + p * lo) - q * PE_PIO2_C;                                                 \
-    const TYPE q1 = rint((r + t) * PE_2_OVER_PI);                                          \
-    r = (r - q1 * PE_PIO2_A) - q1 * PE_PIO2_B;                                             \
-    r = r + (t - q1 * PE_PIO2_C);                                                          \
-    *n = (q - 4.0f * floor(q * 0.25f)) + q1;                                               \
-    return select(ph - ph, r, CMP(fabs(r) <= 0.8f));
+    const TYPE e = (((pa * ha - xh) + pa * hb) + pb * ha) + pb * hb;                      \
+    const TYPE fl = e + p * lo;                                                            \
+    TYPE q = rint(xh);                                                                     \
+    TYPE fh = xh - q;                                                                      \
+    const TYPE q1 = rint(fh + fl);                                                         \
+    fh = fh - q1;                                                                          \
+    q = q + q1;                                                                            \
+    *n = q - 4.0f * floor(q * 0.25f);                                                      \
+    return fh * PE_PIO2_HI + (fh * PE_PIO2_LO + fl * PE_PIO2_HI);
 #endif
 
 #define TYPE float
 #define AS_F as_float
 #define AS_U as_uint
-#define CMP(c) (int)(c)
 static inline float pe_angle_reduce(const float p, const float hi, const float lo, float *n)
 {
     PE_ANGLE_REDUCE_BODY
@@ -157,11 +148,9 @@ static inline float pe_angle_reduce(const float p, const float hi, const float l
 #undef TYPE
 #undef AS_F
 #undef AS_U
-#undef CMP
 #define TYPE float8
 #define AS_F as_float8
 #define AS_U as_uint8
-#define CMP(c) (c)
 static inline float8 pe_angle_reduce8(const float8 p, const float8 hi, const float8 lo,
                                       float8 *n)
 {
@@ -170,7 +159,6 @@ static inline float8 pe_angle_reduce8(const float8 p, const float8 hi, const flo
 #undef TYPE
 #undef AS_F
 #undef AS_U
-#undef CMP
 
 /* r - rf with quadrants n - nf (re-rotation: the difference of two reduced angles, |r| <=
  * pi/2 + ...), brought back to |r| <= pi/4 (q is -1, 0 or 1: every product is exact). */

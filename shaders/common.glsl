@@ -14,21 +14,23 @@
 // without relying on a fused fma (SPIR-V leaves fusing to the driver; lavapipe does not
 // fuse). The same operations in the same order as cl/common.cl's fma-free form (read the
 // full comment there and docs/accuracy-angles.md), so OpenCL without PE_FMA and Vulkan give
-// the same bits. In short:
-// the host gives each frequency w as two f32 words hi = f32(w), lo = f32(w - hi); the angle
-// is ph + e + p*lo with ph = f32(p*hi) and e its exact rounding error (Dekker's product
-// with 12-bit halves cut by masking); it is reduced by pi/2 = A + B (12 bits each) + C with
-// q = roundEven(ph * 2/pi) cut into qa + qb so that the large part of the reduction is
-// exact, with a second step for the quarter turn q misses near 2^24; sin and cos of r
-// (|r| <= pi/4 + 2^-20) are Cephes' sinf / cosf minimax polynomials in f32 (not the
-// driver's sin/cos, which Vulkan bounds only to 2^-11 inside [-pi, pi]). Within 1.4 * 2^-24
-// of an f64 evaluation up to |p w| = 10^6, 3 * 2^-24 up to 2^24. Past ~2^25, r is replaced
-// by 0 (sin 0, cos 1) so that the values stay in [-1, 1]; an infinite or NaN angle gives
-// NaN. `precise` (NoContraction) keeps compilers from fusing or reassociating anything,
-// which would cancel the splits.
+// the same bits. In short: the host gives each frequency in quarter turns, v = w * 2/pi,
+// as two f32 words hi = f32(v), lo = f32(v - hi); the angle in quarter turns is xh + e +
+// p*lo with xh = f32(p*hi) and e its exact rounding error (Dekker's product with 12-bit
+// halves cut by masking); the whole quarter turns q = roundEven(xh) come out exactly, and
+// the rest (|f| <= 1/2, a second step near 2^24) turns into radians with a two-word pi/2;
+// sin and cos of r (|r| <= pi/4 + 2^-20) are Cephes' sinf / cosf minimax polynomials in f32
+// (not the driver's sin/cos, which Vulkan bounds only to 2^-11 inside [-pi, pi]). Within
+// 1.6 * 2^-24 of an f64 evaluation up to |p w| = 1e6, 2.5 * 2^-24 up to 2^24; past that the
+// values stay in [-1, 1]; an infinite or NaN angle gives NaN. `precise` (NoContraction)
+// keeps compilers from fusing or reassociating anything, which would cancel the splits.
 const float PE_2_OVER_PI = 0.636619747f;
-const float PE_PIO2_A = 1.5703125f;        // 12 significant bits
-const float PE_PIO2_B = 0.000483751297f;   // 12 significant bits
+const float PE_PIO2_HI = 1.57079637f;      // f32(pi/2)
+const float PE_PIO2_LO = -4.37113883e-08f; // f32(pi/2 - PE_PIO2_HI)
+// pi/2 in three words for pe_angle_sub (A and B with 12 significant bits: q*A, q*B exact
+// for small integers q)
+const float PE_PIO2_A = 1.5703125f;
+const float PE_PIO2_B = 0.000483751297f;
 const float PE_PIO2_C = 7.54979013e-08f;
 
 // Minimax polynomials on [-pi/4, pi/4] (the Cephes sinf/cosf coefficients), ~1 ulp.
@@ -51,35 +53,31 @@ const float PE_PIO2_C = 7.54979013e-08f;
 PE_SINCOS_POLY(float)
 PE_SINCOS_POLY(vec4)
 
-// The reduced argument r of p*(hi + lo) and its quadrant n (an integer-valued float, taken
-// mod 4 by pe_sincos_red). T is float or vec4, B the matching bool type.
-#define PE_ANGLE_REDUCE(T, U, SEL)                                                         \
+// The reduced argument r (radians) of p*(hi + lo) quarter turns and its quadrant n (an
+// integer-valued float, taken mod 4 by pe_sincos_red). T is float or vec4, U the matching
+// unsigned type.
+#define PE_ANGLE_REDUCE(T, U)                                                              \
     T pe_angle_reduce(T p, T hi, T lo, out T n)                                            \
     {                                                                                      \
-        precise T ph = p * hi;                                                             \
+        precise T xh = p * hi;                                                             \
         T pa = uintBitsToFloat(floatBitsToUint(p) & U(0xfffff000u));                       \
         precise T pb = p - pa;                                                             \
         T ha = uintBitsToFloat(floatBitsToUint(hi) & U(0xfffff000u));                      \
         precise T hb = hi - ha;                                                            \
-        precise T e = (((pa * ha - ph) + pa * hb) + pb * ha) + pb * hb;                    \
-        T q = roundEven(ph * PE_2_OVER_PI);                                                \
-        precise T qa = trunc(q * (1.0f / 4096.0f)) * 4096.0f;                              \
-        precise T qb = q - qa;                                                             \
-        precise T r = (((ph - qa * PE_PIO2_A) - qb * PE_PIO2_A) - qa * PE_PIO2_B)          \
-                      - qb * PE_PIO2_B;                                                    \
-        precise T t = (e + p * lo) - q * PE_PIO2_C;                                        \
-        precise T rt = r + t;                                                              \
-        T q1 = roundEven(rt * PE_2_OVER_PI);                                               \
-        r = (r - q1 * PE_PIO2_A) - q1 * PE_PIO2_B;                                         \
-        r = r + (t - q1 * PE_PIO2_C);                                                      \
-        n = (q - 4.0f * floor(q * 0.25f)) + q1;                                            \
-        precise T zero = ph - ph; /* 0, or NaN for an infinite or NaN angle */             \
-        return SEL(zero, r, abs(r));                                                       \
+        precise T e = (((pa * ha - xh) + pa * hb) + pb * ha) + pb * hb;                    \
+        precise T fl = e + p * lo;                                                         \
+        T q = roundEven(xh);                                                               \
+        precise T fh = xh - q;                                                             \
+        precise T s = fh + fl;                                                             \
+        T q1 = roundEven(s);                                                               \
+        fh = fh - q1;                                                                      \
+        q = q + q1;                                                                        \
+        n = q - 4.0f * floor(q * 0.25f);                                                   \
+        precise T r = fh * PE_PIO2_HI + (fh * PE_PIO2_LO + fl * PE_PIO2_HI);               \
+        return r;                                                                          \
     }
-#define PE_SEL1(z, r, a) ((a) <= 0.8f ? (r) : (z))
-#define PE_SEL4(z, r, a) mix((z), (r), lessThanEqual((a), vec4(0.8f)))
-PE_ANGLE_REDUCE(float, uint, PE_SEL1)
-PE_ANGLE_REDUCE(vec4, uvec4, PE_SEL4)
+PE_ANGLE_REDUCE(float, uint)
+PE_ANGLE_REDUCE(vec4, uvec4)
 
 // r - rf with quadrants n - nf (re-rotation: the difference of two reduced angles), brought
 // back to |r| <= pi/4 (q is -1, 0 or 1: every product is exact).

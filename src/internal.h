@@ -116,15 +116,15 @@ struct pe_sinusoidal_op {
     posenc_sin_layout layout;
     float x_scale;
     const double *freq;    /* [half], double (the CPU reference uses these) */
-    const float *freq_f32; /* [2*half]: the same split into f32 words for the GPU kernels:
-                            * [0, half) hi = f32(freq), [half, 2*half) lo = f32(freq - hi)
+    const float *freq_f32; /* [2*half]: freq * 2/pi split into f32 words for the GPU
+                            * kernels: [0, half) hi words, [half, 2*half) lo words
                             * (pe_freq_split) */
 };
 
 /*
  * A resolved RoPE table (built by src/rope_freq.c): per rotated pair j < n_pairs its
- * frequency (double for the CPU reference; two f32 words hi + lo for the GPU kernels, see
- * pe_freq_split) and position stream.
+ * frequency (double for the CPU reference; in quarter turns as two f32 words hi + lo for
+ * the GPU kernels, see pe_freq_split) and position stream.
  */
 struct pe_rope_table {
     int64_t n_pairs;
@@ -138,13 +138,15 @@ struct pe_rope_table {
 };
 
 /*
- * The GPU kernels' form of a frequency table: freq[j] (double) as two f32 words, hi[j] =
- * f32(freq[j]) and lo[j] = f32(freq[j] - hi[j]), so that hi + lo is within ~2^-48
- * relative of freq[j] (docs/accuracy-angles.md). A kernel forms pos*w as ph + pl with ph =
- * pos*hi, pl = fma(pos, lo, fma(pos, hi, -ph)) -- no device f64 needed. A |freq| below
+ * The GPU kernels' form of a frequency table: freq[j] (radians per position, double) in
+ * quarter turns per position, v = freq[j] * 2/pi (double), as two f32 words hi[j] = f32(v)
+ * and lo[j] = f32(v - hi[j]), so that hi + lo is within ~2^-48 relative of v
+ * (docs/accuracy-angles.md). A kernel forms pos*v as xh = pos*hi plus its exact rounding
+ * error plus pos*lo, takes out the nearest whole number of quarter turns (q = rint(xh),
+ * exact) and turns the rest (|f| <= 1/2) into radians -- no device f64 needed. A |v| below
  * FLT_MIN (2^-126) becomes hi = lo = 0 (the angle is then below 2^-102 for any |pos| <
  * 2^24: sin = 0, cos = 1 within rounding, the same on every device, with or without
- * denormals). Returns false when some freq is not finite or does not fit in f32 (the
+ * denormals). Returns false when some freq or v is not finite or does not fit in f32 (the
  * callers turn that into INVALID_ARGUMENT before any backend runs); *bad_j is then the
  * first offender.
  */

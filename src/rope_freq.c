@@ -705,21 +705,22 @@ posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
 
 bool pe_freq_split(const double *freq, int64_t n, float *hi, float *lo, int64_t *bad_j)
 {
+    const double two_over_pi = 0.63661977236758134308; /* 2/pi, within 2^-54 relative */
     for (int64_t j = 0; j < n; j++) {
-        const double w = freq[j];
-        const float h = (float)w;
-        if (!isfinite(h)) {
+        const double v = freq[j] * two_over_pi; /* quarter turns per position */
+        const float h = (float)v;
+        if (!isfinite(h) || !isfinite((float)freq[j])) {
             if (bad_j)
                 *bad_j = j;
             return false;
         }
-        if (fabs(w) < (double)FLT_MIN) {
+        if (fabs(v) < (double)FLT_MIN) {
             hi[j] = 0.0f;
             lo[j] = 0.0f;
             continue;
         }
         hi[j] = h;
-        const float l = (float)(w - (double)h);
+        const float l = (float)(v - (double)h);
         lo[j] = fabsf(l) < FLT_MIN ? 0.0f : l; /* no denormal words either */
     }
     return true;
