@@ -17,10 +17,10 @@
  * (src/opencl/backend_opencl.c) lists the argument order.
  *
  * tab (f32, 6 * n_pairs): freq_hi[j], freq_lo[j], from_hi[j], from_lo[j], stream[j],
- * stream_from[j] (the frequencies as two f32 words, pe_freq_split; streams are small
- * integers stored exactly as floats), one buffer so that a call uploads once. Angles are
- * formed and reduced with common.cl's pe_angle_* (within a few 2^-24 of an f64 evaluation
- * up to |pos * w| = 2^24, no device f64).
+ * stream_from[j] (the frequencies in quarter turns, w*2/pi, as two f32 words,
+ * pe_freq_split; streams are small integers stored exactly as floats), one buffer so that a
+ * call uploads once. Angles are formed and reduced with common.cl's pe_angle_* (within a
+ * few 2^-24 of an f64 evaluation up to |pos * w| = 2^24, no device f64).
  */
 
 #ifndef HAS_X2

@@ -2,11 +2,11 @@
  * sinusoidal.cl - sinusoidal positional encoding (posenc_sinusoidal).
  *
  * One work-item per (pair i, row i1, batch i2 + ne2*i3): it forms the angle
- * pos * freq[i] once and takes its sin and cos (common.cl's pe_angle_*: the frequency as
- * two f32 words, freq[i] (hi) and freq[half + i] (lo), within a few 2^-24 of an f64
- * evaluation up to |pos * freq| = 2^24), and writes the two output elements of the pair
- * (optionally x*x_scale added). It reads both x elements
- * before writing, so x may be the very same view as dst (in place).
+ * pos * freq[i] once and takes its sin and cos (common.cl's pe_angle_*: the frequency in
+ * quarter turns as two f32 words, freq[i] (hi) and freq[half + i] (lo), within a few 2^-24
+ * of an f64 evaluation up to |pos * freq| = 2^24), and writes the two output elements of
+ * the pair (optionally x*x_scale added). It reads both x elements before writing, so x may
+ * be the very same view as dst (in place).
  *
  * Offsets and strides are in elements of each tensor's own type; all index arithmetic
  * is 64-bit. shape = (half, ne1, ne2, ne3); the NDRange may be rounded up past it.

@@ -70,12 +70,13 @@
  * value given -- sin(pos * w) and cos(pos * w) are within 4 * 2^-24 of their exact values
  * (of the double frequency table posenc_rope_freqs / posenc_sinusoidal_freqs return),
  * before any further arithmetic, on the CPU, OpenCL and Vulkan backends alike; measured at
- * most 1.7 * 2^-24 up to |pos * w| = 1e6 and 3.7 * 2^-24 up to 2^24. The bound does not
+ * most 1.6 * 2^-24 up to |pos * w| = 1e6 and 2.5 * 2^-24 up to 2^24. The bound does not
  * grow with the position. No device f64 is needed, nor a fused fma (OpenCL uses fma where
- * the device has it in hardware): the host passes each frequency as two f32 words
- * (hi + lo), and the kernels form pos * w exactly as an unevaluated sum, reduce it by pi/2
- * with a multi-word constant, then evaluate sin/cos polynomials on the reduced angle, once
- * per (token, pair), shared by every head.
+ * the device has it in hardware): the host passes each frequency in quarter turns (w*2/pi)
+ * as two f32 words (hi + lo), and the kernels form pos * w exactly as an unevaluated sum,
+ * take the whole quarter turns out exactly, turn the rest into radians with a two-word
+ * pi/2, then evaluate sin/cos polynomials on the reduced angle, once per (token, pair),
+ * shared by every head.
  *   f32 storage: a RoPE output element y = m (xa cos - xb sin) is then within
  *       m (|xa| + |xb|) * 10 * 2^-24 of exact (the sin/cos error plus the rotation's
  *       roundings); a sinusoidal value within 5 * 2^-24 (plus 2^-24 |x*scale| + 1.5 ulp

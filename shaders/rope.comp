@@ -300,8 +300,9 @@ vec4 pe_rot0(vec4 v, vec4 c, vec4 s)
 
 // cos and sin (times mscale) of the pair with records r (freq hi bits, freq_from hi bits,
 // pos_base, from_base) and r1 (a, b, freq lo bits, freq_from lo bits) at token i2, batch
-// i3: common.glsl's pe_angle_reduce (the frequency as two f32 words; re-rotation reduces
-// both angles and subtracts the reduced ones). The sign is the positions' (exact).
+// i3: common.glsl's pe_angle_reduce (the frequency in quarter turns as two f32 words;
+// re-rotation reduces both angles and subtracts the reduced ones). The sign is the
+// positions' (exact).
 void pe_rope_cs(uvec4 r, uvec4 r1, uint i2, uint i3, out float c, out float s)
 {
     int raw = pos_i[r.z + i2 * pc.pos_st0 + i3 * pc.pos_st2];

@@ -143,8 +143,8 @@ posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_tensor *x,
                         (long long)op.half);
     }
     fill_freqs(dst->ne[0], &p, freq);
-    /* hi and lo f32 words for the GPU kernels; a frequency past the f32 range (a base
-     * below 1 with a large freq_shift, say) is refused on every backend alike */
+    /* hi and lo f32 words (quarter turns) for the GPU kernels; a frequency past the f32
+     * range (a base below 1 with a large freq_shift, say) is refused on every backend */
     int64_t bad = 0;
     if (!pe_freq_split(freq, op.half, freq_f32, freq_f32 + op.half, &bad)) {
         posenc_status st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,

@@ -247,7 +247,7 @@ static void test_ggml_modes(void **state)
  * positions up to 2^24 - 1 (1e5, 1e6, 2^23, 2^24 - 1 and random ones), every element
  * within pc_bound_rope_f32(0, mscale, |xa| + |xb|) of mscale*(xa cos(p w) - xb sin(p w))
  * computed here in double from posenc_rope_freqs' table. That bound is the same at every
- * position (check.c: 4 * 2^-24 for the angle and sin/cos, measured at most 3 * 2^-24 up
+ * position (check.c: 4 * 2^-24 for the angle and sin/cos, measured at most 2.5 * 2^-24 up
  * to 2^24, plus the rotation's roundings, all times mscale*(|xa| + |xb|)); before the
  * angles were formed from two-word frequencies the GPU backends were off by 8e-3 at 1e5
  * and 1.2 at 2^24.

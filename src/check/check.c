@@ -70,14 +70,14 @@ double pc_angle_err32(double a)
  * Bound for a backend's f32 sin/cos of the angle a = pos*w against the exact value:
  *  - the angle and sin/cos together, PC_SINCOS_ERR = 4 * 2^-24 for |a| <= 2^24 on every
  *    backend: the CPU backend forms a in double and reduces it in double (libm past 4e5);
- *    the OpenCL and Vulkan kernels take w as two f32 words (hi + lo) and form pos*w
- *    exactly as an unevaluated sum (Dekker's product), reduce it by pi/2 with a three-word
- *    constant, then evaluate Cephes' f32 polynomials (cl/common.cl, shaders/common.glsl).
- *    (OpenCL devices with fma in hardware use fma for the product's error and the first
- *    reduction step instead.) Measured: at most 1.7 * 2^-24 (|a| <= 1e6) and 3.7 * 2^-24
- *    (|a| <= 2^24) including the result's own rounding to f32, over 4 M angles of an
- *    exact emulation of both forms and the kernels' own outputs (docs/accuracy-angles.md).
- *    No term grows with the position.
+ *    the OpenCL and Vulkan kernels take w in quarter turns (w*2/pi) as two f32 words
+ *    (hi + lo), form pos*w exactly as an unevaluated sum (Dekker's product, or fma on
+ *    OpenCL devices with fma in hardware), take the whole quarter turns out exactly, turn
+ *    the rest into radians with a two-word pi/2, then evaluate Cephes' f32 polynomials
+ *    (cl/common.cl, shaders/common.glsl). Measured: at most 1.6 * 2^-24 (|a| <= 1e6) and
+ *    2.5 * 2^-24 (|a| <= 2^24) including the result's own rounding to f32, over 4 M angles
+ *    of an exact emulation of both forms, and the kernels' own outputs
+ *    (docs/accuracy-angles.md). No term grows with the position.
  *  - the reference's rounding of its double result to f32: 0.5 ulp <= 2^-24 (u).
  *  - fused y = x*scale + pe: the f32 product and sum round twice, <= u*|x*scale| + u*|y|
  *    with |y| <= |x*scale| + 1; the reference rounds its double result once (0.5 ulp of y).
