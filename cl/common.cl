@@ -68,87 +68,162 @@
 #endif
 
 /*
- * sin and cos of 8 f32 angles for the vector kernels. With PE_FP64 (-D, 1 when the device
- * has cl_khr_fp64) the angle is widened exactly to double, reduced by pi/2 in three parts
- * (fdlibm's pio2_1..3: exact products for |k| < 2^20) and evaluated with Taylor polynomials
- * to r^11 / r^12 (truncation below 1e-11 for |r| <= pi/4), all branch-free, so that CPU
- * implementations vectorise it; the results are the f32 roundings of values within ~1e-11
- * of the exact sin/cos of the f32 angle (better than the 4 ulp the bounds allow). Angles
- * beyond 4e5 (and inf / NaN) use the built-in sincos, as does every device without fp64.
+ * Angles of the rotary and sinusoidal kernels, accurate without device f64 and without
+ * relying on a fused fma (docs/accuracy-angles.md). shaders/common.glsl has the same
+ * operations in the same order, so OpenCL and Vulkan give the same bits (except on devices
+ * with fma in hardware, which take the shorter PE_FMA form below).
+ *
+ * The host gives each frequency w (double, radians per position) in quarter turns, v =
+ * w * 2/pi, as two f32 words hi = f32(v) and lo = f32(v - hi) (pe_freq_split): hi + lo is
+ * within ~2^-48 of v relative. For a position p (exact in f32: any f32, or an integer
+ * below 2^24) the angle in quarter turns p*v is the unevaluated sum xh + e + p*lo, xh =
+ * f32(p*hi) and e its rounding error, exact by Dekker's product (p and hi cut into 12-bit
+ * halves by masking, so every partial product is exact). The whole quarter turns come out
+ * exactly: q = rint(xh), fh = xh - q (exact, |fh| <= 1/2); fl = e + p*lo (|fl| <= ~ulp(xh));
+ * a second step q1 = rint(fh + fl) (0 or +-1, near 2^24) keeps |fh + fl| <= 1/2 + tiny.
+ * The rest turns into radians with a two-word pi/2: r = fh*PIO2_HI + (fh*PIO2_LO +
+ * fl*PIO2_HI), |r| <= pi/4 + 2^-20, whatever p. sin and cos of r are Cephes' sinf / cosf
+ * minimax polynomials in f32, and the quadrant (q + q1) mod 4 swaps and negates them.
+ * Measured against an f64 evaluation (an exact C emulation of these lines over 4 M angles,
+ * integer and f32 positions, and the kernels): within 1.6 * 2^-24 up to |p w| = 1e6 and
+ * 2.5 * 2^-24 up to 2^24. Past that the angle has no phase left in f32 (its spacing nears
+ * pi): the values stay in [-1, 1] but may differ from the CPU's; an infinite or NaN angle
+ * gives NaN. FP_CONTRACT is off above: no operation fuses. 31 operations per angle before
+ * the polynomials.
+ *
+ * PE_FMA (-D, 1 when the device has fma in hardware, CL_FP_FMA): the same steps with
+ * OpenCL's fma, which the spec requires to be correctly rounded (a fused multiply-add): e =
+ * fma(p, hi, -xh), fl = fma(p, lo, e), r = fma(fh, PIO2_HI, fma(fh, PIO2_LO, fl*PIO2_HI)):
+ * 14 operations per angle; within 1.3 * 2^-24 up to 1e6 and 2.4 * 2^-24 up to 2^24 (the
+ * same emulation), inside the same contract, though not the same bits as the fma-free form.
  */
-#ifdef PE_FP64 /* defined (0 or 1) for the programs that use it: rope.cl, sinusoidal.cl */
-#if PE_FP64 && defined(PE_CPU_ORDER) && PE_CPU_ORDER
-/*
- * CPU devices (PoCL): the CPU backend's pe_sincos_block (src/cpu/cpu_fast.c). The angle is
- * reduced by pi/2 in double (pio2_1 + pio2_2: below 1e-15 for |x| <= 4e5), the reduced
- * r (|r| <= pi/4) is rounded to f32, and Cephes' sinf / cosf minimax polynomials run in
- * f32, 8 lanes per AVX2 instruction where the double Taylor polynomials below run 4: within
- * 1.6 * 2^-24 of the exact sin/cos of the f32 angle (measured on the CPU backend against
- * libm over 16 M angles; the bounds of src/check/check.c allow 4 ulp). The sin/cos were
- * 40% of PoCL's f16 sinusoidal kernel time with the double polynomials.
- */
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-static inline float8 pe_sincos8(const float8 xf, float8 *cos_out)
-{
-    if (any(!(fabs(xf) <= 4.0e5f)))
-        return sincos(xf, cos_out);
-    const double8 x = convert_double8(xf);
-    const double8 k = rint(x * 6.36619772367581382433e-01);
-    const float8 r =
-        convert_float8((x - k * 1.57079632673412561417e+00) - k * 6.07710050630396597660e-11);
-    const float8 z = r * r;
-    const float8 sp =
-        r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f));
-    const float8 cp =
-        (1.0f - 0.5f * z) +
-        z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f));
-    /* quadrant k mod 4: odd swaps sin and cos; sin < 0 in 2, 3; cos < 0 in 1, 2 */
-    const int8 q = convert_int8(k);
-    const int8 odd = (q & 1) != 0;
-    float8 s = select(sp, cp, odd), c = select(cp, sp, odd);
-    s = select(s, -s, (q & 2) != 0);
-    c = select(c, -c, ((q + 1) & 2) != 0);
-    *cos_out = c;
-    return s;
-}
-#elif PE_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-static inline float8 pe_sincos8(const float8 xf, float8 *cos_out)
-{
-    if (any(!(fabs(xf) <= 4.0e5f)))
-        return sincos(xf, cos_out);
-    const double8 x = convert_double8(xf);
-    const double8 k = rint(x * 6.36619772367581382433e-01);
-    double8 r = x - k * 1.57079632673412561417e+00;
-    r = r - k * 6.07710050630396597660e-11;
-    r = r - k * 2.02226624871116645580e-21;
-    const double8 r2 = r * r;
-    const double8 sp =
-        r + r * r2 *
-                (-1.0 / 6.0 +
-                 r2 * (1.0 / 120.0 +
-                       r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0 + r2 * (-1.0 / 39916800.0)))));
-    const double8 cp =
-        1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 +
-                                 r2 * (-1.0 / 720.0 +
-                                       r2 * (1.0 / 40320.0 +
-                                             r2 * (-1.0 / 3628800.0 + r2 * (1.0 / 479001600.0))))));
-    /* quadrant k mod 4: odd swaps sin and cos; sin < 0 in 2, 3; cos < 0 in 1, 2 */
-    const long8 q = convert_long8(k);
-    const long8 odd = (q & 1) != 0;
-    double8 s = select(sp, cp, odd), c = select(cp, sp, odd);
-    s = select(s, -s, (q & 2) != 0);
-    c = select(c, -c, ((q + 1) & 2) != 0);
-    *cos_out = convert_float8(c);
-    return convert_float8(s);
-}
+#ifndef PE_FMA
+#define PE_FMA 0
+#endif
+#define PE_2_OVER_PI 0.636619747f
+#define PE_PIO2_HI 1.57079637f        /* f32(pi/2) */
+#define PE_PIO2_LO -4.37113883e-08f   /* f32(pi/2 - PE_PIO2_HI) */
+/* pi/2 in three words for pe_angle_sub: A and B with 12 significant bits, so that q*A and
+ * q*B are exact for small integers q */
+#define PE_PIO2_A 1.5703125f
+#define PE_PIO2_B 0.000483751297f
+#define PE_PIO2_C 7.54979013e-08f
+
+/* The reduced argument r (radians) of p*(hi + lo) quarter turns and its quadrant n (an
+ * integer-valued float, any value mod 4). Scalar and 8-wide versions. */
+#if PE_FMA
+#define PE_ANGLE_REDUCE_BODY                                                               \
+    const TYPE xh = p * hi;                                                                \
+    const TYPE fl = fma(p, lo, fma(p, hi, -xh));                                           \
+    TYPE q = rint(xh);                                                                     \
+    TYPE fh = xh - q;                                                                      \
+    const TYPE q1 = rint(fh + fl);                                                         \
+    fh = fh - q1;                                                                          \
+    q = q + q1;                                                                            \
+    *n = q - 4.0f * floor(q * 0.25f);                                                      \
+    return fma(fh, (TYPE)PE_PIO2_HI, fma(fh, (TYPE)PE_PIO2_LO, fl * PE_PIO2_HI));
 #else
-static inline float8 pe_sincos8(const float8 x, float8 *cos_out)
+#define PE_ANGLE_REDUCE_BODY                                                               \
+    const TYPE xh = p * hi;                                                                \
+    const TYPE pa = AS_F(AS_U(p) & 0xfffff000u), pb = p - pa;                             \
+    const TYPE ha = AS_F(AS_U(hi) & 0xfffff000u), hb = hi - ha;                           \
+    const TYPE e = (((pa * ha - xh) + pa * hb) + pb * ha) + pb * hb;                      \
+    const TYPE fl = e + p * lo;                                                            \
+    TYPE q = rint(xh);                                                                     \
+    TYPE fh = xh - q;                                                                      \
+    const TYPE q1 = rint(fh + fl);                                                         \
+    fh = fh - q1;                                                                          \
+    q = q + q1;                                                                            \
+    *n = q - 4.0f * floor(q * 0.25f);                                                      \
+    return fh * PE_PIO2_HI + (fh * PE_PIO2_LO + fl * PE_PIO2_HI);
+#endif
+
+#define TYPE float
+#define AS_F as_float
+#define AS_U as_uint
+static inline float pe_angle_reduce(const float p, const float hi, const float lo, float *n)
 {
-    return sincos(x, cos_out);
+    PE_ANGLE_REDUCE_BODY
 }
-#endif
-#endif
+#undef TYPE
+#undef AS_F
+#undef AS_U
+#define TYPE float8
+#define AS_F as_float8
+#define AS_U as_uint8
+static inline float8 pe_angle_reduce8(const float8 p, const float8 hi, const float8 lo,
+                                      float8 *n)
+{
+    PE_ANGLE_REDUCE_BODY
+}
+#undef TYPE
+#undef AS_F
+#undef AS_U
+
+/* r - rf with quadrants n - nf (re-rotation: the difference of two reduced angles, |r| <=
+ * pi/2 + ...), brought back to |r| <= pi/4 (q is -1, 0 or 1: every product is exact). */
+static inline float pe_angle_sub(const float r, const float rf, float *n, const float nf)
+{
+    const float d = r - rf;
+    const float q = rint(d * PE_2_OVER_PI);
+    *n = *n - nf + q;
+    return ((d - q * PE_PIO2_A) - q * PE_PIO2_B) - q * PE_PIO2_C;
+}
+static inline float8 pe_angle_sub8(const float8 r, const float8 rf, float8 *n, const float8 nf)
+{
+    const float8 d = r - rf;
+    const float8 q = rint(d * PE_2_OVER_PI);
+    *n = *n - nf + q;
+    return ((d - q * PE_PIO2_A) - q * PE_PIO2_B) - q * PE_PIO2_C;
+}
+
+/* sin and cos of r + n*pi/2 (|r| <= pi/4 + small): Cephes' sinf / cosf polynomials, in
+ * the order of shaders/common.glsl's pe_sin_poly / pe_cos_poly. */
+#define PE_SINCOS_RED_BODY(ITYPE, CONV)                                                    \
+    const TYPE z = r * r;                                                                  \
+    const TYPE sp =                                                                        \
+        ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * r + r;   \
+    const TYPE cp = ((((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z +           \
+                       4.166664568298827e-2f) * z * z) - 0.5f * z) + 1.0f;                 \
+    const ITYPE k = CONV(n) & 3;                                                           \
+    const ITYPE odd = CMPI((k & 1) != 0);                                                  \
+    TYPE s = select(sp, cp, odd), c = select(cp, sp, odd);                                 \
+    s = select(s, -s, CMPI((k & 2) != 0));                                                 \
+    c = select(c, -c, CMPI(((k + 1) & 2) != 0));                                           \
+    *cos_out = c;                                                                          \
+    return s;
+
+#define TYPE float
+#define CMPI(c) (int)(c)
+static inline float pe_sincos_red(const float r, const float n, float *cos_out)
+{
+    PE_SINCOS_RED_BODY(int, convert_int)
+}
+#undef TYPE
+#undef CMPI
+#define TYPE float8
+#define CMPI(c) (c)
+static inline float8 pe_sincos_red8(const float8 r, const float8 n, float8 *cos_out)
+{
+    PE_SINCOS_RED_BODY(int8, convert_int8)
+}
+#undef TYPE
+#undef CMPI
+
+/* sin and cos of p*(hi + lo) (returns sin). */
+static inline float pe_angle_sincos(const float p, const float hi, const float lo, float *c)
+{
+    float n;
+    const float r = pe_angle_reduce(p, hi, lo, &n);
+    return pe_sincos_red(r, n, c);
+}
+static inline float8 pe_angle_sincos8(const float8 p, const float8 hi, const float8 lo,
+                                      float8 *c)
+{
+    float8 n;
+    const float8 r = pe_angle_reduce8(p, hi, lo, &n);
+    return pe_sincos_red8(r, n, c);
+}
 
 /* Streaming (non-temporal) stores of f32 values as f16 (round to nearest even), for
  * PE_NT_STORE on CPU devices: converted by vstore_half*_rte into a private vector (PoCL

@@ -2,8 +2,8 @@
  * rope.cl - rotary position embedding (posenc_rope, posenc_rope_qk, posenc_rope_rerotate).
  *
  * One work-item per (slot i, token i2, batch i3). A slot i < n_pairs is rotated pair i:
- * the work-item reads its position(s), forms the angle in f32 and takes full-precision
- * sin and cos ONCE, then rotates that pair in every head of x (and, fused Q/K, of x2:
+ * the work-item reads its position(s), forms the angle (pe_angle_reduce) and takes its sin
+ * and cos ONCE, then rotates that pair in every head of x (and, fused Q/K, of x2:
  * GQA allows a different head count). A slot n_pairs <= i < n_pairs + n_copy is one
  * dimension outside the rotated window [n_offs, n_offs + 2*n_pairs); the work-item copies
  * it from x to dst (and x2 to dst2) in every head, unless that tensor is rotated in place
@@ -16,8 +16,11 @@
  * 64-bit. The NDRange may be rounded up past `shape`. The host
  * (src/opencl/backend_opencl.c) lists the argument order.
  *
- * tab (f32, 4 * n_pairs): freq[j], freq_from[j], stream[j], stream_from[j] (streams are
- * small integers stored exactly as floats), one buffer so that a call uploads once.
+ * tab (f32, 6 * n_pairs): freq_hi[j], freq_lo[j], from_hi[j], from_lo[j], stream[j],
+ * stream_from[j] (the frequencies in quarter turns, w*2/pi, as two f32 words,
+ * pe_freq_split; streams are small integers stored exactly as floats), one buffer so that a
+ * call uploads once. Angles are formed and reduced with common.cl's pe_angle_* (within a
+ * few 2^-24 of an f64 evaluation up to |pos * w| = 2^24, no device f64).
  */
 
 #ifndef HAS_X2
@@ -162,21 +165,26 @@ __kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
         return;
     }
 
-    const long stream = (long)tab[2 * n_pairs + i];
-    const float p =
+    const long stream = (long)tab[4 * n_pairs + i];
+    float p =
         convert_float(pos[pos_off + i2 * pos_st.s0 + stream * pos_st.s1 + i3 * pos_st.s2]);
-    float angle = p * tab[i];
-#if HAS_FROM
-    const long stream_from = (long)tab[3 * n_pairs + i];
-    const float p_from = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
-                                                stream_from * pos_from_st.s1 +
-                                                i3 * pos_from_st.s2]);
-    angle = angle - p_from * tab[n_pairs + i];
-#endif
     if (sign < 0)
-        angle = -angle;
+        p = -p; /* exact: the angle's sign */
+    float nq;
+    float r = pe_angle_reduce(p, tab[i], tab[n_pairs + i], &nq);
+#if HAS_FROM
+    const long stream_from = (long)tab[5 * n_pairs + i];
+    float p_from = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
+                                          stream_from * pos_from_st.s1 +
+                                          i3 * pos_from_st.s2]);
+    if (sign < 0)
+        p_from = -p_from;
+    float nf;
+    const float rf = pe_angle_reduce(p_from, tab[2 * n_pairs + i], tab[3 * n_pairs + i], &nf);
+    r = pe_angle_sub(r, rf, &nq, nf);
+#endif
     float cr;
-    const float sr = sincos(angle, &cr);
+    const float sr = pe_sincos_red(r, nq, &cr);
     const float c = cr * mscale;
     const float s = sr * mscale;
 
@@ -284,6 +292,43 @@ __kernel void pe_rope(__global const X_T *x, const long x_off, const long4 x_st,
 #endif
 #endif
 
+/* sin and cos of the angles of pairs 8u .. 8u+7 of token (i2, i3), each pair with its own
+ * position stream (pe_angle_reduce8: one 8-wide reduction; re-rotation reduces the two
+ * angles apart and subtracts the reduced ones). Returns sin. */
+static inline float8 pe_rope_sincos8(__global const POS_T *pos, const long pos_off,
+                                     const long4 pos_st, __global const POS_FROM_T *pos_from,
+                                     const long pos_from_off, const long4 pos_from_st,
+                                     __global const float *tab, const long n_pairs,
+                                     const long u, const long i2, const long i3,
+                                     const int sign, float8 *cos_out)
+{
+    float pv[8];
+    for (int k = 0; k < 8; k++) {
+        const long j = 8 * u + k;
+        const long stream = (long)tab[4 * n_pairs + j];
+        const float p =
+            convert_float(pos[pos_off + i2 * pos_st.s0 + stream * pos_st.s1 + i3 * pos_st.s2]);
+        pv[k] = sign < 0 ? -p : p;
+    }
+    float8 n;
+    float8 r = pe_angle_reduce8(vload8(0, pv), vload8(u, tab), vload8(u, tab + n_pairs), &n);
+#if HAS_FROM
+    float fv[8];
+    for (int k = 0; k < 8; k++) {
+        const long j = 8 * u + k;
+        const long stream_from = (long)tab[5 * n_pairs + j];
+        const float p = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
+                                               stream_from * pos_from_st.s1 + i3 * pos_from_st.s2]);
+        fv[k] = sign < 0 ? -p : p;
+    }
+    float8 nf;
+    const float8 rf = pe_angle_reduce8(vload8(0, fv), vload8(u, tab + 2 * n_pairs),
+                                       vload8(u, tab + 3 * n_pairs), &nf);
+    r = pe_angle_sub8(r, rf, &n, nf);
+#endif
+    return pe_sincos_red8(r, n, cos_out);
+}
+
 /* Rotate pairs 8u .. 8u+7 of the window starting at xr (x) / dr (dst). */
 #define PE_ROPE_VEC8(LOAD8, LOAD16, STORE8, STORE16, x, xr, dst, dr)                         \
     if (pairing == 0) {                                                                      \
@@ -324,24 +369,9 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
 #endif
 
     /* the angles of pairs 8u .. 8u+7 (each pair may read its own position stream) */
-    float ang[8];
-    for (int k = 0; k < 8; k++) {
-        const long j = 8 * u + k;
-        const long stream = (long)tab[2 * n_pairs + j];
-        const float p =
-            convert_float(pos[pos_off + i2 * pos_st.s0 + stream * pos_st.s1 + i3 * pos_st.s2]);
-        float a = p * tab[j];
-#if HAS_FROM
-        const long stream_from = (long)tab[3 * n_pairs + j];
-        const float p_from = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
-                                                    stream_from * pos_from_st.s1 +
-                                                    i3 * pos_from_st.s2]);
-        a = a - p_from * tab[n_pairs + j];
-#endif
-        ang[k] = sign < 0 ? -a : a;
-    }
     float8 cr;
-    const float8 sr = pe_sincos8(vload8(0, ang), &cr);
+    const float8 sr = pe_rope_sincos8(pos, pos_off, pos_st, pos_from, pos_from_off,
+                                      pos_from_st, tab, n_pairs, u, i2, i3, sign, &cr);
     const float8 c = cr * mscale, s = sr * mscale;
 
     const long n_head = dims.s0;
@@ -401,8 +431,8 @@ __kernel void pe_rope_vec(__global const X_T *x, const long x_off, const long4 x
  * token after token, which is memory order too. The same conditions and arguments as
  * pe_rope_vec, and PE_NU (-D) = n_pairs / 8, at most 16, so that the loops over the units
  * of 8 pairs have a known trip count and the cos/sin of the token stay in registers or
- * the stack. NDRange (n_chunks, ne2, ne3). The same pe_sincos8 and the same products and
- * differences as pe_rope_vec, so the same results. pe_rope_vec spends as many
+ * the stack. NDRange (n_chunks, ne2, ne3). The same pe_rope_sincos8 as pe_rope_vec, so the
+ * same results. pe_rope_vec spends as many
  * instructions on its per-work-item loop (context spills, index arithmetic) as on the
  * rotation itself, which f32 hides under memory time and f16 does not.
  */
@@ -448,24 +478,9 @@ __kernel void pe_rope_tok(__global const X_T *x, const long x_off, const long4 x
     float8 cv[PE_NU], sv[PE_NU];
     float16 ccv[PE_NU], ssv[PE_NU];
     for (int u = 0; u < PE_NU; u++) {
-        float ang[8];
-        for (int k = 0; k < 8; k++) {
-            const long j = 8 * u + k;
-            const long stream = (long)tab[2 * n_pairs + j];
-            const float p = convert_float(
-                pos[pos_off + i2 * pos_st.s0 + stream * pos_st.s1 + i3 * pos_st.s2]);
-            float a = p * tab[j];
-#if HAS_FROM
-            const long stream_from = (long)tab[3 * n_pairs + j];
-            const float p_from = convert_float(pos_from[pos_from_off + i2 * pos_from_st.s0 +
-                                                        stream_from * pos_from_st.s1 +
-                                                        i3 * pos_from_st.s2]);
-            a = a - p_from * tab[n_pairs + j];
-#endif
-            ang[k] = sign < 0 ? -a : a;
-        }
         float8 cr;
-        const float8 sr = pe_sincos8(vload8(0, ang), &cr);
+        const float8 sr = pe_rope_sincos8(pos, pos_off, pos_st, pos_from, pos_from_off,
+                                          pos_from_st, tab, n_pairs, u, i2, i3, sign, &cr);
         cv[u] = cr * mscale;
         sv[u] = sr * mscale;
         /* adjacent pairs: y = x * cc + swap(x) * ss with cc = (c0, c0, c1, c1, ...) and

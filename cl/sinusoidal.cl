@@ -2,9 +2,11 @@
  * sinusoidal.cl - sinusoidal positional encoding (posenc_sinusoidal).
  *
  * One work-item per (pair i, row i1, batch i2 + ne2*i3): it forms the angle
- * pos * freq[i] once in f32, takes full-precision sin and cos of it, and writes the two
- * output elements of the pair (optionally x*x_scale added). It reads both x elements
- * before writing, so x may be the very same view as dst (in place).
+ * pos * freq[i] once and takes its sin and cos (common.cl's pe_angle_*: the frequency in
+ * quarter turns as two f32 words, freq[i] (hi) and freq[half + i] (lo), within a few 2^-24
+ * of an f64 evaluation up to |pos * freq| = 2^24), and writes the two output elements of
+ * the pair (optionally x*x_scale added). It reads both x elements before writing, so x may
+ * be the very same view as dst (in place).
  *
  * Offsets and strides are in elements of each tensor's own type; all index arithmetic
  * is 64-bit. shape = (half, ne1, ne2, ne3); the NDRange may be rounded up past it.
@@ -25,9 +27,8 @@ __kernel void pe_sinusoidal(__global DST_T *dst, const long dst_off, const long4
     const long i3 = i23 / shape.s2;
 
     const float p = convert_float(pos[pos_off + i1 * pos_st.s0 + i2 * pos_st.s1 + i3 * pos_st.s2]);
-    const float angle = p * freq[i];
     float c;
-    const float s = sincos(angle, &c);
+    const float s = pe_angle_sincos(p, freq[i], freq[shape.s0 + i], &c);
 
     long j_sin, j_cos; /* i0 of the sin and cos elements */
     if (layout == PE_SIN_INTERLEAVED) {
@@ -61,7 +62,7 @@ __kernel void pe_sinusoidal(__global DST_T *dst, const long dst_off, const long4
  * positions are shared by dim 2 (pos_st.s1 == 0) and ne2 otherwise.
  *
  * Work-item (u, token, group) owns pairs 8u .. 8u+7: it takes sin and cos of pos * freq
- * (f32 angles, full-precision sincos, one 8-wide vector) once and writes them to every row
+ * (pe_angle_sincos8, one 8-wide vector) once and writes them to every row
  * i2 that shares the position (all of dim 2 when G2 = 1): interleaved as 16 floats
  * (s0, c0, ..., s7, c7) at 16u; half-split as 8 sines at 8u and 8 cosines at half + 8u (or
  * cos first); plus x * x_scale when fused. The rows are visited in order, with a barrier
@@ -126,7 +127,7 @@ __kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const l
 
     const float p = convert_float(pos[pos_off + i1 * pos_st.s0 + g2 * pos_st.s1 + i3 * pos_st.s2]);
     float8 c;
-    const float8 s = pe_sincos8(p * vload8(u, freq), &c);
+    const float8 s = pe_angle_sincos8((float8)p, vload8(u, freq), vload8(u, freq + n_half), &c);
     float16 vi = (float16)(0.0f);
     float8 v1 = (float8)(0.0f), v2 = (float8)(0.0f);
     long j1, j2 = 0;
@@ -172,8 +173,8 @@ __kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const l
 /*
  * pe_sinusoidal_tok: pe_sinusoidal_vec's op for CPU devices (PoCL), where a work-item is a
  * loop iteration rather than a SIMD lane: work-item (block, group) takes the sin and cos of
- * every pair of the PE_TB (-D) positions of its block of tokens once (the same pe_sincos8
- * of the same f32 angles as pe_sinusoidal_vec, so the same results), in the output row's
+ * every pair of the PE_TB (-D) positions of its block of tokens once (the same
+ * pe_angle_sincos8 as pe_sinusoidal_vec, so the same results), in the output row's
  * layout, then writes every row i2 that shares the positions, the block's PE_TB tokens of
  * one row after another (one stretch of memory per row, as the CPU backend's blocks), with
  * no barrier (a group of consecutive blocks runs block after block). The same conditions
@@ -210,7 +211,8 @@ __kernel void pe_sinusoidal_tok(__global DST_T *dst, const long dst_off, const l
             pos[pos_off + (t0 + k) * pos_st.s0 + g2 * pos_st.s1 + i3 * pos_st.s2]);
         for (int u = 0; u < PE_NH; u++) {
             float8 c;
-            const float8 s = pe_sincos8(p * vload8(u, freq), &c);
+            const float8 s =
+                pe_angle_sincos8((float8)p, vload8(u, freq), vload8(u, freq + n_half), &c);
             if (layout == PE_SIN_INTERLEAVED)
                 tv[k][u] = (float16)(s.s0, c.s0, s.s1, c.s1, s.s2, c.s2, s.s3, c.s3, s.s4, c.s4,
                                      s.s5, c.s5, s.s6, c.s6, s.s7, c.s7);

@@ -76,6 +76,35 @@
  * tokens (fractional with f32 positions); frequencies are radians per position; sizes,
  * offsets and strides are in bytes (posenc_tensor) or elements (ne).
  *
+ * Accuracy of angles (RoPE, sinusoidal, sincos_2d, attention's encodings)
+ * ------------------------------------------------------------------------------
+ * One answer on every backend: for |pos * w| <= 2^24 -- every integer position below 2^24
+ * (int32 positions, or f32 ones, exact in f32 there) with frequencies w <= 1 (RoPE's and
+ * the sinusoid's defaults, every RoPE scaling), and f32 positions taken exactly as the f32
+ * value given -- sin(pos * w) and cos(pos * w) are within 4 * 2^-24 of their exact values
+ * (of the double frequency table posenc_rope_freqs / posenc_sinusoidal_freqs return),
+ * before any further arithmetic, on the CPU, OpenCL and Vulkan backends alike; measured at
+ * most 1.6 * 2^-24 up to |pos * w| = 1e6 and 2.5 * 2^-24 up to 2^24. The bound does not
+ * grow with the position. No device f64 is needed, nor a fused fma (OpenCL uses fma where
+ * the device has it in hardware): the host passes each frequency in quarter turns (w*2/pi)
+ * as two f32 words (hi + lo), and the kernels form pos * w exactly as an unevaluated sum,
+ * take the whole quarter turns out exactly, turn the rest into radians with a two-word
+ * pi/2, then evaluate sin/cos polynomials on the reduced angle, once per (token, pair),
+ * shared by every head.
+ *   f32 storage: a RoPE output element y = m (xa cos - xb sin) is then within
+ *       m (|xa| + |xb|) * 10 * 2^-24 of exact (the sin/cos error plus the rotation's
+ *       roundings); a sinusoidal value within 5 * 2^-24 (plus 2^-24 |x*scale| + 1.5 ulp
+ *       when fused into x).
+ *   f16 storage: the same f32 values, rounded once to f16 (round to nearest even): within
+ *       one f16 ulp of exact.
+ *   Past |pos * w| = 2^24 an f32 angle has no phase left to reduce (its spacing nears pi):
+ *       the CPU backend still evaluates the double angle with libm, the GPU kernels return
+ *       values in [-1, 1] (sin 0, cos 1 past ~2^25) that may differ from it.
+ * A frequency table entry that does not fit in f32 (a RoPE freq factor of 1e-44, a
+ * sinusoidal base below 1 with a large freq_shift) is POSENC_ERR_INVALID_ARGUMENT on every
+ * backend, before anything runs; one below FLT_MIN is kept (sin 0, cos 1 within rounding
+ * everywhere). Details and measurements: docs/accuracy-angles.md.
+ *
  * Thread safety
  * -------------
  *   posenc_context, posenc_buffer: one thread at a time per context. Calls on a context
@@ -646,8 +675,10 @@ struct posenc_sinusoidal_params {
  *        dst = x*x_scale + PE(pos). x may be exactly dst (in place).
  *
  * The frequencies are computed once on the host in double; every backend forms the
- * angle pos*w_i in f32 (CPU: in double) and evaluates sin/cos of it.
- * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, strides or params.
+ * angle pos*w_i and its sin/cos within 4 * 2^-24 of exact for |pos*w_i| <= 2^24 (CPU: in
+ * double; GPUs: from two f32 words per frequency, see "Accuracy of angles" above).
+ * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, strides or params (a
+ * frequency outside the f32 range included).
  */
 POSENC_API posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_tensor *x,
                                            const posenc_tensor *pos, const posenc_tensor *dst,
@@ -816,7 +847,8 @@ struct posenc_rope_info {
  * out_freq[j] = w_j and out_stream[j] = stream_j for j < n_dims/2 (either array may be
  * NULL; size them for head_dim/2 entries). `seq_len` of DYNAMIC_NTK / LONGROPE must be
  * given here (> 0). out_info may be NULL. Returns POSENC_OK, or
- * POSENC_ERR_INVALID_ARGUMENT for bad params or head_dim (nothing written).
+ * POSENC_ERR_INVALID_ARGUMENT for bad params or head_dim, or a w_j outside the f32 range
+ * (see "Accuracy of angles" above; nothing written).
  */
 POSENC_API posenc_status posenc_rope_freqs(int64_t head_dim, const struct posenc_rope_params *params,
                                            double *out_freq, uint8_t *out_stream,

@@ -8,64 +8,123 @@
 #ifndef PE_COMMON_GLSL
 #define PE_COMMON_GLSL
 
-// ---- sin and cos -------------------------------------------------------------------------
+// ---- angles, sin and cos ----------------------------------------------------------------
 //
-// a = q*(pi/2) + r with |r| <= ~pi/4, in two steps. Step 1: q0 = round(a * 2/pi) (off by
-// up to ~30 for |a| ~ 4e8, as a * 2/pi rounds), r = a - q0*pi/2 with pi/2 split Cody-Waite
-// style into PE_PIO2_A (8 significant bits) + PE_PIO2_B (7 bits) + PE_PIO2_C (f32) and
-// q0 into qh (a multiple of 2^12, same sign) + ql (|ql| < 2^12): every product with A
-// and B is exact for |q0| < 2^28 (|a| < ~4e8) and so is every subtraction (the exact
-// partial results fit in 24 bits); only q0*C and the last subtraction round. Step 2
-// takes out the few quarter turns step 1 missed: q1 = round(r * 2/pi), r -= q1*pi/2.
-// |r| ends within ~1 f32 ulp of a - (q0+q1)*pi/2 plus 0.5 ulp of q0*C (3e-7 at
-// |a| = 1.6e7, 1e-5 at 4e8, both far below ulp(a)). Past ~4e8 (ulp(a) >= 32 > 2*pi, no
-// phase left in a) r may come out wrong: it is then replaced by 0 so that the results
-// stay in [-1, 1]. `precise` (NoContraction) keeps compilers from fusing into fma with a
-// different rounding or reassociating, which would cancel the split.
-const float PE_2_OVER_PI = 0.636619772367581343f;
+// The angle pos*w of the rotary and sinusoidal shaders, accurate without shaderFloat64 and
+// without relying on a fused fma (SPIR-V leaves fusing to the driver; lavapipe does not
+// fuse). The same operations in the same order as cl/common.cl's fma-free form (read the
+// full comment there and docs/accuracy-angles.md), so OpenCL without PE_FMA and Vulkan give
+// the same bits. In short: the host gives each frequency in quarter turns, v = w * 2/pi,
+// as two f32 words hi = f32(v), lo = f32(v - hi); the angle in quarter turns is xh + e +
+// p*lo with xh = f32(p*hi) and e its exact rounding error (Dekker's product with 12-bit
+// halves cut by masking); the whole quarter turns q = roundEven(xh) come out exactly, and
+// the rest (|f| <= 1/2, a second step near 2^24) turns into radians with a two-word pi/2;
+// sin and cos of r (|r| <= pi/4 + 2^-20) are Cephes' sinf / cosf minimax polynomials in f32
+// (not the driver's sin/cos, which Vulkan bounds only to 2^-11 inside [-pi, pi]). Within
+// 1.6 * 2^-24 of an f64 evaluation up to |p w| = 1e6, 2.5 * 2^-24 up to 2^24; past that the
+// values stay in [-1, 1]; an infinite or NaN angle gives NaN. `precise` (NoContraction)
+// keeps compilers from fusing or reassociating anything, which would cancel the splits.
+const float PE_2_OVER_PI = 0.636619747f;
+const float PE_PIO2_HI = 1.57079637f;      // f32(pi/2)
+const float PE_PIO2_LO = -4.37113883e-08f; // f32(pi/2 - PE_PIO2_HI)
+// pi/2 in three words for pe_angle_sub (A and B with 12 significant bits: q*A, q*B exact
+// for small integers q)
 const float PE_PIO2_A = 1.5703125f;
-const float PE_PIO2_B = 4.84466552734375e-4f;
-const float PE_PIO2_C = -6.397578431460715e-07f;
+const float PE_PIO2_B = 0.000483751297f;
+const float PE_PIO2_C = 7.54979013e-08f;
 
 // Minimax polynomials on [-pi/4, pi/4] (the Cephes sinf/cosf coefficients), ~1 ulp.
-float pe_sin_poly(float r)
+#define PE_SINCOS_POLY(T)                                                                  \
+    T pe_sin_poly(T r)                                                                     \
+    {                                                                                      \
+        precise T z = r * r;                                                               \
+        precise T p = (-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f;  \
+        precise T v = p * z * r + r;                                                       \
+        return v;                                                                          \
+    }                                                                                      \
+    T pe_cos_poly(T r)                                                                     \
+    {                                                                                      \
+        precise T z = r * r;                                                               \
+        precise T p = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z            \
+                       + 4.166664568298827e-2f) * z * z;                                   \
+        precise T v = (p - 0.5f * z) + 1.0f;                                               \
+        return v;                                                                          \
+    }
+PE_SINCOS_POLY(float)
+PE_SINCOS_POLY(vec4)
+
+// The reduced argument r (radians) of p*(hi + lo) quarter turns and its quadrant n (an
+// integer-valued float, taken mod 4 by pe_sincos_red). T is float or vec4, U the matching
+// unsigned type.
+#define PE_ANGLE_REDUCE(T, U)                                                              \
+    T pe_angle_reduce(T p, T hi, T lo, out T n)                                            \
+    {                                                                                      \
+        precise T xh = p * hi;                                                             \
+        T pa = uintBitsToFloat(floatBitsToUint(p) & U(0xfffff000u));                       \
+        precise T pb = p - pa;                                                             \
+        T ha = uintBitsToFloat(floatBitsToUint(hi) & U(0xfffff000u));                      \
+        precise T hb = hi - ha;                                                            \
+        precise T e = (((pa * ha - xh) + pa * hb) + pb * ha) + pb * hb;                    \
+        precise T fl = e + p * lo;                                                         \
+        T q = roundEven(xh);                                                               \
+        precise T fh = xh - q;                                                             \
+        precise T s = fh + fl;                                                             \
+        T q1 = roundEven(s);                                                               \
+        fh = fh - q1;                                                                      \
+        q = q + q1;                                                                        \
+        n = q - 4.0f * floor(q * 0.25f);                                                   \
+        precise T r = fh * PE_PIO2_HI + (fh * PE_PIO2_LO + fl * PE_PIO2_HI);               \
+        return r;                                                                          \
+    }
+PE_ANGLE_REDUCE(float, uint)
+PE_ANGLE_REDUCE(vec4, uvec4)
+
+// r - rf with quadrants n - nf (re-rotation: the difference of two reduced angles), brought
+// back to |r| <= pi/4 (q is -1, 0 or 1: every product is exact).
+float pe_angle_sub(float r, float rf, inout float n, float nf)
 {
-    float z = r * r;
-    float p = (-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f;
-    return p * z * r + r;
+    precise float d = r - rf;
+    float q = roundEven(d * PE_2_OVER_PI);
+    n = n - nf + q;
+    precise float v = ((d - q * PE_PIO2_A) - q * PE_PIO2_B) - q * PE_PIO2_C;
+    return v;
 }
 
-float pe_cos_poly(float r)
+// sin and cos of r + n*pi/2 (|r| <= pi/4 + small).
+void pe_sincos_red(float r, float n, out float s, out float c)
 {
-    float z = r * r;
-    float p = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z
-               + 4.166664568298827e-2f) * z * z;
-    return (p - 0.5f * z) + 1.0f;
+    int k = int(n) & 3;
+    float sr = pe_sin_poly(r);
+    float cr = pe_cos_poly(r);
+    float s0 = (k & 1) != 0 ? cr : sr;
+    float c0 = (k & 1) != 0 ? sr : cr;
+    s = (k & 2) != 0 ? -s0 : s0;
+    c = ((k + 1) & 2) != 0 ? -c0 : c0;
+}
+void pe_sincos_red(vec4 r, vec4 n, out vec4 s, out vec4 c)
+{
+    ivec4 k = ivec4(n) & 3;
+    vec4 sr = pe_sin_poly(r);
+    vec4 cr = pe_cos_poly(r);
+    bvec4 odd = notEqual(k & 1, ivec4(0));
+    vec4 s0 = mix(sr, cr, odd);
+    vec4 c0 = mix(cr, sr, odd);
+    s = mix(s0, -s0, notEqual(k & 2, ivec4(0)));
+    c = mix(c0, -c0, notEqual((k + 1) & 2, ivec4(0)));
 }
 
-// sin(a) and cos(a) of the f32 value a, within ~1e-7 absolute for |a| < ~1e7 on any
-// driver (no use of the driver's sin/cos), in [-1, 1] for any finite a. NaN or infinite
-// a gives NaN.
-void pe_sincos(float a, out float s, out float c)
+// sin and cos of p*(hi + lo).
+void pe_angle_sincos(float p, float hi, float lo, out float s, out float c)
 {
-    float q0 = roundEven(a * PE_2_OVER_PI);
-    float qh = trunc(q0 * (1.0f / 4096.0f)) * 4096.0f; // exact
-    float ql = q0 - qh;                                  // exact
-    precise float r = ((((a - qh * PE_PIO2_A) - ql * PE_PIO2_A) - qh * PE_PIO2_B)
-                       - ql * PE_PIO2_B) - q0 * PE_PIO2_C;
-    float q1 = roundEven(r * PE_2_OVER_PI);              // usually 0
-    precise float r1 = ((r - q1 * PE_PIO2_A) - q1 * PE_PIO2_B) - q1 * PE_PIO2_C;
-    if (abs(r1) > 0.8f) // only past |a| ~ 4e8; false for NaN, which propagates
-        r1 = 0.0f;
-    // Quadrant (q0 + q1) mod 4; q0 mod 4 is exact in float for any integral q0.
-    int n = (int(q0 - 4.0f * floor(q0 * 0.25f)) + int(q1)) & 3;
-    float sr = pe_sin_poly(r1);
-    float cr = pe_cos_poly(r1);
-    // sin(r + n*pi/2), cos(r + n*pi/2)
-    float s0 = (n & 1) != 0 ? cr : sr;
-    float c0 = (n & 1) != 0 ? sr : cr;
-    s = (n & 2) != 0 ? -s0 : s0;
-    c = ((n + 1) & 2) != 0 ? -c0 : c0;
+    float n;
+    float r = pe_angle_reduce(p, hi, lo, n);
+    pe_sincos_red(r, n, s, c);
+}
+void pe_angle_sincos(vec4 p, vec4 hi, vec4 lo, out vec4 s, out vec4 c)
+{
+    vec4 n;
+    vec4 r = pe_angle_reduce(p, hi, lo, n);
+    pe_sincos_red(r, n, s, c);
 }
 
 // ---- integer division by a run-time constant ---------------------------------------------

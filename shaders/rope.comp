@@ -11,9 +11,9 @@
 // src/kernel_abi.h.
 //
 // Work decomposition: one loop iteration = one unit = (PU rotated pairs, token, batch),
-// PU = 1, 2, 4 or 8. It reads the position(s), forms each angle in f32 (one rounding per
-// product, `precise`) and takes sin and cos with posenc's own range reduction and
-// polynomials (common.glsl) ONCE, then rotates those pairs in every head of x and of x2
+// PU = 1, 2, 4 or 8. It reads the position(s), forms each angle from the frequency's two
+// f32 words and takes sin and cos with posenc's own range reduction and polynomials
+// (common.glsl's pe_angle_reduce, pe_sincos_red) ONCE, then rotates those pairs in every head of x and of x2
 // (fused Q/K: x2 may have another head count). Units past n_rot copy G dims outside the
 // rotated window from x to dst in every head, unless x is rotated in place. Both
 // elements of a pair are read before either is written, so dst may be the very same view
@@ -298,22 +298,30 @@ vec4 pe_rot0(vec4 v, vec4 c, vec4 s)
         }                                                                                  \
     }
 
-// cos and sin (times mscale) of pair record r at token i2, batch i3.
-void pe_rope_cs(uvec4 r, uint i2, uint i3, out float c, out float s)
+// cos and sin (times mscale) of the pair with records r (freq hi bits, freq_from hi bits,
+// pos_base, from_base) and r1 (a, b, freq lo bits, freq_from lo bits) at token i2, batch
+// i3: common.glsl's pe_angle_reduce (the frequency in quarter turns as two f32 words;
+// re-rotation reduces both angles and subtracts the reduced ones). The sign is the
+// positions' (exact).
+void pe_rope_cs(uvec4 r, uvec4 r1, uint i2, uint i3, out float c, out float s)
 {
     int raw = pos_i[r.z + i2 * pc.pos_st0 + i3 * pc.pos_st2];
     float p = (pc.flags & PE_ROPE_FLAG_POS_F32) != 0u ? intBitsToFloat(raw) : float(raw);
-    precise float angle = p * uintBitsToFloat(r.x); // one f32 rounding, like the others
+    if ((pc.flags & PE_ROPE_FLAG_NEG) != 0u)
+        p = -p;
+    float n;
+    float rr = pe_angle_reduce(p, uintBitsToFloat(r.x), uintBitsToFloat(r1.z), n);
     if ((FLAGS & PE_ROPE_FLAG_FROM) != 0u) {
         int rf = from_i[r.w + i2 * pc.from_st0 + i3 * pc.from_st2];
         float pf = (pc.flags & PE_ROPE_FLAG_FROM_F32) != 0u ? intBitsToFloat(rf) : float(rf);
-        precise float af = pf * uintBitsToFloat(r.y);
-        angle = angle - af;
+        if ((pc.flags & PE_ROPE_FLAG_NEG) != 0u)
+            pf = -pf;
+        float nf;
+        float rrf = pe_angle_reduce(pf, uintBitsToFloat(r.y), uintBitsToFloat(r1.w), nf);
+        rr = pe_angle_sub(rr, rrf, n, nf);
     }
-    if ((pc.flags & PE_ROPE_FLAG_NEG) != 0u)
-        angle = -angle;
     float sn, cs;
-    pe_sincos(angle, sn, cs);
+    pe_sincos_red(rr, n, sn, cs);
     c = cs * pc.mscale;
     s = sn * pc.mscale;
 }
@@ -360,18 +368,18 @@ void main()
         uvec4 r1 = tab[3u + 2u * j];
         uint a = r1.x, b = r1.y;
         vec4 c = vec4(0.0), s = vec4(0.0), c1 = vec4(0.0), s1 = vec4(0.0);
-        pe_rope_cs(tab[2u + 2u * j], i2, i3, c.x, s.x);
+        pe_rope_cs(tab[2u + 2u * j], r1, i2, i3, c.x, s.x);
         if (PU >= 2u)
-            pe_rope_cs(tab[4u + 2u * j], i2, i3, c.y, s.y);
+            pe_rope_cs(tab[4u + 2u * j], tab[5u + 2u * j], i2, i3, c.y, s.y);
         if (PU >= 4u) {
-            pe_rope_cs(tab[6u + 2u * j], i2, i3, c.z, s.z);
-            pe_rope_cs(tab[8u + 2u * j], i2, i3, c.w, s.w);
+            pe_rope_cs(tab[6u + 2u * j], tab[7u + 2u * j], i2, i3, c.z, s.z);
+            pe_rope_cs(tab[8u + 2u * j], tab[9u + 2u * j], i2, i3, c.w, s.w);
         }
         if (PU == 8u) {
-            pe_rope_cs(tab[10u + 2u * j], i2, i3, c1.x, s1.x);
-            pe_rope_cs(tab[12u + 2u * j], i2, i3, c1.y, s1.y);
-            pe_rope_cs(tab[14u + 2u * j], i2, i3, c1.z, s1.z);
-            pe_rope_cs(tab[16u + 2u * j], i2, i3, c1.w, s1.w);
+            pe_rope_cs(tab[10u + 2u * j], tab[11u + 2u * j], i2, i3, c1.x, s1.x);
+            pe_rope_cs(tab[12u + 2u * j], tab[13u + 2u * j], i2, i3, c1.y, s1.y);
+            pe_rope_cs(tab[14u + 2u * j], tab[15u + 2u * j], i2, i3, c1.z, s1.z);
+            pe_rope_cs(tab[16u + 2u * j], tab[17u + 2u * j], i2, i3, c1.w, s1.w);
         }
 
         if (G == 8u) {

@@ -5,7 +5,8 @@
 // stored in 32-bit words). The layout, positions' dtype and whether x is present are
 // push-constant flags. Each loop iteration handles one unit of a row (grid layout in
 // src/kernel_abi.h): the (sin, cos) pair i, whose angle pos*freq[i] is computed once for
-// both elements, or two adjacent pairs in the f16 PE_SIN_FLAG_DST_PAIR2 path.
+// both elements (binding 3 holds the frequencies' hi words, then their lo words:
+// common.glsl's pe_angle_sincos), or two adjacent pairs in the f16 PE_SIN_FLAG_DST_PAIR2 path.
 //
 // Aligned contiguous rows take the vector paths instead (PE_SIN_SPEC_VEC, below): 4
 // pairs per unit as vec4 in f32, 8 pairs per unit as uvec4 of 8 halves with f16.
@@ -91,8 +92,7 @@ void store_dst(uint e, float v)
 void pe_pair(uint i, float p, uint lay, uint xb, out uint i0s, out uint i0c, out float s,
              out float c)
 {
-    precise float angle = p * freq[i]; // one f32 rounding, like the other backends
-    pe_sincos(angle, s, c);
+    pe_angle_sincos(p, freq[i], freq[pc.n_half + i], s, c); // hi and lo words
     if (lay == PE_SIN_INTERLEAVED) {
         i0s = 2u * i;
         i0c = 2u * i + 1u;
@@ -117,15 +117,11 @@ void pe_pair(uint i, float p, uint lay, uint xb, out uint i0s, out uint i0c, out
 // position does not depend on i2 (PE_SIN_SPEC_POS_SHARED) and reused for all ne2 rows.
 // CPU implementations such as lavapipe scalarize every buffer access per invocation and
 // component, so whole vec4 accesses and reuse across rows are what makes this fast.
-void pe_vec_values(int praw, vec4 f, out vec4 ea, out vec4 eb)
+void pe_vec_values(int praw, vec4 f, vec4 fl, out vec4 ea, out vec4 eb)
 {
     float p = (pc.flags & PE_SIN_FLAG_POS_F32) != 0u ? intBitsToFloat(praw) : float(praw);
-    precise vec4 angle = p * f; // one f32 rounding each, like the other backends
     vec4 s, c;
-    pe_sincos(angle.x, s.x, c.x);
-    pe_sincos(angle.y, s.y, c.y);
-    pe_sincos(angle.z, s.z, c.z);
-    pe_sincos(angle.w, s.w, c.w);
+    pe_angle_sincos(vec4(p), f, fl, s, c); // frequencies as hi (f) and lo (fl) words
     if (VEC_LAY == PE_SIN_INTERLEAVED) {
         ea = vec4(s.x, c.x, s.y, c.y);
         eb = vec4(s.z, c.z, s.w, c.w);
@@ -153,12 +149,12 @@ void pe_vec_main()
         uint pb = pc.pos_off + i1 * pc.pos_st0 + i3 * pc.pos_st2;
         uint xb = pc.x_off + i1 * pc.x_st1 + i3 * pc.x_st3;
         uint db = pc.dst_off + i1 * pc.dst_st1 + i3 * pc.dst_st3;
-        vec4 f = freq_v[u];
+        vec4 f = freq_v[u], fl = freq_v[(pc.n_half >> 2) + u];
         vec4 ea, eb;
-        pe_vec_values(pos_i[pb], f, ea, eb);
+        pe_vec_values(pos_i[pb], f, fl, ea, eb);
         for (uint i2 = 0u; i2 < pc.ne2; i2++) {
             if (!VEC_POS_SHARED && i2 > 0u)
-                pe_vec_values(pos_i[pb + i2 * pc.pos_st1], f, ea, eb);
+                pe_vec_values(pos_i[pb + i2 * pc.pos_st1], f, fl, ea, eb);
             uint d = db + i2 * pc.dst_st2;
             if (VEC_HAS_X) {
                 uint x = xb + i2 * pc.x_st2;
@@ -182,12 +178,12 @@ void pe_vec_main()
 // of a unit: elements 16u .. 16u+7 and 16u+8 .. 16u+15 when interleaved, the 8 sin at 8u
 // and the 8 cos at n_half+8u in the half-split layouts (cos first: the other way round).
 // f32 arithmetic as the general path (x*x_scale + value), then one rounding to f16.
-void pe_vec8_values(int praw, vec4 f0, vec4 f1, out vec4 a0, out vec4 a1, out vec4 b0,
-                    out vec4 b1)
+void pe_vec8_values(int praw, vec4 f0, vec4 f1, vec4 fl0, vec4 fl1, out vec4 a0,
+                    out vec4 a1, out vec4 b0, out vec4 b1)
 {
     vec4 s0, c0, s1, c1;
-    pe_vec_values(praw, f0, a0, a1); // (s c s c | s c s c) or (s | c) of pairs 0-3
-    pe_vec_values(praw, f1, b0, b1); // pairs 4-7
+    pe_vec_values(praw, f0, fl0, a0, a1); // (s c s c | s c s c) or (s | c) of pairs 0-3
+    pe_vec_values(praw, f1, fl1, b0, b1); // pairs 4-7
     if (VEC_LAY == PE_SIN_INTERLEAVED) {
         // runs: pairs 0-3 (a0 a1), pairs 4-7 (b0 b1): already in order
         return;
@@ -244,11 +240,12 @@ void pe_vec8_main()
         uint xb = pc.x_off + i1 * pc.x_st1 + i3 * pc.x_st3;
         uint db = pc.dst_off + i1 * pc.dst_st1 + i3 * pc.dst_st3;
         vec4 f0 = freq_v[2u * u], f1 = freq_v[2u * u + 1u];
+        vec4 fl0 = freq_v[(pc.n_half >> 2) + 2u * u], fl1 = freq_v[(pc.n_half >> 2) + 2u * u + 1u];
         vec4 a0, a1, b0, b1;
-        pe_vec8_values(pos_i[pb], f0, f1, a0, a1, b0, b1);
+        pe_vec8_values(pos_i[pb], f0, f1, fl0, fl1, a0, a1, b0, b1);
         for (uint i2 = 0u; i2 < pc.ne2; i2++) {
             if (!VEC_POS_SHARED && i2 > 0u)
-                pe_vec8_values(pos_i[pb + i2 * pc.pos_st1], f0, f1, a0, a1, b0, b1);
+                pe_vec8_values(pos_i[pb + i2 * pc.pos_st1], f0, f1, fl0, fl1, a0, a1, b0, b1);
             uint d = db + i2 * pc.dst_st2;
             if (VEC_HAS_X) {
                 uint x = xb + i2 * pc.x_st2;

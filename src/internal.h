@@ -167,12 +167,15 @@ struct pe_sinusoidal_op {
     posenc_sin_layout layout;
     float x_scale;
     const double *freq;    /* [half], double (the CPU reference uses these) */
-    const float *freq_f32; /* [half], the same rounded to f32 (GPU backends) */
+    const float *freq_f32; /* [2*half]: freq * 2/pi split into f32 words for the GPU
+                            * kernels: [0, half) hi words, [half, 2*half) lo words
+                            * (pe_freq_split) */
 };
 
 /*
  * A resolved RoPE table (built by src/rope_freq.c): per rotated pair j < n_pairs its
- * frequency (double for the CPU reference, f32 for the GPU kernels) and position stream.
+ * frequency (double for the CPU reference; in quarter turns as two f32 words hi + lo for
+ * the GPU kernels, see pe_freq_split) and position stream.
  */
 struct pe_rope_table {
     int64_t n_pairs;
@@ -180,10 +183,25 @@ struct pe_rope_table {
     int64_t n_offs;
     posenc_rope_mode mode;
     double *freq;             /* [n_pairs] */
-    float *freq_f32;          /* [n_pairs] */
+    float *freq_f32;          /* [2*n_pairs]: hi words, then lo words (pe_freq_split) */
     uint8_t *stream;          /* [n_pairs] */
     struct posenc_rope_info info;
 };
+
+/*
+ * The GPU kernels' form of a frequency table: freq[j] (radians per position, double) in
+ * quarter turns per position, v = freq[j] * 2/pi (double), as two f32 words hi[j] = f32(v)
+ * and lo[j] = f32(v - hi[j]), so that hi + lo is within ~2^-48 relative of v
+ * (docs/accuracy-angles.md). A kernel forms pos*v as xh = pos*hi plus its exact rounding
+ * error plus pos*lo, takes out the nearest whole number of quarter turns (q = rint(xh),
+ * exact) and turns the rest (|f| <= 1/2) into radians -- no device f64 needed. A |v| below
+ * FLT_MIN (2^-126) becomes hi = lo = 0 (the angle is then below 2^-102 for any |pos| <
+ * 2^24: sin = 0, cos = 1 within rounding, the same on every device, with or without
+ * denormals). Returns false when some freq or v is not finite or does not fit in f32 (the
+ * callers turn that into INVALID_ARGUMENT before any backend runs); *bad_j is then the
+ * first offender.
+ */
+bool pe_freq_split(const double *freq, int64_t n, float *hi, float *lo, int64_t *bad_j);
 
 /*
  * Check `params` (NULL = defaults) for a head of head_dim dims, resolve every default and
@@ -221,10 +239,10 @@ struct pe_rope_op {
     int sign;                    /* +1 forward, -1 backward */
     double mscale;
     const double *freq;          /* [n_pairs] */
-    const float *freq_f32;
+    const float *freq_f32;       /* [2*n_pairs]: hi words, then lo words (pe_freq_split) */
     const uint8_t *stream;
     const double *freq_from;     /* rerotate only */
-    const float *freq_from_f32;
+    const float *freq_from_f32;  /* [2*n_pairs], as freq_f32 */
     const uint8_t *stream_from;
     /* posenc_rope_set_rows only (mem == NULL otherwise): token (t, b) is written to dst
      * token rows[offset + t*st[0] + b*st[1]] (st[1] == 0 when shared by the batch; ne =

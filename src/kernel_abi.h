@@ -118,7 +118,9 @@ _Static_assert(offsetof(struct pe_vk_sinusoidal_push, x_scale) == 96, "abi");
  *   tab[0] = (units_magic, ne2_magic, l_units | l_ne2 << 8, 0)    pe_udiv of idx, row
  *   tab[1] = (first copy record, 0, 0, 0)
  *   pair j: tab[2+2j]   = (freq bits, freq_from bits, pos_base, from_base)
- *           tab[3+2j]   = (a, b, 0, 0)       the pair's two dims
+ *           tab[3+2j]   = (a, b, freq lo bits, freq_from lo bits)   the pair's two dims, and
+                                   the frequencies' second f32 words; the frequencies are
+                                   in quarter turns, w*2/pi, as hi + lo (pe_freq_split)
  *   copy unit k: tab[first + k] = (first dim, 0, 0, 0)
  * pos_base = pos.offset + stream[j] * pos.st[1] (from_base likewise for pos_from), so a
  * position is pos[pos_base + i2 * pos_st0 + i3 * pos_st2].

@@ -135,7 +135,7 @@ posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_tensor *x,
     op.layout = p.layout;
     op.x_scale = p.x_scale;
     double *freq = malloc((size_t)op.half * sizeof(double));
-    float *freq_f32 = malloc((size_t)op.half * sizeof(float));
+    float *freq_f32 = malloc(2 * (size_t)op.half * sizeof(float));
     if (!freq || !freq_f32) {
         free(freq);
         free(freq_f32);
@@ -143,8 +143,19 @@ posenc_status posenc_sinusoidal(posenc_context *ctx, const posenc_tensor *x,
                         (long long)op.half);
     }
     fill_freqs(dst->ne[0], &p, freq);
-    for (int64_t i = 0; i < op.half; i++)
-        freq_f32[i] = (float)freq[i];
+    /* hi and lo f32 words (quarter turns) for the GPU kernels; a frequency past the f32
+     * range (a base below 1 with a large freq_shift, say) is refused on every backend */
+    int64_t bad = 0;
+    if (!pe_freq_split(freq, op.half, freq_f32, freq_f32 + op.half, &bad)) {
+        posenc_status st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                                    "frequency %lld = %g (params->base = %g, freq_shift = %g) "
+                                    "is out of the f32 range",
+                                    (long long)bad, freq[bad], (double)p.base,
+                                    (double)p.freq_shift);
+        free(freq);
+        free(freq_f32);
+        return st;
+    }
     op.freq = freq;
     op.freq_f32 = freq_f32;
     posenc_status st = pe_run_sinusoidal(ctx, &op);

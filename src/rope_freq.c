@@ -18,6 +18,7 @@
 #include "internal.h"
 #include "tensor.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -681,7 +682,7 @@ posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
 
     size_t n = (size_t)r.n_pairs;
     double *freq = malloc(n * sizeof(*freq));
-    float *freq_f32 = malloc(n * sizeof(*freq_f32));
+    float *freq_f32 = malloc(2 * n * sizeof(*freq_f32));
     uint8_t *stream = malloc(n);
     if (!freq || !freq_f32 || !stream) {
         free(freq);
@@ -691,8 +692,18 @@ posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
                         "out of host memory for a RoPE table of %lld pairs", (long long)n);
     }
     fill(&r, freq, stream, &out->info);
-    for (size_t j = 0; j < n; j++)
-        freq_f32[j] = (float)freq[j];
+    int64_t bad_j = 0;
+    if (!pe_freq_split(freq, (int64_t)n, freq_f32, freq_f32 + n, &bad_j)) {
+        posenc_status st = pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                                    "pair %lld's frequency %g is out of the f32 range (the "
+                                    "GPU kernels take it as f32 words): check freq_base, "
+                                    "freq_factors, freqs and the scaling",
+                                    (long long)bad_j, freq[bad_j]);
+        free(freq);
+        free(freq_f32);
+        free(stream);
+        return st;
+    }
     out->n_pairs = r.n_pairs;
     out->n_dims = r.n_dims;
     out->n_offs = r.n_offs;
@@ -701,6 +712,29 @@ posenc_status pe_rope_table_build(posenc_context *ctx, int64_t head_dim,
     out->freq_f32 = freq_f32;
     out->stream = stream;
     return POSENC_OK;
+}
+
+bool pe_freq_split(const double *freq, int64_t n, float *hi, float *lo, int64_t *bad_j)
+{
+    const double two_over_pi = 0.63661977236758134308; /* 2/pi, within 2^-54 relative */
+    for (int64_t j = 0; j < n; j++) {
+        const double v = freq[j] * two_over_pi; /* quarter turns per position */
+        const float h = (float)v;
+        if (!isfinite(h) || !isfinite((float)freq[j])) {
+            if (bad_j)
+                *bad_j = j;
+            return false;
+        }
+        if (fabs(v) < (double)FLT_MIN) {
+            hi[j] = 0.0f;
+            lo[j] = 0.0f;
+            continue;
+        }
+        hi[j] = h;
+        const float l = (float)(v - (double)h);
+        lo[j] = fabsf(l) < FLT_MIN ? 0.0f : l; /* no denormal words either */
+    }
+    return true;
 }
 
 void pe_rope_table_free(struct pe_rope_table *t)

@@ -350,7 +350,7 @@ static void test_shift(void **state)
  * posenc_attention_decay with one head of D dims, n keys, q and k in [0, 1):
  *  - |q_i|, |k_i| < 1, so after RoPE (magnitude 1) every rotated element is below
  *    |x_a| + |x_b| < 2: S = sum |q'_i k'_i| < 4D;
- *  - a rotated element is within pc_bound_rope_f32(2 ulp32(n), 1, 2) of exact (angles
+ *  - a rotated element is within pc_bound_rope_f32(pc_angle_err32(n), 1, 2) of exact (angles
  *    p*w_j <= n, w_j <= 1), so E = sum (e_q K^ + Q^ e_k + e_q e_k) <= D (4e + e^2);
  *  - with c = 1/sqrt(D): eps = c ((D + 2) 1.01 u S + E) + 3 u c S (+ the ALiBi bias term
  *    2.01 u |b| + 3 u |b|, |b| = slope * n);
@@ -362,7 +362,7 @@ static void test_shift(void **state)
 static double decay_bound(int64_t D, int64_t n, double bias, double mean)
 {
     const double c = 1.0 / sqrt((double)D);
-    const double e = pc_bound_rope_f32(2.0 * pc_ulp32((double)n), 1.0, 2.0);
+    const double e = pc_bound_rope_f32(pc_angle_err32((double)n), 1.0, 2.0);
     const double S = 4.0 * (double)D, E = (double)D * (4.0 * e + e * e);
     const double eps = c * ((double)(D + 2) * 1.01 * U32 * S + E) + 3.0 * U32 * c * S +
                        5.01 * U32 * bias;

@@ -127,7 +127,8 @@ static void test_default_freqs(void **state)
         assert_rel(g[j], ref_w(5e5, (double)j, 96), REL_EXACT, "n_offs 32", j);
     assert_true(info.mscale == 0.5); /* attn_factor alone: exact */
 
-    /* the internal table: f32 copy is the rounded double, fields resolved */
+    /* the internal table: the GPU words are w * 2/pi as hi + lo (pe_freq_split), fields
+     * resolved */
     struct pe_rope_table t;
     assert_int_equal(pe_rope_table_build(th.ref, 128, &p, 0, &t), POSENC_OK);
     assert_int_equal(t.n_pairs, 48);
@@ -136,7 +137,9 @@ static void test_default_freqs(void **state)
     assert_int_equal(t.mode, POSENC_ROPE_NORMAL);
     for (int64_t j = 0; j < t.n_pairs; j++) {
         assert_true(t.freq[j] == g[j]);
-        assert_true(t.freq_f32[j] == (float)g[j]);
+        const double v = g[j] * 0.63661977236758134308;
+        assert_true(t.freq_f32[j] == (float)v);
+        assert_true(t.freq_f32[t.n_pairs + j] == (float)(v - (double)(float)v));
         assert_int_equal(t.stream[j], 0);
     }
     pe_rope_table_free(&t);

@@ -25,9 +25,9 @@
  *    posenc_set_rows, on this backend (the whole dst buffer);
  *  - against values computed here in double from the table posenc_rope_freqs gives
  *    (angle = pos * w in double, the rotation in double): every element within
- *    pc_bound_rope_f32(2 ulp of the f32 angle, mscale, |xa| + |xb|) -- the f32 angle
- *    carries two roundings (w to f32, the product), sin/cos and the rotation a few more
- *    (src/check/check.c derives it) -- plus one f16 ulp for f16 storage
+ *    pc_bound_rope_f32(pc_angle_err32(angle), mscale, |xa| + |xb|) -- the accuracy
+ *    contract's sin/cos error, the same at every position up to 2^24, and the rotation's
+ *    roundings (src/check/check.c derives it) -- plus one f16 ulp for f16 storage
  *    (pc_bound_to_f16); dims outside the window equal x exactly;
  *  - against the CPU reference context th.ref (double, one rounding) within that bound
  *    plus one ulp of dst's dtype (the reference's own rounding);
@@ -715,9 +715,9 @@ static void rr_check(const struct rr_case *c, uint64_t seed)
                     const double xb = get_f(x, &lx, at_of(&lx, bb, h, t, b));
                     const double ya = m * (xa * cos(ang) - xb * sin(ang));
                     const double yb = m * (xa * sin(ang) + xb * cos(ang));
-                    /* 2 ulp of the f32 angle (w rounded to f32, the product rounded) and
-                     * the sin/cos and rotation roundings: pc_bound_rope_f32 (check.c) */
-                    const double b32 = pc_bound_rope_f32(2.0 * pc_ulp32(fabs(ang)), m,
+                    /* the contract's sin/cos error (the same at every position) and the
+                     * rotation roundings: pc_bound_rope_f32 (check.c) */
+                    const double b32 = pc_bound_rope_f32(pc_angle_err32(ang), m,
                                                          fabs(xa) + fabs(xb));
                     const int64_t dims[2] = {a, bb};
                     const double ys[2] = {ya, yb};

@@ -63,7 +63,7 @@ static void test_seed_d6_pos2(void **state)
         double want[2] = {sin(a), cos(a)};
         for (int k = 0; k < 2; k++) {
             double got = v[2 * i + k];
-            /* bound: 2 ulp of the f32 angle + 4 ulp of sin/cos + rounding (check.c) */
+            /* bound: the contract's sin/cos error + rounding, at every position (check.c) */
             double bound = pc_bound_sincos_f32(a, 0.0);
             if (fabs(got - want[k]) > bound)
                 fail_msg("PE(2, %d) = %.9f, double says %.9f (bound %.3g)", 2 * i + k, got,
@@ -117,15 +117,18 @@ static void test_seed_d4_pos0_add(void **state)
 }
 
 /* The paper's formula evaluated independently in double (pow, not exp/log), d = 128,
- * positions 0..63 and some large ones, every layout. */
+ * positions 0..63 and large ones up to 2^24 - 1, every layout: the bound
+ * (pc_bound_sincos_f32, 5 * 2^-24 for |pos w| <= 2^24) is the same at every position. */
 static void test_independent_double(void **state)
 {
     (void)state;
-    enum { D = 128, N = 72 };
+    enum { D = 128, N = 80 };
     int32_t pos[N];
     for (int i = 0; i < 64; i++)
         pos[i] = i;
-    const int32_t far[8] = {100, 511, 1000, 4095, 4096, 12345, 65535, 100000};
+    const int32_t far[16] = {100,    511,     1000,    4095,    4096,     12345,
+                             65535,  100000,  999999,  1000000, 8388607,  8388608,
+                             9999991, 16777213, 16777214, 16777215};
     memcpy(pos + 64, far, sizeof(far));
     for (int layout = 0; layout < 3; layout++) {
         struct posenc_sinusoidal_params p = {.layout = (posenc_sin_layout)layout};
@@ -143,6 +146,97 @@ static void test_independent_double(void **state)
             }
         free(v);
     }
+}
+
+/* f32 positions (diffusion timesteps, time series) up to 2^24, ggml's timestep layout (cos
+ * first, freq_shift 0) and the paper's, fused into x (x*scale + PE), against double from
+ * posenc_sinusoidal_freqs: exact relative to the f32 position given, the same bound at
+ * every position. */
+static void test_large_f32_positions(void **state)
+{
+    (void)state;
+    enum { D = 64, N = 12 };
+    const float pos[N] = {0.5f,       999.25f,     12345.678f,  99999.5f,
+                          999999.5f,  1000000.0f,  4194303.75f, 8388607.5f,
+                          8388608.0f, 16777214.0f, 16777215.0f, 3.0e6f};
+    float x[N * D];
+    uint64_t rng = 99;
+    for (int i = 0; i < N * D; i++)
+        x[i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    for (int layout = 0; layout < 3; layout += 2) {
+        struct posenc_sinusoidal_params p = {.layout = (posenc_sin_layout)layout,
+                                             .x_scale = 0.5f};
+        double w[D / 2];
+        assert_int_equal(posenc_sinusoidal_freqs(D, &p, w), POSENC_OK);
+        posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
+        posenc_buffer *xb = th_upload(th.dut, x, sizeof(x));
+        posenc_buffer *db = NULL;
+        assert_int_equal(posenc_buffer_create(th.dut, sizeof(x), &db), POSENC_OK);
+        posenc_tensor dt = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, N, 1, 1);
+        posenc_tensor xt = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, D, N, 1, 1);
+        posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_F32, N, 1, 1, 1);
+        assert_int_equal(posenc_sinusoidal(th.dut, &xt, &pt, &dt, &p), POSENC_OK);
+        float *v = th_download(db);
+        for (int t = 0; t < N; t++)
+            for (int i = 0; i < D / 2; i++) {
+                const double a = (double)pos[t] * w[i];
+                const int is = layout == 0 ? 2 * i : D / 2 + i, ic = layout == 0 ? 2 * i + 1 : i;
+                const double ws = 0.5 * x[t * D + is] + sin(a), wc = 0.5 * x[t * D + ic] + cos(a);
+                const double bs = pc_bound_sincos_f32(a, fabs(0.5 * x[t * D + is]));
+                const double bc = pc_bound_sincos_f32(a, fabs(0.5 * x[t * D + ic]));
+                if (!(fabs(v[t * D + is] - ws) <= bs) || !(fabs(v[t * D + ic] - wc) <= bc))
+                    fail_msg("layout %d pos %.9g pair %d: (%.9g, %.9g), double (%.9g, %.9g), "
+                             "bounds %.3g %.3g",
+                             layout, (double)pos[t], i, v[t * D + is], v[t * D + ic], ws, wc, bs,
+                             bc);
+            }
+        free(v);
+        posenc_buffer_destroy(&db);
+        posenc_buffer_destroy(&xb);
+        posenc_buffer_destroy(&pb);
+        th_check_warnings();
+    }
+}
+
+/* A frequency past the f32 range (base below 1 with a large freq_shift: w up to 1e40) is
+ * INVALID_ARGUMENT up front on every backend (the GPU kernels take frequencies as f32
+ * words; a NaN there against the CPU's finite value was the alternative); a frequency
+ * below FLT_MIN is a valid table (sin 0, cos 1 within the bound on every backend). */
+static void test_out_of_range_freqs(void **state)
+{
+    (void)state;
+    int32_t pos[2] = {0, 3};
+    posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
+    posenc_buffer *db = NULL;
+    assert_int_equal(posenc_buffer_create(th.dut, 2 * 4 * 4, &db), POSENC_OK);
+    const float sentinel[8] = {7, 7, 7, 7, 7, 7, 7, 7};
+    assert_int_equal(posenc_buffer_write(db, 0, sentinel, sizeof(sentinel)), POSENC_OK);
+    posenc_tensor dt = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, 4, 2, 1, 1);
+    posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, 2, 1, 1, 1);
+    struct posenc_sinusoidal_params big = {.base = 1e-20f, .freq_shift = 1.5f};
+    assert_int_equal(posenc_sinusoidal(th.dut, NULL, &pt, &dt, &big),
+                     POSENC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(posenc_context_last_error(th.dut), "f32 range"));
+    float *v = th_download(db);
+    assert_memory_equal(v, sentinel, sizeof(sentinel)); /* untouched */
+    free(v);
+    /* tiny: w_1 = (3e38)^-1 = 3.3e-39 (an f32 denormal) */
+    struct posenc_sinusoidal_params tiny = {.base = 3e38f, .freq_shift = 1.0f,
+                                            .layout = POSENC_SIN_HALF_SPLIT};
+    assert_int_equal(posenc_sinusoidal(th.dut, NULL, &pt, &dt, &tiny), POSENC_OK);
+    v = th_download(db);
+    double w[2];
+    assert_int_equal(posenc_sinusoidal_freqs(4, &tiny, w), POSENC_OK);
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < 2; i++) {
+            const double a = pos[t] * w[i];
+            assert_true(fabs(v[t * 4 + i] - sin(a)) <= pc_bound_sincos_f32(a, 0.0));
+            assert_true(fabs(v[t * 4 + 2 + i] - cos(a)) <= pc_bound_sincos_f32(a, 0.0));
+        }
+    free(v);
+    posenc_buffer_destroy(&db);
+    posenc_buffer_destroy(&pb);
+    th_check_warnings();
 }
 
 /* The fairseq / diffusers frequency convention: w_i = base^(-i/(d/2-1)), so the last
@@ -410,6 +504,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_seed_d6_pos2),
         cmocka_unit_test(test_seed_d4_pos0_add),
         cmocka_unit_test(test_independent_double),
+        cmocka_unit_test(test_large_f32_positions),
+        cmocka_unit_test(test_out_of_range_freqs),
         cmocka_unit_test(test_freq_shift),
         cmocka_unit_test(test_range),
         cmocka_unit_test(test_shift_is_rotation),

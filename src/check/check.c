@@ -61,43 +61,51 @@ double pc_ulp16(double v)
     return ldexp(1.0, e - 1 - 10);
 }
 
+double pc_angle_err32(double a)
+{
+    return fabs(a) <= PC_ANGLE_MAX ? 0.0 : 2.0;
+}
+
 /*
- * Bound for an f32 backend's sin/cos of the angle a = pos*w against the exact value:
- *  - the angle: w is rounded to f32 (relative error <= u = 2^-24), the product pos*w is
- *    rounded once more (<= u); positions are exact in f32 (int32 < 2^24 in the cases, or
- *    an f32 time stamp that both sides read). So |a' - a| <= 2u|a|(1+u) <= 2 ulp32(a), and
- *    sin/cos are 1-Lipschitz, so the value moves by at most 2 ulp32(a).
- *  - evaluating sin/cos of a': OpenCL 1.2 full profile allows 4 ulp; posenc's Vulkan
- *    shader uses its own range reduction and polynomial held to the same 4 ulp. Results
- *    have |v| <= 1, where an ulp is <= 2^-24 below 1 and 2^-23 at 1: 4 * 2^-23.
- *  - the final rounding to f32: 0.5 ulp <= 2^-24.
+ * Bound for a backend's f32 sin/cos of the angle a = pos*w against the exact value:
+ *  - the angle and sin/cos together, PC_SINCOS_ERR = 4 * 2^-24 for |a| <= 2^24 on every
+ *    backend: the CPU backend forms a in double and reduces it in double (libm past 4e5);
+ *    the OpenCL and Vulkan kernels take w in quarter turns (w*2/pi) as two f32 words
+ *    (hi + lo), form pos*w exactly as an unevaluated sum (Dekker's product, or fma on
+ *    OpenCL devices with fma in hardware), take the whole quarter turns out exactly, turn
+ *    the rest into radians with a two-word pi/2, then evaluate Cephes' f32 polynomials
+ *    (cl/common.cl, shaders/common.glsl). Measured: at most 1.6 * 2^-24 (|a| <= 1e6) and
+ *    2.5 * 2^-24 (|a| <= 2^24) including the result's own rounding to f32, over 4 M angles
+ *    of an exact emulation of both forms, and the kernels' own outputs
+ *    (docs/accuracy-angles.md). No term grows with the position.
+ *  - the reference's rounding of its double result to f32: 0.5 ulp <= 2^-24 (u).
  *  - fused y = x*scale + pe: the f32 product and sum round twice, <= u*|x*scale| + u*|y|
  *    with |y| <= |x*scale| + 1; the reference rounds its double result once (0.5 ulp of y).
+ * Past |a| = 2^24 the contract is only |v| <= 1 (pc_angle_err32).
  */
 double pc_bound_sincos_f32(double a, double xs)
 {
     const double u = 0x1p-24;
-    double b = 2.0 * pc_ulp32(a) + 4.0 * 0x1p-23 + u;
+    double b = pc_angle_err32(a) + PC_SINCOS_ERR + u;
     if (xs > 0.0)
         b += u * xs + 1.5 * pc_ulp32(xs + 1.0);
     return b;
 }
 
 /*
- * One rotated element y = m*(xa cos t - xb sin t) computed in f32 against the exact value:
- *  - the angle t' differs from t by at most `angle_err` (2 ulp of pos*w, see above), so
- *    cos and sin move by at most angle_err each;
- *  - evaluating cos/sin of t': 4 ulp each, <= 4 * 2^-23;
+ * One rotated element y = m*(xa cos - xb sin) computed in f32 against the exact value:
+ *  - cos and sin of the angle: PC_SINCOS_ERR each (see above), plus `angle_err` (0 inside
+ *    the contract; re-rotation adds the rounding of the difference of two reduced angles);
  *  - m is rounded to f32 (u) and multiplied into cos and sin (u);
  *  - the two products xa*c, xb*s and their difference round (u each, relative to
  *    m*(|xa|+|xb|), which bounds every intermediate);
  *  - the reference rounds its double result once (u).
- * Every term scales with m*(|xa|+|xb|), so the bound is m*xsum*(angle_err + 2^-21 + 6u).
+ * Every term scales with m*(|xa|+|xb|), so the bound is m*xsum*(angle_err + 4u + 6u).
  */
 double pc_bound_rope_f32(double angle_err, double m, double xsum)
 {
     const double u = 0x1p-24;
-    return fabs(m) * xsum * (angle_err + 4.0 * 0x1p-23 + 6.0 * u);
+    return fabs(m) * xsum * (angle_err + PC_SINCOS_ERR + 6.0 * u);
 }
 
 /* An f16 result is the f32 value (within bound_f32 of exact) rounded to f16, and the
@@ -152,8 +160,10 @@ static void name_sinusoidal(struct pc_case *c)
              posenc_dtype_name(c->dtype), (long long)c->ne[0], (long long)c->ne[1],
              (long long)c->ne[2], (long long)c->ne[3], layout_name(c->sin.layout),
              pos_names[c->pos_kind], c->pos_batched ? "/pos_batched" : "",
-             c->pos_kind != PC_POS_SEQUENTIAL ? (c->pos_kind == PC_POS_LARGE ? "<1e5" : "<1e3")
-                                              : "",
+             c->pos_kind == PC_POS_SEQUENTIAL ? ""
+             : c->pos_max > 100000            ? "<2^24"
+             : c->pos_kind == PC_POS_LARGE    ? "<1e5"
+                                              : "<1e3",
              c->has_x == 0 ? "table" : c->has_x == 2 ? "inplace"
                            : (c->x_dtype == POSENC_DTYPE_F16 ? "add_x16" : "add_x32"),
              view_name(c->view), extra);
@@ -234,6 +244,26 @@ static void sinusoidal_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.seed = seed++;
     name_sinusoidal(&c);
     add_case(cases, n, cap, &c);
+    /* The accuracy contract at positions up to 2^24: integer and f32 positions, f32 and f16,
+     * the vector paths (d = 128) and the general ones (odd half, permuted view), ggml's
+     * timestep layout (cos first), fused add; the same bound as every other case (no term
+     * grows with the position). Seeds of their own. */
+    for (int k = 0; k < 6; k++) {
+        memset(&c, 0, sizeof(c));
+        c.op = PC_OP_SINUSOIDAL;
+        c.dtype = c.x_dtype = k % 3 == 2 ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+        c.ne[0] = k < 3 ? 128 : 94;
+        c.ne[1] = 33;
+        c.ne[2] = c.ne[3] = 1;
+        c.view = k < 3 ? PC_VIEW_CONTIGUOUS : PC_VIEW_PERMUTED;
+        c.sin.layout = (posenc_sin_layout)(k % 3);
+        c.pos_kind = k % 2 ? PC_POS_FLOAT : PC_POS_LARGE;
+        c.pos_max = 16777216;
+        c.has_x = k == 1 || k == 4 ? 1 : 0;
+        c.seed = 9400 + (uint64_t)k;
+        name_sinusoidal(&c);
+        add_case(cases, n, cap, &c);
+    }
 }
 
 struct pc_case *pc_cases(enum pc_op op, size_t *out_count)

@@ -127,12 +127,21 @@ void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case 
 /* Tolerances (also used by the tests' own checks). u = 2^-24 (f32 unit roundoff). */
 double pc_ulp32(double v);
 double pc_ulp16(double v);
-/* |f32 device result - exact| for sin/cos of an f32 angle pos*w, magnitude |angle| = a,
- * fused with |x*scale| = xs (0 when not fused), stored as f32. */
+/* The accuracy contract (include/posenc.h, docs/accuracy-angles.md): every backend forms
+ * the angle pos*w and its sin/cos within PC_SINCOS_ERR of the exact values for |pos*w| <=
+ * 2^24 (PC_ANGLE_MAX), whatever the position in that range. */
+#define PC_SINCOS_ERR (4.0 * 0x1p-24)
+#define PC_ANGLE_MAX 0x1p24
+/* The extra error of an angle of magnitude a: 0 inside the contract's range; past it
+ * posenc promises only values in [-1, 1], so 2 (anything). */
+double pc_angle_err32(double a);
+/* |f32 device result - exact| for sin/cos of the angle pos*w, magnitude |angle| = a,
+ * fused with |x*scale| = xs (0 when not fused), stored as f32: the same at every
+ * position up to |a| = 2^24. */
 double pc_bound_sincos_f32(double a, double xs);
 /* |f32 device result - exact| of one rotated element m*(xa cos - xb sin) (or its
- * partner), given a bound `angle_err` on the f32 angle's error, magnitude m, and
- * |xa| + |xb| = xsum. */
+ * partner), given `angle_err` on top of the contract's sin/cos error (pc_angle_err32 of
+ * the angle: 0 inside the contract), magnitude m, and |xa| + |xb| = xsum. */
 double pc_bound_rope_f32(double angle_err, double m, double xsum);
 /* The same stored as f16: the f32 bound plus one f16 ulp of the result. */
 double pc_bound_to_f16(double bound_f32, double value);

@@ -20,7 +20,7 @@
  *      SINUSOIDAL               X^ = |x*s| + 1,      e_x = pc_bound_sincos_f32(|pos w_i|, |x*s|)
  *      LEARNED                  X^ = |x| + |t|,      e_x = one ulp32 of X^ (the f32 add,
  *                                                    rounded on both sides)
- *      ROPE (pair a, b)         X^ = m(|xa| + |xb|), e_x = pc_bound_rope_f32(2 ulp32(|pos w_j|),
+ *      ROPE (pair a, b)         X^ = m(|xa| + |xb|), e_x = pc_bound_rope_f32(angle_err32(|pos w_j|),
  *                                                    m, |xa| + |xb|); dims outside the
  *                                                    window: |x|, 0
  *    (the same bounds the sinusoidal, learned and rope checks use, see check.c).
@@ -724,7 +724,7 @@ static bool enc_bounds(const struct pc_case *c, const struct att_images *im,
                             double xsum = fabs(val(x, ia, hh, t, b)) + fabs(val(x, ib, hh, t, b));
                             double p = position(c, im, is_q, shift, t, h->stream[j], b);
                             hat = fabs(h->mscale) * xsum;
-                            err = pc_bound_rope_f32(2.0 * pc_ulp32(fabs(p * h->freq[j])),
+                            err = pc_bound_rope_f32(pc_angle_err32(p * h->freq[j]),
                                                     h->mscale, xsum);
                         }
                     }

@@ -310,6 +310,32 @@ void pc_rope_cases(struct pc_case **cases, size_t *n, size_t *cap)
         name_rope(&c, "/g8");
         add_case(cases, n, cap, &c);
     }
+
+    /* The accuracy contract at positions up to 2^24 (random below 2^24): NORMAL, NEOX,
+     * YaRN-scaled, fused Q/K, backward, f16 storage and f32 positions, held to the same
+     * bound as every other case (pc_bound_rope_f32: no term grows with the position).
+     * Seeds of their own. */
+    for (int k = 0; k < 7; k++) {
+        c = base_case(128, 32, 9, 1, k % 2 ? POSENC_ROPE_NEOX : POSENC_ROPE_NORMAL,
+                      9300 + (uint64_t)k);
+        c.pos_max = 16777216;
+        if (k == 2) {
+            c.rope.scaling.kind = POSENC_ROPE_SCALING_YARN;
+            c.rope.scaling.factor = 4.0f;
+            c.rope.scaling.original_ctx = 4096;
+        } else if (k == 3) {
+            c.rope_call = PC_ROPE_QK;
+            c.k_heads = 8;
+        } else if (k == 4) {
+            c.rope.flags = POSENC_ROPE_BACKWARD;
+        } else if (k == 5) {
+            c.dtype = c.x_dtype = POSENC_DTYPE_F16;
+        } else if (k == 6) {
+            c.pos_kind = PC_POS_FLOAT;
+        }
+        name_rope(&c, "/pos<2^24");
+        add_case(cases, n, cap, &c);
+    }
 }
 
 /* ---- running a case ---------------------------------------------------------------------- */
@@ -548,13 +574,17 @@ static void compare_tensor(const struct pc_case *c, const struct pc_rope_images 
                         double p = get_val(im->pos.img, byte_at(&im->pos.l, i2, ta->stream[j], pb, 0),
                                            im->pos.dt);
                         double ang = p * ta->freq[j];
-                        double err = 2.0 * pc_ulp32(ang);
+                        /* the contract's sin/cos error, the same at every position up to
+                         * |angle| = 2^24 (pc_bound_rope_f32) */
+                        double err = pc_angle_err32(ang);
                         if (tf) {
                             double pf = get_val(im->pos_from.img,
                                                 byte_at(&im->pos_from.l, i2, tf->stream[j], pb, 0),
                                                 im->pos_from.dt);
                             double af = pf * tf->freq[j];
-                            err += 2.0 * pc_ulp32(af) + pc_ulp32(ang - af);
+                            /* the second angle's reduction and the rounding of the
+                             * difference of the two reduced angles (|d| <= pi/2) */
+                            err += pc_angle_err32(af) + PC_SINCOS_ERR + 0x1p-24;
                         }
                         double xsum = fabs(get_val(in->img, byte_at(&in->l, a, i1, i2, i3), in->dt)) +
                                       fabs(get_val(in->img, byte_at(&in->l, b, i1, i2, i3), in->dt));

@@ -457,6 +457,16 @@ static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
     info->f16_storage = 1;
     info->f16_native = device_has_extension(dev, "cl_khr_fp16") ? 1 : 0;
     be->fp64 = device_has_extension(dev, "cl_khr_fp64") ? 1 : 0;
+    {
+        /* fma in hardware: the angle kernels' fma form (common.cl); the fma-free form
+         * (the same as Vulkan's) otherwise, or with POSENC_CL_FMA=0 */
+        cl_device_fp_config fpc = 0;
+        if (clGetDeviceInfo(dev, CL_DEVICE_SINGLE_FP_CONFIG, sizeof(fpc), &fpc, NULL) !=
+            CL_SUCCESS)
+            fpc = 0;
+        const char *env = getenv("POSENC_CL_FMA");
+        be->hw_fma = (fpc & CL_FP_FMA) && !(env && strcmp(env, "0") == 0) ? 1 : 0;
+    }
     info->max_buffer_size = max_alloc;
     info->max_workgroup_size = max_wg > UINT32_MAX ? UINT32_MAX : (uint32_t)max_wg;
     info->compute_units = cus;
@@ -1775,8 +1785,8 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
             snprintf(nh_def, sizeof(nh_def), " -DPE_NH=%d -DPE_TB=%d", nh, tb);
         snprintf(defines, sizeof(defines),
                  "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPOS_I32=%d -DPE_CPU_ORDER=%d "
-                 "-DPE_FP64=%d -DPE_NT_STORE=%d%s",
-                 dst_f16, has_x, x_f16, pos_i32, pe_cl_is_cpu(be), be->fp64, nt, nh_def);
+                 "-DPE_FMA=%d -DPE_NT_STORE=%d%s",
+                 dst_f16, has_x, x_f16, pos_i32, pe_cl_is_cpu(be), be->hw_fma, nt, nh_def);
         PE_RETURN_IF_ERROR(get_program(be, "sinusoidal.cl",
                                        tok   ? "pe_sinusoidal_tok"
                                        : vec ? "pe_sinusoidal_vec"
@@ -1785,8 +1795,9 @@ static posenc_status cl_sinusoidal(struct pe_backend *base, const struct pe_sinu
         memo_put(be, memo_key, p);
     }
     cl_mem freq = NULL;
+    /* hi words then lo words (pe_freq_split) */
     PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_sin, "sinusoidal frequencies", op->freq_f32,
-                                   (size_t)half * sizeof(float), &freq));
+                                   2 * (size_t)half * sizeof(float), &freq));
 
     cl_mem dst_mem = (cl_mem)dst->mem;
     cl_mem x_mem = has_x ? (cl_mem)x->mem : dst_mem;
@@ -1875,7 +1886,7 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
     /* posenc_rope_set_rows: the destination token comes from op->rows (-DHAS_ROWS) */
     const int has_rows = op->rows.mem != NULL;
     const int rows_i64 = has_rows && op->rows.dtype == POSENC_DTYPE_I64;
-    /* the variant's bits (whether the device is a CPU and fp64 are the backend's own): op 1 = rope */
+    /* the variant's bits (whether the device is a CPU and has fma are the backend's own): op 1 = rope */
     const uint64_t memo_key = 1u | (uint64_t)has_rows << 19 | (uint64_t)rows_i64 << 20 |
                               (uint64_t)x_f16 << 8 | (uint64_t)dst_f16 << 9 |
                               (uint64_t)has_x2 << 10 | (uint64_t)x2_f16 << 11 |
@@ -1894,10 +1905,10 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
                      " -DHAS_ROWS=1 -DROWS_I64=%d", rows_i64);
         snprintf(defines, sizeof(defines),
                  "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DHAS_X2=%d -DX2_F16=%d -DDST2_F16=%d "
-                 "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d -DPE_FP64=%d "
-                 "-DPE_NT_STORE=%d%s",
+                 "-DPOS_I32=%d -DHAS_FROM=%d -DPOS_FROM_I32=%d -DPE_CPU_ORDER=%d "
+                 "-DPE_FMA=%d -DPE_NT_STORE=%d%s",
                  x_f16, dst_f16, has_x2, x2_f16, dst2_f16, pos_i32, has_from, pos_from_i32,
-                 pe_cl_is_cpu(be), be->fp64, nt, nu_def);
+                 pe_cl_is_cpu(be), be->hw_fma, nt, nu_def);
         PE_RETURN_IF_ERROR(get_program(be, "rope.cl",
                                        tok   ? "pe_rope_tok"
                                        : vec ? "pe_rope_vec"
@@ -1906,9 +1917,10 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
         memo_put(be, memo_key, p);
     }
 
-    /* freq, freq_from, stream, stream_from: a persistent buffer, uploaded again only when
-     * the table changes. The host copy is built in the backend's scratch. */
-    const size_t np = (size_t)n_pairs, tab_bytes = 4 * np * sizeof(float);
+    /* freq hi, lo, freq_from hi, lo, stream, stream_from (rope.cl): a persistent buffer,
+     * uploaded again only when the table changes. The host copy is built in the backend's
+     * scratch. */
+    const size_t np = (size_t)n_pairs, tab_bytes = 6 * np * sizeof(float);
     if (be->rope_scratch_size < tab_bytes) {
         float *grown = realloc(be->rope_scratch, tab_bytes);
         if (!grown)
@@ -1919,9 +1931,11 @@ static posenc_status cl_rope(struct pe_backend *base, const struct pe_rope_op *o
     float *tab = be->rope_scratch;
     for (size_t j = 0; j < np; j++) {
         tab[j] = op->freq_f32[j];
-        tab[np + j] = has_from ? op->freq_from_f32[j] : 0.0f;
-        tab[2 * np + j] = (float)op->stream[j];
-        tab[3 * np + j] = has_from ? (float)op->stream_from[j] : 0.0f;
+        tab[np + j] = op->freq_f32[np + j];
+        tab[2 * np + j] = has_from ? op->freq_from_f32[j] : 0.0f;
+        tab[3 * np + j] = has_from ? op->freq_from_f32[np + j] : 0.0f;
+        tab[4 * np + j] = (float)op->stream[j];
+        tab[5 * np + j] = has_from ? (float)op->stream_from[j] : 0.0f;
     }
     cl_mem tab_mem = NULL;
     PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_rope, "rope table", tab, tab_bytes, &tab_mem));

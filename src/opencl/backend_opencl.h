@@ -63,7 +63,11 @@ struct pe_cl_backend {
     char cache_dir[PE_CL_PATH_MAX]; /* program-binary cache folder; "" = off */
     unsigned cache_seq;             /* cache files written (temporary names) */
     bool cache_warned;              /* an untrusted cache folder was reported (once) */
-    int fp64;                       /* cl_khr_fp64: the vector kernels' sincos (common.cl) */
+    int fp64;                       /* cl_khr_fp64 (reported; no kernel needs it) */
+    int hw_fma;                     /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG (fma in
+                                     * hardware): the angle code of rope.cl and
+                                     * sinusoidal.cl uses fma (-DPE_FMA=1, common.cl);
+                                     * POSENC_CL_FMA=0 in the environment turns it off */
     /* Bumped whenever posenc releases a cl_mem (pe_cl_release_mem): a remembered kernel
      * argument naming a released object is never reused, even if a new object gets the
      * same handle. */

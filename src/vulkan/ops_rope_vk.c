@@ -292,10 +292,12 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
     tab[1][0] = (uint32_t)(2 + 2 * n_pairs);
     for (int64_t j = 0; j < n_pairs && st == POSENC_OK; j++) {
         uint32_t *r0 = tab[2 + 2 * j], *r1 = tab[3 + 2 * j];
-        r0[0] = f32_bits(op->freq_f32[j]);
+        r0[0] = f32_bits(op->freq_f32[j]);           /* hi and lo words (pe_freq_split) */
+        r1[2] = f32_bits(op->freq_f32[n_pairs + j]);
         st = pos_base(be, pos, pos_off, op->stream[j], &r0[2]);
         if (has_from && st == POSENC_OK) {
             r0[1] = f32_bits(op->freq_from_f32[j]);
+            r1[3] = f32_bits(op->freq_from_f32[n_pairs + j]);
             st = pos_base(be, from, from_off, op->stream_from[j], &r0[3]);
         }
         const int64_t a = pairing1 ? n_offs + j : n_offs + 2 * j;

@@ -532,7 +532,7 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
                                                sin_shaders[variant].code,
                                                sin_shaders[variant].size, &spec, 1, &pipe));
         PE_RETURN_IF_ERROR(
-            pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &binds[3]));
+            pe_vk_table(be, 0, op->freq_f32, 2 * (size_t)op->half * sizeof(float), &binds[3]));
         const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
         return pe_vk_dispatch(be, pipe, 4, binds, &pc, sizeof pc, gx, 1, 1);
     }
@@ -557,8 +557,9 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, sin_shaders[variant].name,
                                            sin_shaders[variant].code, sin_shaders[variant].size,
                                            &spec, 1, &pipe));
+    /* the frequencies' hi words, then their lo words (pe_freq_split) */
     PE_RETURN_IF_ERROR(
-        pe_vk_table(be, 0, op->freq_f32, (size_t)op->half * sizeof(float), &binds[3]));
+        pe_vk_table(be, 0, op->freq_f32, 2 * (size_t)op->half * sizeof(float), &binds[3]));
     /* CPU implementations (lavapipe) pay a lot per workgroup (~180 instructions per
      * invocation measured): give each invocation more loop iterations there. */
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
