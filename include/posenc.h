@@ -103,7 +103,7 @@
  * A frequency table entry that does not fit in f32 (a RoPE freq factor of 1e-44, a
  * sinusoidal base below 1 with a large freq_shift) is POSENC_ERR_INVALID_ARGUMENT on every
  * backend, before anything runs; one below FLT_MIN is kept (sin 0, cos 1 within rounding
- * everywhere). Details and measurements: docs/accuracy-angles.md.
+ * everywhere). Details and measurements: docs/accuracy.md, "Angles".
  *
  * Thread safety
  * -------------

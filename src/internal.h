@@ -192,7 +192,7 @@ struct pe_rope_table {
  * The GPU kernels' form of a frequency table: freq[j] (radians per position, double) in
  * quarter turns per position, v = freq[j] * 2/pi (double), as two f32 words hi[j] = f32(v)
  * and lo[j] = f32(v - hi[j]), so that hi + lo is within ~2^-48 relative of v
- * (docs/accuracy-angles.md). A kernel forms pos*v as xh = pos*hi plus its exact rounding
+ * (docs/accuracy.md, "Angles"). A kernel forms pos*v as xh = pos*hi plus its exact rounding
  * error plus pos*lo, takes out the nearest whole number of quarter turns (q = rint(xh),
  * exact) and turns the rest (|f| <= 1/2) into radians -- no device f64 needed. A |v| below
  * FLT_MIN (2^-126) becomes hi = lo = 0 (the angle is then below 2^-102 for any |pos| <

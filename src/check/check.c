@@ -77,7 +77,7 @@ double pc_angle_err32(double a)
  *    (cl/common.cl, shaders/common.glsl). Measured: at most 1.6 * 2^-24 (|a| <= 1e6) and
  *    2.5 * 2^-24 (|a| <= 2^24) including the result's own rounding to f32, over 4 M angles
  *    of an exact emulation of both forms, and the kernels' own outputs
- *    (docs/accuracy-angles.md). No term grows with the position.
+ *    (docs/accuracy.md, "Angles"). No term grows with the position.
  *  - the reference's rounding of its double result to f32: 0.5 ulp <= 2^-24 (u).
  *  - fused y = x*scale + pe: the f32 product and sum round twice, <= u*|x*scale| + u*|y|
  *    with |y| <= |x*scale| + 1; the reference rounds its double result once (0.5 ulp of y).

@@ -127,7 +127,7 @@ void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case 
 /* Tolerances (also used by the tests' own checks). u = 2^-24 (f32 unit roundoff). */
 double pc_ulp32(double v);
 double pc_ulp16(double v);
-/* The accuracy contract (include/posenc.h, docs/accuracy-angles.md): every backend forms
+/* The accuracy contract (include/posenc.h, docs/accuracy.md, "Angles"): every backend forms
  * the angle pos*w and its sin/cos within PC_SINCOS_ERR of the exact values for |pos*w| <=
  * 2^24 (PC_ANGLE_MAX), whatever the position in that range. */
 #define PC_SINCOS_ERR (4.0 * 0x1p-24)
