@@ -87,6 +87,17 @@ struct pe_backend_vtable {
     posenc_status (*attn_scores)(struct pe_backend *be, const struct pe_attn_scores_op *op);
     posenc_status (*attn_softmax)(struct pe_backend *be, const struct pe_attn_softmax_op *op);
     posenc_status (*attn_output)(struct pe_backend *be, const struct pe_attn_output_op *op);
+    /* Optional: called once per posenc_attention call, after every query block has been
+     * checked and before the first launch, with the first block's ops (the largest: later
+     * blocks are the same or fewer queries). It acquires everything the steps of every
+     * block need that can fail (device temporaries, scratch, programs / pipelines), so that
+     * no step fails for want of a resource after an earlier one wrote dst or weights.
+     * attn_end, if set, is called at the end of every call that reached attn_prepare
+     * (whatever happened) and releases what it made. */
+    posenc_status (*attn_prepare)(struct pe_backend *be, const struct pe_attn_scores_op *so,
+                                  const struct pe_attn_softmax_op *sm,
+                                  const struct pe_attn_output_op *oo);
+    void (*attn_end)(struct pe_backend *be);
     /* posenc_copy (also the benchmark's copy ceiling: it is this backend's own copy). */
     posenc_status (*copy)(struct pe_backend *be, const struct pe_copy_op *op);
     /* posenc_fill and posenc_set_rows (posenc_rope_set_rows goes through `rope` with

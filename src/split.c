@@ -213,6 +213,7 @@ static void alibi_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
     else if (d == 2) {
         o->slopes += a;
         o->slopes_f32 += a;
+        o->h_off += a;
     }
 }
 static posenc_status alibi_run(struct pe_backend *be, const union pe_any_op *op)

@@ -9,8 +9,10 @@
  * (PoCL, lavapipe, the loaders) are not wrapped: what is tested is posenc's own handling.
  *
  * Device buffers: src/context.c's test-only countdown pe_fault_countdown fails the n-th
- * posenc_buffer_create (the user's and the temporaries posenc makes itself) as a device
- * out of memory would.
+ * device allocation as a device out of memory would: posenc_buffer_create (the user's and
+ * the temporaries posenc makes itself) and the backends' own allocations
+ * (pe_fault_device_alloc: OpenCL's attention temporaries and uploaded tables / bucket
+ * lists, Vulkan's host-visible table and staging buffers).
  *
  * For each scenario (context creation, buffers, every op, RoPE scaling with tables and a
  * sequence length read back from the positions, the learned backward pass, attention with

@@ -145,9 +145,10 @@
  *   pe_alibi  (cl/bias.cl; -DDST_F16 -DHAS_X -DX_F16 (logits))
  *     0-2   dst, off, st              f32 or f16 [K, Q, H, B]
  *     3-5   logits, off, st           f32 or f16; may be the dst view itself
- *     6     mem   slopes              f32 [H]
- *     7     long4 shape               (K, Q, H, B)
- *     8     long4 offs                (q_offset, k_offset, causal, symmetric)
+ *     6     mem   slopes              f32, the op's every head (slope h: slopes[off + h])
+ *     7     long  off                 the launch's first head in the op (a head cut)
+ *     8     long4 shape               (K, Q, H, B)
+ *     9     long4 offs                (q_offset, k_offset, causal, symmetric)
  *   NDRange (K, Q, H*B). slopes is a persistent table.
  *
  *   pe_alibi_vec  (cl/bias.cl; same arguments and options, plus -DPE_KPW): dst and logits
@@ -699,6 +700,8 @@ static void cl_destroy(struct pe_backend *base)
     table_free(&be->tab_rope);
     table_free(&be->tab_sin);
     table_free(&be->tab_alibi);
+    table_free(&be->tab_relbias);
+    pe_cl_attn_end(&be->base);
     free(be->rope_scratch);
     free(be->gemm_scratch);
     if (be->queue)
@@ -1473,8 +1476,10 @@ posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const voi
         data = &zero;
         size = sizeof(zero);
     }
-    cl_mem mem = clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, size,
-                                (void *)data, &err);
+    cl_mem mem = pe_fault_device_alloc()
+                     ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
+                     : clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                      size, (void *)data, &err);
     if (!mem || err != CL_SUCCESS) {
         char call[96];
         snprintf(call, sizeof(call), "clCreateBuffer(%s, %zu bytes)", what, size);
@@ -2024,6 +2029,8 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .attn_scores = pe_cl_attn_scores,
     .attn_softmax = pe_cl_attn_softmax,
     .attn_output = pe_cl_attn_output,
+    .attn_prepare = pe_cl_attn_prepare,
+    .attn_end = pe_cl_attn_end,
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,
     .softmax = pe_cl_softmax,

@@ -76,7 +76,13 @@ struct pe_cl_backend {
         void *host;      /* what mem holds (host_cap bytes, grown only) */
         size_t size;
         size_t host_cap;
-    } tab_rope, tab_sin, tab_alibi;
+    } tab_rope, tab_sin, tab_alibi, tab_relbias;
+    /* posenc_attention's device temporaries for the CLBlast path (f32 packs of q, k, v and
+     * the output GEMM's result), made by pe_cl_attn_prepare before the call's first launch
+     * and released by pe_cl_attn_end: no query block and no step allocates after a pass
+     * has written an output. NULL: not needed by this call. */
+    cl_mem attn_tmp[4];
+    int64_t attn_tmp_n[4]; /* their sizes in floats */
     /* CLBlast batch lists (ops_attention.c), grown only and reserved by attn_scores for
      * attn_output too: no query block and no output step allocates after the first. */
     void *gemm_scratch;
@@ -161,6 +167,10 @@ posenc_status pe_cl_set_rows(struct pe_backend *be, const struct pe_set_rows_op 
 posenc_status pe_cl_attn_scores(struct pe_backend *be, const struct pe_attn_scores_op *op);
 posenc_status pe_cl_attn_softmax(struct pe_backend *be, const struct pe_attn_softmax_op *op);
 posenc_status pe_cl_attn_output(struct pe_backend *be, const struct pe_attn_output_op *op);
+posenc_status pe_cl_attn_prepare(struct pe_backend *be, const struct pe_attn_scores_op *so,
+                                 const struct pe_attn_softmax_op *sm,
+                                 const struct pe_attn_output_op *oo);
+void pe_cl_attn_end(struct pe_backend *be);
 
 /* posenc_softmax (src/opencl/ops_softmax.c). */
 posenc_status pe_cl_softmax(struct pe_backend *be, const struct pe_softmax_op *op);

@@ -1044,6 +1044,10 @@ posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_b
     if (b->buf && b->size >= size)
         return POSENC_OK;
     pe_vk_buffer_free(be, b);
+    if (pe_fault_device_alloc())
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of device memory for a %" PRIu64 "-byte host-visible buffer "
+                        "(injected fault)", (uint64_t)size);
     VkDeviceSize alloc = 256;
     while (alloc < size)
         alloc *= 2;
