@@ -446,6 +446,16 @@ bool pe_fault_device_alloc(void)
     return pe_fault_countdown > 0 && --pe_fault_countdown == 0;
 }
 
+/* Test-only, likewise: while > 0, every program build / pipeline creation a backend makes
+ * on first use (pe_fault_build: OpenCL programs, Vulkan pipelines) counts it down, and the
+ * one that brings it to 0 fails as a driver's compiler would (BACKEND). */
+int64_t pe_fault_build_countdown;
+
+bool pe_fault_build(void)
+{
+    return pe_fault_build_countdown > 0 && --pe_fault_build_countdown == 0;
+}
+
 /* Make b a live buffer of ctx (destroyed with the context if the user forgets it). */
 static void buffer_link(posenc_context *ctx, posenc_buffer *b, size_t size)
 {

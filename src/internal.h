@@ -138,6 +138,9 @@ void pe_strlcpy(char *dst, const char *src, size_t size);
  * before a device allocation it makes for itself and fails that allocation as out of
  * device memory when it returns true. Always false in normal use. */
 bool pe_fault_device_alloc(void);
+/* The same for a program build or pipeline creation (a cache miss): true = fail it with
+ * POSENC_ERR_BACKEND. */
+bool pe_fault_build(void);
 
 /* f16 <-> f32 / double conversions (round to nearest even). */
 uint16_t pe_f16_from_double(double v);

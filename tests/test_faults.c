@@ -50,6 +50,8 @@ void __wrap_free(void *p);
 
 /* posenc_buffer_create's countdown (src/context.c; test-only, not public) */
 extern int64_t pe_fault_countdown;
+/* first-use program builds / pipeline creations (src/context.c; test-only) */
+extern int64_t pe_fault_build_countdown;
 
 #define LIVE_CAP (1u << 20)
 #define TOMB ((void *)1)
@@ -667,6 +669,79 @@ done:
                  scn->name, live_end, live0, live_end > live0 ? "a leak" : "freed too much");
 }
 
+/*
+ * Program builds and pipeline creations (OpenCL, Vulkan; made on first use and kept by the
+ * context): for n = 1, 2, ... a fresh context runs the scenario's call with its n-th build
+ * failing. The call must return BACKEND with a message and leave every output byte as it
+ * was (a multi-pass op must build what every pass uses before the first pass writes),
+ * and the same call must then succeed on that context.
+ */
+static void run_scenario_builds(const struct scenario *scn)
+{
+    long survived = 0;
+    for (long n = 1;; n++) {
+        const size_t live0 = live_count();
+        struct sc s;
+        memset(&s, 0, sizeof(s));
+        s.ctx = new_ctx(scn->max_binding);
+        scn->prepare(&s);
+        reset_bufs(&s);
+        size_t n_poison;
+        unsigned char *poison = snapshot(&s, &n_poison, scn->partial);
+        pe_fault_build_countdown = n;
+        posenc_status st = scn->call(&s);
+        const int hit = pe_fault_build_countdown == 0;
+        pe_fault_build_countdown = 0;
+        int done = !hit;
+        if (!hit && st == POSENC_ERR_UNSUPPORTED)
+            printf("  %s: unsupported on this backend\n", scn->name);
+        else if (!hit)
+            assert_int_equal(st, POSENC_OK); /* the call builds fewer than n */
+        else {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s", posenc_context_last_error(s.ctx));
+            if (st != POSENC_ERR_BACKEND || !msg[0])
+                fail_msg("%s: build fault %ld: status %s, want backend with a message (%s)",
+                         scn->name, n, posenc_status_string(st), msg);
+            assert_int_equal(posenc_context_finish(s.ctx), POSENC_OK);
+            size_t n_now;
+            unsigned char *now = snapshot(&s, &n_now, scn->partial);
+            if (n_now != n_poison || memcmp(now, poison, n_now) != 0)
+                fail_msg("%s: build fault %ld (%s): the failing call wrote to its output",
+                         scn->name, n, msg);
+            free(now);
+            reset_bufs(&s);
+            st = scn->call(&s);
+            if (st != POSENC_OK)
+                fail_msg("%s: after build fault %ld the call fails: %s (%s)", scn->name, n,
+                         posenc_status_string(st), posenc_context_last_error(s.ctx));
+            survived++;
+            th_check_warnings();
+        }
+        free(poison);
+        for (int i = 0; i < NB; i++) {
+            posenc_buffer_destroy(&s.b[i]);
+            free(s.init[i]);
+        }
+        posenc_context_destroy(&s.ctx);
+        th_check_warnings();
+        if (live_count() != live0)
+            fail_msg("%s: build fault %ld: %zu blocks live after the context was destroyed, "
+                     "%zu before", scn->name, n, live_count(), live0);
+        if (done)
+            break;
+    }
+    printf("  %s: %ld build faults survived\n", scn->name, survived);
+    faults_survived += survived;
+}
+
+static void test_scenarios_builds(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+        run_scenario_builds(&scenarios[i]);
+}
+
 static void test_scenarios_host(void **state)
 {
     (void)state;
@@ -744,6 +819,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_context_create),
         cmocka_unit_test(test_scenarios_host),
         cmocka_unit_test(test_scenarios_device),
+        cmocka_unit_test(test_scenarios_builds),
     };
     rc = th_run("faults", tests, sizeof(tests) / sizeof(tests[0]));
     printf("faults on %s: %ld injected faults survived\n", posenc_backend_name(th.kind),

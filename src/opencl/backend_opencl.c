@@ -1284,6 +1284,9 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
     }
     if (strlen(defines) >= PE_CL_OPTS_MAX)
         return pe_error(ctx, POSENC_ERR_INTERNAL, "opencl: build options too long");
+    if (pe_fault_build())
+        return pe_error(ctx, POSENC_ERR_BACKEND, "clBuildProgram(%s, \"%s\") failed "
+                        "(injected fault)", file, defines);
 
     const struct pe_cl_source *common, *op;
     PE_RETURN_IF_ERROR(get_source(be, "common.cl", &common));

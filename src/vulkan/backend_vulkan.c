@@ -1225,5 +1225,6 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .attn_scores = pe_vk_attn_scores,
     .attn_softmax = pe_vk_attn_softmax,
     .attn_output = pe_vk_attn_output,
+    .attn_prepare = pe_vk_attn_prepare,
     .softmax = pe_vk_softmax,
 };

@@ -237,6 +237,9 @@ posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
             return POSENC_OK;
         }
     }
+    if (pe_fault_build())
+        return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
+                        "vkCreateComputePipelines (%s) failed (injected fault)", name);
     if (be->n_pipes == be->cap_pipes) {
         uint32_t cap = be->cap_pipes ? 2 * be->cap_pipes : 32;
         struct pe_vk_pipe *np = realloc(be->pipes, cap * sizeof *np);
