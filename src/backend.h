@@ -27,11 +27,21 @@ struct pe_backend {
      * launches (src/split.c); a slot never sees a view that spans more. */
     uint64_t max_binding;
     const char *max_binding_name;
+    /* Set by src/split.c around a prepare pass over a multi-launch op (vtable
+     * prepare_pass): every slot runs as usual -- builds its program / pipeline, uploads its
+     * tables, sets its arguments -- but enqueues / dispatches nothing and writes no user
+     * buffer. The real pass then finds everything made. */
+    bool prepare_only;
 };
 
 struct pe_backend_vtable {
     posenc_backend_kind kind;
     const char *name;
+    /* The backend honours pe_backend.prepare_only (its launches go through one enqueue /
+     * dispatch point that checks it): a multi-launch op is run once in that mode before it
+     * runs, so that a program build or a table upload the later launches need cannot fail
+     * after the first launch wrote. (The CPU backend computes in its slots: false.) */
+    bool prepare_pass;
 
     /* Count usable devices without creating anything. On UNAVAILABLE, write the reason. */
     posenc_status (*device_count)(int32_t *out_count, char *reason, size_t reason_size);

@@ -735,11 +735,38 @@ static void run_scenario_builds(const struct scenario *scn)
     faults_survived += survived;
 }
 
+/* A cut op whose launches use different program variants: ALiBi [1024 keys, 3072 queries,
+ * 5 heads] f32 (60 MiB, no logits) under a 24 MiB binding limit runs as launches of 2, 2
+ * and 1 heads; on CPU OpenCL devices (PoCL) the 24 MiB launches use non-temporal stores
+ * (-DPE_NT_STORE=1, from 16 MiB) and the last 12 MiB one does not, so its program is first
+ * used after two launches wrote dst. Only the builds test runs it (it is large). */
+#define BIG_K 1024
+#define BIG_Q 3072
+#define BIG_H 5
+static void prep_big(struct sc *s)
+{
+    mkbuf(s, 3, (size_t)4 * BIG_K * BIG_Q * BIG_H, 1, 0);
+}
+
+static posenc_status c_alibi_cut_variants(struct sc *s)
+{
+    posenc_tensor dst = TC(s->b[3], 0, F32, BIG_K, BIG_Q, BIG_H, 1);
+    struct posenc_alibi_params p = {.causal = 1, .q_offset = 2};
+    return posenc_alibi(s->ctx, NULL, &dst, &p);
+}
+
+static const struct scenario build_scenarios[] = {
+    {"alibi cut in 3 launches of two program variants", prep_big, c_alibi_cut_variants, 0,
+     24ul << 20},
+};
+
 static void test_scenarios_builds(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
         run_scenario_builds(&scenarios[i]);
+    for (size_t i = 0; i < sizeof(build_scenarios) / sizeof(build_scenarios[0]); i++)
+        run_scenario_builds(&build_scenarios[i]);
 }
 
 static void test_scenarios_host(void **state)

@@ -1534,6 +1534,8 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                         p->kernel_name, (unsigned long long)n[0], (unsigned long long)n[1],
                         (unsigned long long)n[2]);
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
+    if (be->base.prepare_only)
+        return POSENC_OK;
     cl_int err =
         clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -1589,6 +1591,8 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
                             "%s: %llu work-items (local %zu) in dimension %d do not fit this "
                             "device", p->kernel_name, (unsigned long long)g[k], l[k], k);
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
+    if (be->base.prepare_only)
+        return POSENC_OK;
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -2033,6 +2037,7 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .attn_softmax = pe_cl_attn_softmax,
     .attn_output = pe_cl_attn_output,
     .attn_prepare = pe_cl_attn_prepare,
+    .prepare_pass = true,
     .attn_end = pe_cl_attn_end,
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,

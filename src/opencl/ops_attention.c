@@ -445,6 +445,8 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
                         "pe_attn_softmax: %llu rows do not fit this device's size_t",
                         (unsigned long long)rows);
     const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
+    if (be->base.prepare_only)
+        return POSENC_OK;
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
                                         NULL);
     if (err != CL_SUCCESS)

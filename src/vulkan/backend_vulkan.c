@@ -1226,5 +1226,6 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .attn_softmax = pe_vk_attn_softmax,
     .attn_output = pe_vk_attn_output,
     .attn_prepare = pe_vk_attn_prepare,
+    .prepare_pass = true,
     .softmax = pe_vk_softmax,
 };
