@@ -52,6 +52,9 @@ void __wrap_free(void *p);
 extern int64_t pe_fault_countdown;
 /* first-use program builds / pipeline creations (src/context.c; test-only) */
 extern int64_t pe_fault_build_countdown;
+/* OpenCL's program cache size for the test (src/opencl/backend_opencl.c; test-only; weak:
+ * absent from a build without OpenCL) */
+extern int pe_cl_program_cap __attribute__((weak));
 
 #define LIVE_CAP (1u << 20)
 #define TOMB ((void *)1)
@@ -769,6 +772,92 @@ static void test_scenarios_builds(void **state)
         run_scenario_builds(&build_scenarios[i]);
 }
 
+/*
+ * A full OpenCL program cache (shrunk to 4 programs): posenc_attention with ALiBi in 3
+ * query blocks needs 4 programs (softmax, the f32 packs of v and of the output, the ALiBi
+ * kernel). Before the armed call the cache is brought into a state where attn_prepare's
+ * programs are cached and the ALiBi one is not: the warm-up call, k1 other ops, the same
+ * attention without a bias (which rebuilds its programs over the ALiBi one), k2 other ops.
+ * For each (k1, k2) and n, the n-th build of the armed call fails: nothing written, and
+ * the call then succeeds. Without pinning, the ALiBi build of the first block could evict
+ * a prepared program, rebuilt only after the softmax wrote weights.
+ */
+static posenc_status c_attn_blocks_none(struct sc *s)
+{
+    return attention_blocks(s, POSENC_ATTENTION_NONE);
+}
+
+static void test_program_cache_full(void **state)
+{
+    (void)state;
+    if (th.kind != POSENC_BACKEND_OPENCL || !&pe_cl_program_cap) {
+        printf("  (OpenCL only)\n");
+        return;
+    }
+    static const call_fn others[] = {c_copy, c_sin, c_learned, c_resize};
+    long survived = 0;
+    for (int k1 = 0; k1 <= 2; k1++)
+        for (int k2 = 0; k2 <= 3; k2++)
+            for (long n = 1;; n++) {
+                const size_t live0 = live_count();
+                struct sc s;
+                memset(&s, 0, sizeof(s));
+                s.ctx = new_ctx(1024);
+                pe_cl_program_cap = 4;
+                prep_basic(&s);
+                reset_bufs(&s);
+                assert_int_equal(c_attn_blocks_alibi(&s), POSENC_OK);
+                for (int i = 0; i < k1; i++)
+                    assert_int_equal(others[i](&s), POSENC_OK);
+                assert_int_equal(c_attn_blocks_none(&s), POSENC_OK);
+                for (int i = 0; i < k2; i++)
+                    assert_int_equal(others[(k1 + i) % 4](&s), POSENC_OK);
+                assert_int_equal(posenc_context_finish(s.ctx), POSENC_OK);
+                reset_bufs(&s);
+                size_t n_poison;
+                unsigned char *poison = snapshot(&s, &n_poison, 0);
+                pe_fault_build_countdown = n;
+                posenc_status st = c_attn_blocks_alibi(&s);
+                const int hit = pe_fault_build_countdown == 0;
+                pe_fault_build_countdown = 0;
+                if (hit) {
+                    if (st != POSENC_ERR_BACKEND)
+                        fail_msg("full cache (%d, %d): build fault %ld: %s (%s)", k1, k2, n,
+                                 posenc_status_string(st), posenc_context_last_error(s.ctx));
+                    char msg[512];
+                    snprintf(msg, sizeof(msg), "%s", posenc_context_last_error(s.ctx));
+                    assert_int_equal(posenc_context_finish(s.ctx), POSENC_OK);
+                    size_t n_now;
+                    unsigned char *now = snapshot(&s, &n_now, 0);
+                    if (n_now != n_poison || memcmp(now, poison, n_now) != 0)
+                        fail_msg("full cache (%d, %d): build fault %ld (%s): the failing call "
+                                 "wrote to its output", k1, k2, n, msg);
+                    free(now);
+                    reset_bufs(&s);
+                    assert_int_equal(c_attn_blocks_alibi(&s), POSENC_OK);
+                    survived++;
+                } else {
+                    assert_int_equal(st, POSENC_OK);
+                }
+                pe_cl_program_cap = 0;
+                free(poison);
+                for (int i = 0; i < NB; i++) {
+                    posenc_buffer_destroy(&s.b[i]);
+                    free(s.init[i]);
+                }
+                posenc_context_destroy(&s.ctx);
+                th_check_warnings();
+                if (live_count() != live0)
+                    fail_msg("full cache: %zu blocks live after the context was destroyed, "
+                             "%zu before", live_count(), live0);
+                if (!hit)
+                    break;
+            }
+    printf("  attention ALIBI, 3 query blocks, full program cache: %ld build faults "
+           "survived\n", survived);
+    faults_survived += survived;
+}
+
 static void test_scenarios_host(void **state)
 {
     (void)state;
@@ -847,6 +936,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scenarios_host),
         cmocka_unit_test(test_scenarios_device),
         cmocka_unit_test(test_scenarios_builds),
+        cmocka_unit_test(test_program_cache_full),
     };
     rc = th_run("faults", tests, sizeof(tests) / sizeof(tests[0]));
     printf("faults on %s: %ld injected faults survived\n", posenc_backend_name(th.kind),

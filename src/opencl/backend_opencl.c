@@ -1269,6 +1269,10 @@ static void cache_store(struct pe_cl_backend *be, cl_program prog, const char *p
 }
 
 /* The kernel `kernel_name` of common.cl + `file`, built with `defines` (cached). */
+/* Test-only (tests/test_faults.c): a smaller program cache than PE_CL_MAX_PROGRAMS, so
+ * that a test can fill it (0: the full size). Hidden, in no header. */
+int pe_cl_program_cap;
+
 static posenc_status get_program(struct pe_cl_backend *be, const char *file,
                                  const char *kernel_name, const char *defines,
                                  struct pe_cl_program **out)
@@ -1278,6 +1282,8 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
         struct pe_cl_program *p = &be->programs[k];
         if (strcmp(p->file, file) == 0 && strcmp(p->kernel_name, kernel_name) == 0 &&
             strcmp(p->options, defines) == 0) {
+            if (be->pinning)
+                p->pin_gen = be->pin_gen;
             *out = p;
             return POSENC_OK;
         }
@@ -1369,11 +1375,24 @@ built:;
     /* A full cache (many dtype combinations) recycles its slots in turn: releasing a
      * kernel that is still enqueued is fine, OpenCL keeps it until the command is done. */
     struct pe_cl_program *p;
-    if (be->n_programs < PE_CL_MAX_PROGRAMS) {
+    const int cap = pe_cl_program_cap > 0 && pe_cl_program_cap < PE_CL_MAX_PROGRAMS
+                        ? pe_cl_program_cap
+                        : PE_CL_MAX_PROGRAMS;
+    if (be->n_programs < cap) {
         p = &be->programs[be->n_programs++];
     } else {
-        p = &be->programs[be->evict_next];
-        be->evict_next = (be->evict_next + 1) % PE_CL_MAX_PROGRAMS;
+        /* round robin, passing over the programs a pinning call uses (if all are, the
+         * next one goes anyway) */
+        int k = be->evict_next % cap;
+        for (int i = 0; i < cap && be->pinning; i++) {
+            const int j = (be->evict_next + i) % cap;
+            if (be->programs[j].pin_gen != be->pin_gen) {
+                k = j;
+                break;
+            }
+        }
+        p = &be->programs[k];
+        be->evict_next = (k + 1) % cap;
         pe_log(ctx, POSENC_LOG_DEBUG, "opencl: program cache full, dropping %s:%s [%s]",
                p->file, p->kernel_name, p->options);
         clReleaseKernel(p->kernel);
@@ -1386,6 +1405,7 @@ built:;
     p->kernel = kernel;
     p->kernel_wg_size = wg ? wg : 1;
     p->serial = ++be->next_serial;
+    p->pin_gen = be->pinning ? be->pin_gen : 0;
     p->n_args_set = 0;
     pe_log(ctx, POSENC_LOG_INFO, "opencl: %s %s:%s [%s]",
            from_binary ? "loaded from the binary cache" : "built", file, kernel_name, options);

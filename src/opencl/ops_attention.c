@@ -495,6 +495,9 @@ posenc_status pe_cl_attn_prepare(struct pe_backend *base, const struct pe_attn_s
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     pe_cl_attn_end(base);
+    /* the programs asked for from here to pe_cl_attn_end stay in the program cache */
+    be->pin_gen++;
+    be->pinning = 1;
     char defines[PE_CL_OPTS_MAX];
     struct pe_cl_program *p = NULL;
     const struct pe_view *l = &sm->logits, *mk = sm->mask.mem ? &sm->mask : l,
@@ -561,6 +564,7 @@ posenc_status pe_cl_attn_prepare(struct pe_backend *base, const struct pe_attn_s
 void pe_cl_attn_end(struct pe_backend *base)
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    be->pinning = 0;
     for (int i = 0; i < 4; i++) {
         if (be->attn_tmp[i])
             pe_cl_release_mem(be, be->attn_tmp[i]);
