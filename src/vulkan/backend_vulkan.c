@@ -1226,6 +1226,10 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .attn_softmax = pe_vk_attn_softmax,
     .attn_output = pe_vk_attn_output,
     .attn_prepare = pe_vk_attn_prepare,
-    .prepare_pass = true,
+    /* No prepare pass for cut ops: their launches use one pipeline (the variant follows
+     * dtypes and modes, not a launch's size or alignment; test_faults' build scenarios),
+     * and with the pass test_set_rows' cut case failed 3 times in 18 runs on lavapipe
+     * (0 in 26 without) -- a timing-dependent problem not understood yet. */
+    .prepare_pass = false,
     .softmax = pe_vk_softmax,
 };
