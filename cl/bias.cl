@@ -172,11 +172,13 @@ __kernel void pe_relbias_bwd(__global DST_T *dtab, const long dtab_off, const lo
  *                         (symmetric: |qp - kp|; no logits: -(slope[h] * dist), so
  *                         -0 at distance 0, as the CPU reference)
  * The logits element is read before dst is written (in place allowed).
- * slopes: f32 [H], uploaded per call. offs = (q_offset, k_offset, causal, symmetric).
+ * slopes: f32, slope[h] = slopes[slope_off + h] (a head cut's launches share the op's
+ * table). offs = (q_offset, k_offset, causal, symmetric).
  */
 __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_st,
                        __global const X_T *lg, const long lg_off, const long4 lg_st,
-                       __global const float *slopes, const long4 shape, const long4 offs)
+                       __global const float *slopes, const long slope_off, const long4 shape,
+                       const long4 offs)
 {
     const long k = (long)get_global_id(0);
     const long q = (long)get_global_id(1);
@@ -195,7 +197,7 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
         if (offs.s3 != 0 && dist < 0)
             dist = -dist;
         const float fd = convert_float_rte(dist);
-        v = -(slopes[h] * fd);
+        v = -(slopes[slope_off + h] * fd);
 #if HAS_X
         v = PE_LOAD_X(lg, lg_off + k * lg_st.s0 + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3) + v;
 #endif
@@ -229,7 +231,8 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
 
 __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                            __global const X_T *lg, const long lg_off, const long4 lg_st,
-                           __global const float *slopes, const long4 shape, const long4 offs)
+                           __global const float *slopes, const long slope_off,
+                           const long4 shape, const long4 offs)
 {
     const long k0 = PE_KPW * (long)get_global_id(0);
     const long q = (long)get_global_id(1);
@@ -240,7 +243,7 @@ __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 
     const long h = hb % shape.s2;
     const long b = hb / shape.s2;
     const long base = q + offs.s0 - offs.s1; /* dist(k) = qp - kp = base - k */
-    const float m = slopes[h];
+    const float m = slopes[slope_off + h];
     const long dr = dst_off + q * dst_st.s1 + h * dst_st.s2 + b * dst_st.s3;
 #if HAS_X
     const long lr = lg_off + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3;

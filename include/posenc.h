@@ -42,9 +42,10 @@
  * written. After OUT_OF_MEMORY or BACKEND, posenc_sincos_2d may have written one half of
  * its destination; every other op writes nothing: an op cut into several launches by the
  * binding limit and posenc_attention (its query blocks included) check every launch and
- * make every host table and temporary before the first launch writes. (A native device
- * allocation that fails inside posenc_attention's output pass -- the OpenCL backend's f32
- * staging -- is the exception: `weights` may then be written, never `dst`.) After any
+ * make every host table and temporary -- the backends' own device temporaries, uploaded
+ * tables and scratch included -- before the first launch writes; they also build the
+ * programs / pipelines of all their launches and passes first (these are built on first
+ * use and kept by the context). After any
  * error nothing leaks and the context stays usable. posenc never aborts
  * the process on bad input, failed allocations or device errors. A tensor with a zero in
  * ne is empty: the op checks its arguments and params, then does nothing.

@@ -27,11 +27,21 @@ struct pe_backend {
      * launches (src/split.c); a slot never sees a view that spans more. */
     uint64_t max_binding;
     const char *max_binding_name;
+    /* Set by src/split.c around a prepare pass over a multi-launch op (vtable
+     * prepare_pass): every slot runs as usual -- builds its program / pipeline, uploads its
+     * tables, sets its arguments -- but enqueues / dispatches nothing and writes no user
+     * buffer. The real pass then finds everything made. */
+    bool prepare_only;
 };
 
 struct pe_backend_vtable {
     posenc_backend_kind kind;
     const char *name;
+    /* The backend honours pe_backend.prepare_only (its launches go through one enqueue /
+     * dispatch point that checks it): a multi-launch op is run once in that mode before it
+     * runs, so that a program build or a table upload the later launches need cannot fail
+     * after the first launch wrote. (The CPU backend computes in its slots: false.) */
+    bool prepare_pass;
 
     /* Count usable devices without creating anything. On UNAVAILABLE, write the reason. */
     posenc_status (*device_count)(int32_t *out_count, char *reason, size_t reason_size);
@@ -87,6 +97,17 @@ struct pe_backend_vtable {
     posenc_status (*attn_scores)(struct pe_backend *be, const struct pe_attn_scores_op *op);
     posenc_status (*attn_softmax)(struct pe_backend *be, const struct pe_attn_softmax_op *op);
     posenc_status (*attn_output)(struct pe_backend *be, const struct pe_attn_output_op *op);
+    /* Optional: called once per posenc_attention call, after every query block has been
+     * checked and before the first launch, with the first block's ops (the largest: later
+     * blocks are the same or fewer queries). It acquires everything the steps of every
+     * block need that can fail (device temporaries, scratch, programs / pipelines), so that
+     * no step fails for want of a resource after an earlier one wrote dst or weights.
+     * attn_end, if set, is called at the end of every call that reached attn_prepare
+     * (whatever happened) and releases what it made. */
+    posenc_status (*attn_prepare)(struct pe_backend *be, const struct pe_attn_scores_op *so,
+                                  const struct pe_attn_softmax_op *sm,
+                                  const struct pe_attn_output_op *oo);
+    void (*attn_end)(struct pe_backend *be);
     /* posenc_copy (also the benchmark's copy ceiling: it is this backend's own copy). */
     posenc_status (*copy)(struct pe_backend *be, const struct pe_copy_op *op);
     /* posenc_fill and posenc_set_rows (posenc_rope_set_rows goes through `rope` with

@@ -434,10 +434,27 @@ posenc_status posenc_backend_device_count(posenc_backend_kind backend, int32_t *
 /* ---- buffers ------------------------------------------------------------------------ */
 
 /* Test-only fault injection (tests/test_faults.c): while > 0, every posenc_buffer_create
- * counts it down, and the one that brings it to 0 fails as the device would when out of
- * memory. Not public API (hidden, in no header); 0 in normal use, where it costs one
- * compare per buffer creation. Only a single-threaded test may set it. */
+ * and every device allocation a backend makes for itself (pe_fault_device_alloc: OpenCL
+ * attention staging and uploaded tables, Vulkan table / staging buffers) counts it down,
+ * and the one that brings it to 0 fails as the device would when out of memory. Not public
+ * API (hidden, in no header); 0 in normal use, where it costs one compare per allocation.
+ * Only a single-threaded test may set it. */
 int64_t pe_fault_countdown;
+
+bool pe_fault_device_alloc(void)
+{
+    return pe_fault_countdown > 0 && --pe_fault_countdown == 0;
+}
+
+/* Test-only, likewise: while > 0, every program build / pipeline creation a backend makes
+ * on first use (pe_fault_build: OpenCL programs, Vulkan pipelines) counts it down, and the
+ * one that brings it to 0 fails as a driver's compiler would (BACKEND). */
+int64_t pe_fault_build_countdown;
+
+bool pe_fault_build(void)
+{
+    return pe_fault_build_countdown > 0 && --pe_fault_build_countdown == 0;
+}
 
 /* Make b a live buffer of ctx (destroyed with the context if the user forgets it). */
 static void buffer_link(posenc_context *ctx, posenc_buffer *b, size_t size)
@@ -467,7 +484,7 @@ posenc_status posenc_buffer_create(posenc_context *ctx, size_t size, posenc_buff
     if (!b)
         return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a buffer handle");
     posenc_status st;
-    if (pe_fault_countdown > 0 && --pe_fault_countdown == 0)
+    if (pe_fault_device_alloc())
         st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
                       "out of device memory for a %zu-byte buffer (injected fault)", size);
     else

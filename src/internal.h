@@ -134,6 +134,14 @@ static inline void pe_guard_release(struct pe_guard *g)
 /* snprintf into a fixed buffer that is always NUL-terminated (size > 0). */
 void pe_strlcpy(char *dst, const char *src, size_t size);
 
+/* Test-only fault injection (src/context.c, tests/test_faults.c): a backend calls it right
+ * before a device allocation it makes for itself and fails that allocation as out of
+ * device memory when it returns true. Always false in normal use. */
+bool pe_fault_device_alloc(void);
+/* The same for a program build or pipeline creation (a cache miss): true = fail it with
+ * POSENC_ERR_BACKEND. */
+bool pe_fault_build(void);
+
 /* f16 <-> f32 / double conversions (round to nearest even). */
 uint16_t pe_f16_from_double(double v);
 double pe_f16_to_double(uint16_t h);
@@ -296,6 +304,12 @@ struct pe_relbias_op {
     int64_t q_offset, k_offset;
     int64_t rel_min, n_rel;
     const int32_t *bucket;               /* [n_rel] */
+    /* The whole op's list (pe_relbias_prepare), which bucket / rel_min / n_rel are a window
+     * of after a cut or a query block: bucket_all[rel - rel_min_all]. A backend that
+     * uploads the list uploads this one, so that the launches after the first find it
+     * uploaded and allocate nothing. NULL: use the window. */
+    const int32_t *bucket_all;
+    int64_t rel_min_all, n_rel_all;
 };
 
 /* posenc_relbias_backward, resolved: for each bucket u and head h, in order
@@ -321,6 +335,11 @@ struct pe_alibi_op {
     int causal, symmetric;
     const double *slopes;                /* [H] */
     const float *slopes_f32;
+    /* A head cut (src/split.c) moves slopes / slopes_f32 to its first head, h_off: the
+     * whole op's n_head_all slopes start at slopes_f32 - h_off. A backend that uploads the
+     * slopes uploads them all once, so that the launches after the first allocate nothing
+     * (n_head_all 0: only this launch's dst->ne[2] are known). */
+    int64_t h_off, n_head_all;
 };
 
 /* posenc_softmax, resolved. For each row (i1, i2, i3) of x / dst, with the global head

@@ -16,9 +16,10 @@
  * launch that writes dst or weights everything that can fail is done: the block size and
  * every block's views checked against the binding limit (a dry pass of attn_block over all
  * blocks), ALiBi's slopes and position checks / RELBIAS' buckets made once for the
- * caller's whole range (ops_bias.h), every device temporary allocated. The backends keep
- * their per-launch host scratch grown only and the first block is the largest, so later
- * blocks allocate nothing. Steps 2 and 4 write only temporaries, so an error an encoding
+ * caller's whole range (ops_bias.h), every device temporary allocated, and then the
+ * backend's attn_prepare (backend.h) acquires its own temporaries, scratch and programs
+ * for the first block, the largest. The backends keep their per-launch host scratch grown
+ * only and upload the whole bias tables once, so later blocks allocate nothing. Steps 2 and 4 write only temporaries, so an error an encoding
  * reports there (its own parameter checks, a learned position past the table) still leaves
  * dst and weights untouched. Temporaries are destroyed at the end: posenc_buffer_destroy
  * is ordered after the queued work that uses a buffer on every backend (OpenCL defers the
@@ -330,10 +331,19 @@ struct attn_run {
     const int32_t *buckets;       /* relbias' own list (freed at the end) */
 };
 
+/* The ops of one block's steps (the first block's go to the backend's attn_prepare). */
+struct attn_block_ops {
+    struct pe_attn_scores_op so;
+    struct pe_attn_softmax_op sm;
+    struct pe_attn_output_op oo;
+};
+
 /* Queries [q0, q0 + nq): the block's views and ops, checked (views, binding limits); with
- * `launch`, also run. A dry pass over every block comes first, so that a block that would
- * fail its checks is found before any block has written dst or weights. */
-static posenc_status attn_block(const struct attn_run *r, int64_t q0, int64_t nq, bool launch)
+ * `launch`, also run; with `keep`, its ops copied there. A dry pass over every block comes
+ * first, so that a block that would fail its checks is found before any block has written
+ * dst or weights. */
+static posenc_status attn_block(const struct attn_run *r, int64_t q0, int64_t nq, bool launch,
+                                struct attn_block_ops *keep)
 {
     posenc_context *ctx = r->ctx;
     const struct posenc_attention_params *p = r->p;
@@ -421,6 +431,11 @@ static posenc_status attn_block(const struct attn_run *r, int64_t q0, int64_t nq
     const char *on[2] = {"v", "dst"};
     PE_RETURN_IF_ERROR(pe_check_binding(ctx, "attention", 2, ov, on));
 
+    if (keep) {
+        keep->so = so;
+        keep->sm = sm;
+        keep->oo = oo;
+    }
     if (!launch)
         return POSENC_OK;
     PE_RETURN_IF_ERROR(vt->attn_scores(ctx->backend, &so));
@@ -672,10 +687,20 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
                "limit %llu bytes, %s)", (long long)Tq, (long long)tq,
                (unsigned long long)limit, limit_what);
     /* every block checked (views, binding limits) before the first one runs */
+    struct attn_block_ops first;
     for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
-        st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, false);
+        st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, false, q0 == 0 ? &first : NULL);
+    /* the backend's own temporaries, scratch and programs for every block (the first is the
+     * largest), before the first launch */
+    bool prepared = false;
+    if (st == POSENC_OK && vt->attn_prepare) {
+        prepared = true;
+        st = vt->attn_prepare(ctx->backend, &first.so, &first.sm, &first.oo);
+    }
     for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
-        st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, true);
+        st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, true, NULL);
+    if (prepared && vt->attn_end)
+        vt->attn_end(ctx->backend);
 
     if (run.has_alibi)
         pe_alibi_release(&run.alibi);

@@ -206,6 +206,9 @@ posenc_status pe_relbias_prepare(posenc_context *ctx, const struct posenc_relbia
     op->rel_min = rel_min;
     op->n_rel = n_rel;
     op->bucket = bucket;
+    op->bucket_all = bucket;
+    op->rel_min_all = rel_min;
+    op->n_rel_all = n_rel;
     return POSENC_OK;
 }
 
@@ -431,6 +434,8 @@ posenc_status pe_alibi_prepare(posenc_context *ctx, const struct posenc_alibi_pa
     op->symmetric = p.symmetric;
     op->slopes = slopes;
     op->slopes_f32 = slopes32;
+    op->h_off = 0;
+    op->n_head_all = H;
     return POSENC_OK;
 }
 

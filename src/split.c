@@ -213,6 +213,7 @@ static void alibi_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
     else if (d == 2) {
         o->slopes += a;
         o->slopes_f32 += a;
+        o->h_off += a;
     }
 }
 static posenc_status alibi_run(struct pe_backend *be, const union pe_any_op *op)
@@ -427,8 +428,20 @@ static posenc_status run_split(posenc_context *ctx, const struct split_desc *sd,
         return sd->run(ctx->backend, op);
     const int64_t planned = r.launches;
     r.dry = false;
+    posenc_status st = POSENC_OK;
+    /* GPU backends: every launch once without enqueueing, so that the programs /
+     * pipelines and tables of all of them (a launch's variant may differ from the first's:
+     * alignment, size thresholds) are made before the first one writes. */
+    if (ctx->backend->vt->prepare_pass) {
+        r.launches = 0;
+        ctx->backend->prepare_only = true;
+        st = split_rec(&r, op, 3);
+        ctx->backend->prepare_only = false;
+        if (st != POSENC_OK)
+            return st;
+    }
     r.launches = 0;
-    posenc_status st = split_rec(&r, op, 3);
+    st = split_rec(&r, op, 3);
     if (st == POSENC_OK && r.launches != planned)
         return pe_error(ctx, POSENC_ERR_INTERNAL, "%s: %" PRId64 " launches planned, %" PRId64
                         " run", sd->name, planned, r.launches);

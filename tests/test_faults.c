@@ -9,8 +9,10 @@
  * (PoCL, lavapipe, the loaders) are not wrapped: what is tested is posenc's own handling.
  *
  * Device buffers: src/context.c's test-only countdown pe_fault_countdown fails the n-th
- * posenc_buffer_create (the user's and the temporaries posenc makes itself) as a device
- * out of memory would.
+ * device allocation as a device out of memory would: posenc_buffer_create (the user's and
+ * the temporaries posenc makes itself) and the backends' own allocations
+ * (pe_fault_device_alloc: OpenCL's attention temporaries and uploaded tables / bucket
+ * lists, Vulkan's host-visible table and staging buffers).
  *
  * For each scenario (context creation, buffers, every op, RoPE scaling with tables and a
  * sequence length read back from the positions, the learned backward pass, attention with
@@ -48,6 +50,11 @@ void __wrap_free(void *p);
 
 /* posenc_buffer_create's countdown (src/context.c; test-only, not public) */
 extern int64_t pe_fault_countdown;
+/* first-use program builds / pipeline creations (src/context.c; test-only) */
+extern int64_t pe_fault_build_countdown;
+/* OpenCL's program cache size for the test (src/opencl/backend_opencl.c; test-only; weak:
+ * absent from a build without OpenCL) */
+extern int pe_cl_program_cap __attribute__((weak));
 
 #define LIVE_CAP (1u << 20)
 #define TOMB ((void *)1)
@@ -665,6 +672,192 @@ done:
                  scn->name, live_end, live0, live_end > live0 ? "a leak" : "freed too much");
 }
 
+/*
+ * Program builds and pipeline creations (OpenCL, Vulkan; made on first use and kept by the
+ * context): for n = 1, 2, ... a fresh context runs the scenario's call with its n-th build
+ * failing. The call must return BACKEND with a message and leave every output byte as it
+ * was (a multi-pass op must build what every pass uses before the first pass writes),
+ * and the same call must then succeed on that context.
+ */
+static void run_scenario_builds(const struct scenario *scn)
+{
+    long survived = 0;
+    for (long n = 1;; n++) {
+        const size_t live0 = live_count();
+        struct sc s;
+        memset(&s, 0, sizeof(s));
+        s.ctx = new_ctx(scn->max_binding);
+        scn->prepare(&s);
+        reset_bufs(&s);
+        size_t n_poison;
+        unsigned char *poison = snapshot(&s, &n_poison, scn->partial);
+        pe_fault_build_countdown = n;
+        posenc_status st = scn->call(&s);
+        const int hit = pe_fault_build_countdown == 0;
+        pe_fault_build_countdown = 0;
+        int done = !hit;
+        if (!hit && st == POSENC_ERR_UNSUPPORTED)
+            printf("  %s: unsupported on this backend\n", scn->name);
+        else if (!hit)
+            assert_int_equal(st, POSENC_OK); /* the call builds fewer than n */
+        else {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s", posenc_context_last_error(s.ctx));
+            if (st != POSENC_ERR_BACKEND || !msg[0])
+                fail_msg("%s: build fault %ld: status %s, want backend with a message (%s)",
+                         scn->name, n, posenc_status_string(st), msg);
+            assert_int_equal(posenc_context_finish(s.ctx), POSENC_OK);
+            size_t n_now;
+            unsigned char *now = snapshot(&s, &n_now, scn->partial);
+            if (n_now != n_poison || memcmp(now, poison, n_now) != 0)
+                fail_msg("%s: build fault %ld (%s): the failing call wrote to its output",
+                         scn->name, n, msg);
+            free(now);
+            reset_bufs(&s);
+            st = scn->call(&s);
+            if (st != POSENC_OK)
+                fail_msg("%s: after build fault %ld the call fails: %s (%s)", scn->name, n,
+                         posenc_status_string(st), posenc_context_last_error(s.ctx));
+            survived++;
+            th_check_warnings();
+        }
+        free(poison);
+        for (int i = 0; i < NB; i++) {
+            posenc_buffer_destroy(&s.b[i]);
+            free(s.init[i]);
+        }
+        posenc_context_destroy(&s.ctx);
+        th_check_warnings();
+        if (live_count() != live0)
+            fail_msg("%s: build fault %ld: %zu blocks live after the context was destroyed, "
+                     "%zu before", scn->name, n, live_count(), live0);
+        if (done)
+            break;
+    }
+    printf("  %s: %ld build faults survived\n", scn->name, survived);
+    faults_survived += survived;
+}
+
+/* A cut op whose launches use different program variants: ALiBi [1024 keys, 3072 queries,
+ * 5 heads] f32 (60 MiB, no logits) under a 24 MiB binding limit runs as launches of 2, 2
+ * and 1 heads; on CPU OpenCL devices (PoCL) the 24 MiB launches use non-temporal stores
+ * (-DPE_NT_STORE=1, from 16 MiB) and the last 12 MiB one does not, so its program is first
+ * used after two launches wrote dst. Only the builds test runs it (it is large). */
+#define BIG_K 1024
+#define BIG_Q 3072
+#define BIG_H 5
+static void prep_big(struct sc *s)
+{
+    mkbuf(s, 3, (size_t)4 * BIG_K * BIG_Q * BIG_H, 1, 0);
+}
+
+static posenc_status c_alibi_cut_variants(struct sc *s)
+{
+    posenc_tensor dst = TC(s->b[3], 0, F32, BIG_K, BIG_Q, BIG_H, 1);
+    struct posenc_alibi_params p = {.causal = 1, .q_offset = 2};
+    return posenc_alibi(s->ctx, NULL, &dst, &p);
+}
+
+static const struct scenario build_scenarios[] = {
+    {"alibi cut in 3 launches of two program variants", prep_big, c_alibi_cut_variants, 0,
+     24ul << 20},
+};
+
+static void test_scenarios_builds(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+        run_scenario_builds(&scenarios[i]);
+    for (size_t i = 0; i < sizeof(build_scenarios) / sizeof(build_scenarios[0]); i++)
+        run_scenario_builds(&build_scenarios[i]);
+}
+
+/*
+ * A full OpenCL program cache (shrunk to 4 programs): posenc_attention with ALiBi in 3
+ * query blocks needs 4 programs (softmax, the f32 packs of v and of the output, the ALiBi
+ * kernel). Before the armed call the cache is brought into a state where attn_prepare's
+ * programs are cached and the ALiBi one is not: the warm-up call, k1 other ops, the same
+ * attention without a bias (which rebuilds its programs over the ALiBi one), k2 other ops.
+ * For each (k1, k2) and n, the n-th build of the armed call fails: nothing written, and
+ * the call then succeeds. Without pinning, the ALiBi build of the first block could evict
+ * a prepared program, rebuilt only after the softmax wrote weights.
+ */
+static posenc_status c_attn_blocks_none(struct sc *s)
+{
+    return attention_blocks(s, POSENC_ATTENTION_NONE);
+}
+
+static void test_program_cache_full(void **state)
+{
+    (void)state;
+    if (th.kind != POSENC_BACKEND_OPENCL || !&pe_cl_program_cap) {
+        printf("  (OpenCL only)\n");
+        return;
+    }
+    static const call_fn others[] = {c_copy, c_sin, c_learned, c_resize};
+    long survived = 0;
+    for (int k1 = 0; k1 <= 2; k1++)
+        for (int k2 = 0; k2 <= 3; k2++)
+            for (long n = 1;; n++) {
+                const size_t live0 = live_count();
+                struct sc s;
+                memset(&s, 0, sizeof(s));
+                s.ctx = new_ctx(1024);
+                pe_cl_program_cap = 4;
+                prep_basic(&s);
+                reset_bufs(&s);
+                assert_int_equal(c_attn_blocks_alibi(&s), POSENC_OK);
+                for (int i = 0; i < k1; i++)
+                    assert_int_equal(others[i](&s), POSENC_OK);
+                assert_int_equal(c_attn_blocks_none(&s), POSENC_OK);
+                for (int i = 0; i < k2; i++)
+                    assert_int_equal(others[(k1 + i) % 4](&s), POSENC_OK);
+                assert_int_equal(posenc_context_finish(s.ctx), POSENC_OK);
+                reset_bufs(&s);
+                size_t n_poison;
+                unsigned char *poison = snapshot(&s, &n_poison, 0);
+                pe_fault_build_countdown = n;
+                posenc_status st = c_attn_blocks_alibi(&s);
+                const int hit = pe_fault_build_countdown == 0;
+                pe_fault_build_countdown = 0;
+                if (hit) {
+                    if (st != POSENC_ERR_BACKEND)
+                        fail_msg("full cache (%d, %d): build fault %ld: %s (%s)", k1, k2, n,
+                                 posenc_status_string(st), posenc_context_last_error(s.ctx));
+                    char msg[512];
+                    snprintf(msg, sizeof(msg), "%s", posenc_context_last_error(s.ctx));
+                    assert_int_equal(posenc_context_finish(s.ctx), POSENC_OK);
+                    size_t n_now;
+                    unsigned char *now = snapshot(&s, &n_now, 0);
+                    if (n_now != n_poison || memcmp(now, poison, n_now) != 0)
+                        fail_msg("full cache (%d, %d): build fault %ld (%s): the failing call "
+                                 "wrote to its output", k1, k2, n, msg);
+                    free(now);
+                    reset_bufs(&s);
+                    assert_int_equal(c_attn_blocks_alibi(&s), POSENC_OK);
+                    survived++;
+                } else {
+                    assert_int_equal(st, POSENC_OK);
+                }
+                pe_cl_program_cap = 0;
+                free(poison);
+                for (int i = 0; i < NB; i++) {
+                    posenc_buffer_destroy(&s.b[i]);
+                    free(s.init[i]);
+                }
+                posenc_context_destroy(&s.ctx);
+                th_check_warnings();
+                if (live_count() != live0)
+                    fail_msg("full cache: %zu blocks live after the context was destroyed, "
+                             "%zu before", live_count(), live0);
+                if (!hit)
+                    break;
+            }
+    printf("  attention ALIBI, 3 query blocks, full program cache: %ld build faults "
+           "survived\n", survived);
+    faults_survived += survived;
+}
+
 static void test_scenarios_host(void **state)
 {
     (void)state;
@@ -742,6 +935,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_context_create),
         cmocka_unit_test(test_scenarios_host),
         cmocka_unit_test(test_scenarios_device),
+        cmocka_unit_test(test_scenarios_builds),
+        cmocka_unit_test(test_program_cache_full),
     };
     rc = th_run("faults", tests, sizeof(tests) / sizeof(tests[0]));
     printf("faults on %s: %ld injected faults survived\n", posenc_backend_name(th.kind),

@@ -145,9 +145,10 @@
  *   pe_alibi  (cl/bias.cl; -DDST_F16 -DHAS_X -DX_F16 (logits))
  *     0-2   dst, off, st              f32 or f16 [K, Q, H, B]
  *     3-5   logits, off, st           f32 or f16; may be the dst view itself
- *     6     mem   slopes              f32 [H]
- *     7     long4 shape               (K, Q, H, B)
- *     8     long4 offs                (q_offset, k_offset, causal, symmetric)
+ *     6     mem   slopes              f32, the op's every head (slope h: slopes[off + h])
+ *     7     long  off                 the launch's first head in the op (a head cut)
+ *     8     long4 shape               (K, Q, H, B)
+ *     9     long4 offs                (q_offset, k_offset, causal, symmetric)
  *   NDRange (K, Q, H*B). slopes is a persistent table.
  *
  *   pe_alibi_vec  (cl/bias.cl; same arguments and options, plus -DPE_KPW): dst and logits
@@ -709,6 +710,8 @@ static void cl_destroy(struct pe_backend *base)
     table_free(&be->tab_rope);
     table_free(&be->tab_sin);
     table_free(&be->tab_alibi);
+    table_free(&be->tab_relbias);
+    pe_cl_attn_end(&be->base);
     free(be->rope_scratch);
     free(be->gemm_scratch);
     if (be->queue)
@@ -1276,6 +1279,10 @@ static void cache_store(struct pe_cl_backend *be, cl_program prog, const char *p
 }
 
 /* The kernel `kernel_name` of common.cl + `file`, built with `defines` (cached). */
+/* Test-only (tests/test_faults.c): a smaller program cache than PE_CL_MAX_PROGRAMS, so
+ * that a test can fill it (0: the full size). Hidden, in no header. */
+int pe_cl_program_cap;
+
 static posenc_status get_program(struct pe_cl_backend *be, const char *file,
                                  const char *kernel_name, const char *defines,
                                  struct pe_cl_program **out)
@@ -1285,12 +1292,17 @@ static posenc_status get_program(struct pe_cl_backend *be, const char *file,
         struct pe_cl_program *p = &be->programs[k];
         if (strcmp(p->file, file) == 0 && strcmp(p->kernel_name, kernel_name) == 0 &&
             strcmp(p->options, defines) == 0) {
+            if (be->pinning)
+                p->pin_gen = be->pin_gen;
             *out = p;
             return POSENC_OK;
         }
     }
     if (strlen(defines) >= PE_CL_OPTS_MAX)
         return pe_error(ctx, POSENC_ERR_INTERNAL, "opencl: build options too long");
+    if (pe_fault_build())
+        return pe_error(ctx, POSENC_ERR_BACKEND, "clBuildProgram(%s, \"%s\") failed "
+                        "(injected fault)", file, defines);
 
     const struct pe_cl_source *common, *op;
     PE_RETURN_IF_ERROR(get_source(be, "common.cl", &common));
@@ -1373,11 +1385,24 @@ built:;
     /* A full cache (many dtype combinations) recycles its slots in turn: releasing a
      * kernel that is still enqueued is fine, OpenCL keeps it until the command is done. */
     struct pe_cl_program *p;
-    if (be->n_programs < PE_CL_MAX_PROGRAMS) {
+    const int cap = pe_cl_program_cap > 0 && pe_cl_program_cap < PE_CL_MAX_PROGRAMS
+                        ? pe_cl_program_cap
+                        : PE_CL_MAX_PROGRAMS;
+    if (be->n_programs < cap) {
         p = &be->programs[be->n_programs++];
     } else {
-        p = &be->programs[be->evict_next];
-        be->evict_next = (be->evict_next + 1) % PE_CL_MAX_PROGRAMS;
+        /* round robin, passing over the programs a pinning call uses (if all are, the
+         * next one goes anyway) */
+        int k = be->evict_next % cap;
+        for (int i = 0; i < cap && be->pinning; i++) {
+            const int j = (be->evict_next + i) % cap;
+            if (be->programs[j].pin_gen != be->pin_gen) {
+                k = j;
+                break;
+            }
+        }
+        p = &be->programs[k];
+        be->evict_next = (k + 1) % cap;
         pe_log(ctx, POSENC_LOG_DEBUG, "opencl: program cache full, dropping %s:%s [%s]",
                p->file, p->kernel_name, p->options);
         clReleaseKernel(p->kernel);
@@ -1390,6 +1415,7 @@ built:;
     p->kernel = kernel;
     p->kernel_wg_size = wg ? wg : 1;
     p->serial = ++be->next_serial;
+    p->pin_gen = be->pinning ? be->pin_gen : 0;
     p->n_args_set = 0;
     pe_log(ctx, POSENC_LOG_INFO, "opencl: %s %s:%s [%s]",
            from_binary ? "loaded from the binary cache" : "built", file, kernel_name, options);
@@ -1483,8 +1509,10 @@ posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const voi
         data = &zero;
         size = sizeof(zero);
     }
-    cl_mem mem = clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, size,
-                                (void *)data, &err);
+    cl_mem mem = pe_fault_device_alloc()
+                     ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
+                     : clCreateBuffer(be->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                      size, (void *)data, &err);
     if (!mem || err != CL_SUCCESS) {
         char call[96];
         snprintf(call, sizeof(call), "clCreateBuffer(%s, %zu bytes)", what, size);
@@ -1536,6 +1564,8 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                         p->kernel_name, (unsigned long long)n[0], (unsigned long long)n[1],
                         (unsigned long long)n[2]);
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
+    if (be->base.prepare_only)
+        return POSENC_OK;
     cl_int err =
         clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -1591,6 +1621,8 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
                             "%s: %llu work-items (local %zu) in dimension %d do not fit this "
                             "device", p->kernel_name, (unsigned long long)g[k], l[k], k);
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
+    if (be->base.prepare_only)
+        return POSENC_OK;
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -2038,6 +2070,9 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .attn_scores = pe_cl_attn_scores,
     .attn_softmax = pe_cl_attn_softmax,
     .attn_output = pe_cl_attn_output,
+    .attn_prepare = pe_cl_attn_prepare,
+    .prepare_pass = true,
+    .attn_end = pe_cl_attn_end,
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,
     .softmax = pe_cl_softmax,

@@ -30,6 +30,7 @@ struct pe_cl_program {
     cl_kernel kernel;
     size_t kernel_wg_size; /* CL_KERNEL_WORK_GROUP_SIZE */
     uint64_t serial;       /* a new number each time the slot gets a program (pe_cl_memo) */
+    uint64_t pin_gen;      /* the backend's pin_gen when a pinning call last asked for it */
     /* The argument values last set on `kernel` (pe_cl_set_args): a launch with the same
      * bytes skips clSetKernelArg (PoCL allocates per call). Valid while arg_gen equals
      * the backend's mem_gen; n_args_set = 0: nothing known. */
@@ -80,7 +81,18 @@ struct pe_cl_backend {
         void *host;      /* what mem holds (host_cap bytes, grown only) */
         size_t size;
         size_t host_cap;
-    } tab_rope, tab_sin, tab_alibi;
+    } tab_rope, tab_sin, tab_alibi, tab_relbias;
+    /* posenc_attention's device temporaries for the CLBlast path (f32 packs of q, k, v and
+     * the output GEMM's result), made by pe_cl_attn_prepare before the call's first launch
+     * and released by pe_cl_attn_end: no query block and no step allocates after a pass
+     * has written an output. NULL: not needed by this call. */
+    cl_mem attn_tmp[4];
+    int64_t attn_tmp_n[4]; /* their sizes in floats */
+    /* While `pinning` (from pe_cl_attn_prepare to pe_cl_attn_end), every program asked for
+     * gets pin_gen and a full program cache evicts none of those: a program prepared for
+     * a later pass stays built. */
+    uint64_t pin_gen;
+    int pinning;
     /* CLBlast batch lists (ops_attention.c), grown only and reserved by attn_scores for
      * attn_output too: no query block and no output step allocates after the first. */
     void *gemm_scratch;
@@ -165,6 +177,10 @@ posenc_status pe_cl_set_rows(struct pe_backend *be, const struct pe_set_rows_op 
 posenc_status pe_cl_attn_scores(struct pe_backend *be, const struct pe_attn_scores_op *op);
 posenc_status pe_cl_attn_softmax(struct pe_backend *be, const struct pe_attn_softmax_op *op);
 posenc_status pe_cl_attn_output(struct pe_backend *be, const struct pe_attn_output_op *op);
+posenc_status pe_cl_attn_prepare(struct pe_backend *be, const struct pe_attn_scores_op *so,
+                                 const struct pe_attn_softmax_op *sm,
+                                 const struct pe_attn_output_op *oo);
+void pe_cl_attn_end(struct pe_backend *be);
 
 /* posenc_softmax (src/opencl/ops_softmax.c). */
 posenc_status pe_cl_softmax(struct pe_backend *be, const struct pe_softmax_op *op);

@@ -78,7 +78,10 @@ static posenc_status tmp_f32(struct pe_cl_backend *be, const char *what, int64_t
         return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
                         "attention: a temporary of %lld floats (%s) does not fit", (long long)n,
                         what);
-    *out = clCreateBuffer(be->context, CL_MEM_READ_WRITE, (size_t)n * sizeof(float), NULL, &err);
+    *out = pe_fault_device_alloc()
+               ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
+               : clCreateBuffer(be->context, CL_MEM_READ_WRITE, (size_t)n * sizeof(float), NULL,
+                                &err);
     if (!*out || err != CL_SUCCESS) {
         *out = NULL;
         char call[96];
@@ -150,21 +153,50 @@ static bool int_indexed(const struct pe_view *v)
     return last < INT32_MAX && v->ne[0] * v->ne[1] * v->ne[2] * v->ne[3] < INT32_MAX;
 }
 
+/* A GEMM operand used in place: f32, unit element stride, row stride >= its row length. */
+static bool gemm_in_place(const struct pe_view *v)
+{
+    return v->dtype == POSENC_DTYPE_F32 && v->st[0] == 1 && v->st[2] >= v->ne[0];
+}
+
+static int64_t n_elems(const struct pe_view *v)
+{
+    return v->ne[0] * v->ne[1] * v->ne[2] * v->ne[3];
+}
+
+/* The temporary of `slot` (ATTN_*) for n floats: the one pe_cl_attn_prepare made, or (a
+ * step called without it) a new one that *owned then holds. */
+enum { ATTN_Q, ATTN_K, ATTN_V, ATTN_O };
+
+static posenc_status attn_tmp(struct pe_cl_backend *be, int slot, const char *what, int64_t n,
+                              cl_mem *out, cl_mem *owned)
+{
+    *owned = NULL;
+    if (be->attn_tmp[slot] && be->attn_tmp_n[slot] >= n) {
+        *out = be->attn_tmp[slot];
+        return POSENC_OK;
+    }
+    PE_RETURN_IF_ERROR(tmp_f32(be, what, n, owned));
+    *out = *owned;
+    return POSENC_OK;
+}
+
 /* A GEMM operand: rows along dim 2 of a [n0, heads, rows, B] view, n0 columns. Either the
- * view itself (f32, unit element stride, row stride >= n0) or a packed f32 copy, which
- * *owned then holds (release it after the GEMM is enqueued). */
-static posenc_status gemm_operand(struct pe_cl_backend *be, const char *what,
+ * view itself (gemm_in_place) or a packed f32 copy in the temporary of `slot` (*owned holds
+ * it when this step had to make it: release it after the GEMM is enqueued). */
+static posenc_status gemm_operand(struct pe_cl_backend *be, int slot, const char *what,
                                   const struct pe_view *v, struct pe_view *out, cl_mem *owned)
 {
     *owned = NULL;
-    if (v->dtype == POSENC_DTYPE_F32 && v->st[0] == 1 && v->st[2] >= v->ne[0]) {
+    if (gemm_in_place(v)) {
         *out = *v;
         return POSENC_OK;
     }
-    PE_RETURN_IF_ERROR(tmp_f32(be, what, v->ne[0] * v->ne[1] * v->ne[2] * v->ne[3], owned));
-    *out = packed_view(*owned, v->ne);
+    cl_mem mem = NULL;
+    PE_RETURN_IF_ERROR(attn_tmp(be, slot, what, n_elems(v), &mem, owned));
+    *out = packed_view(mem, v->ne);
     posenc_status st = copy_view(be, out, v);
-    if (st != POSENC_OK) {
+    if (st != POSENC_OK && *owned) {
         pe_cl_release_mem(be, *owned);
         *owned = NULL;
     }
@@ -293,9 +325,9 @@ static posenc_status clblast_scores(struct pe_cl_backend *be, const struct pe_at
     struct pe_view qv, kv;
     cl_mem q_tmp = NULL, k_tmp = NULL;
     size_t *qo = NULL, *ko = NULL, *lo = NULL;
-    posenc_status st = gemm_operand(be, "q", &op->q, &qv, &q_tmp);
+    posenc_status st = gemm_operand(be, ATTN_Q, "q", &op->q, &qv, &q_tmp);
     if (st == POSENC_OK)
-        st = gemm_operand(be, "k", &op->k, &kv, &k_tmp);
+        st = gemm_operand(be, ATTN_K, "k", &op->k, &kv, &k_tmp);
     if (st == POSENC_OK)
         st = gemm_lists(be, (size_t)(Hq * B), &qo, &ko, &lo, NULL, NULL);
     if (st == POSENC_OK) {
@@ -321,15 +353,15 @@ static posenc_status clblast_output(struct pe_cl_backend *be, const struct pe_at
     const int64_t Dv = d->ne[0], Hq = d->ne[1], Tq = d->ne[2], B = d->ne[3];
     const int64_t Tk = p->ne[0];
     struct pe_view vv, ov;
-    cl_mem v_tmp = NULL, o_tmp = NULL;
+    cl_mem v_tmp = NULL, o_tmp = NULL, o_mem = NULL;
     size_t *po = NULL, *vo = NULL, *oo = NULL;
-    posenc_status st = gemm_operand(be, "v", &op->v, &vv, &v_tmp);
+    posenc_status st = gemm_operand(be, ATTN_V, "v", &op->v, &vv, &v_tmp);
     if (st == POSENC_OK)
-        st = tmp_f32(be, "output", Dv * Hq * Tq * B, &o_tmp);
+        st = attn_tmp(be, ATTN_O, "output", Dv * Hq * Tq * B, &o_mem, &o_tmp);
     if (st == POSENC_OK)
         st = gemm_lists(be, (size_t)(Hq * B), &po, &vo, &oo, NULL, NULL);
     if (st == POSENC_OK) {
-        ov = packed_view(o_tmp, d->ne);
+        ov = packed_view(o_mem, d->ne);
         batch_offsets(po, p, Hq, B, 1, 2, 3);
         batch_offsets(vo, &vv, Hq, B, op->group, 1, 3);
         batch_offsets(oo, &ov, Hq, B, 1, 1, 3);
@@ -337,7 +369,7 @@ static posenc_status clblast_output(struct pe_cl_backend *be, const struct pe_at
     if (st == POSENC_OK)
         st = batched_gemm(be, "output", false, (size_t)Tq, (size_t)Dv, (size_t)Tk, 1.0f,
                           (cl_mem)p->mem, po, (size_t)p->st[1], (cl_mem)vv.mem, vo,
-                          (size_t)vv.st[2], o_tmp, oo, (size_t)ov.st[2], (size_t)(Hq * B));
+                          (size_t)vv.st[2], o_mem, oo, (size_t)ov.st[2], (size_t)(Hq * B));
     if (st == POSENC_OK)
         st = copy_view(be, d, &ov);
     if (v_tmp)
@@ -413,6 +445,8 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
                         "pe_attn_softmax: %llu rows do not fit this device's size_t",
                         (unsigned long long)rows);
     const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
+    if (be->base.prepare_only)
+        return POSENC_OK;
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
                                         NULL);
     if (err != CL_SUCCESS)
@@ -444,4 +478,97 @@ posenc_status pe_cl_attn_output(struct pe_backend *base, const struct pe_attn_ou
     const uint64_t n[3] = {(uint64_t)d->ne[0], (uint64_t)d->ne[2],
                            (uint64_t)d->ne[1] * (uint64_t)d->ne[3]};
     return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
+}
+
+/*
+ * Everything a posenc_attention call's steps can fail to acquire, acquired before its
+ * first launch (backend.h, attn_prepare), for the first query block (the largest): the
+ * programs of the three steps and of the f32 packs, the CLBlast path's device temporaries
+ * (packs of q, k, v that are not usable in place, the output GEMM's result) and its batch
+ * lists. The steps then take the temporaries from be->attn_tmp and find their programs
+ * built: only a launch itself (an enqueue, a CLBlast call) can still fail after a pass has
+ * written dst or weights.
+ */
+posenc_status pe_cl_attn_prepare(struct pe_backend *base, const struct pe_attn_scores_op *so,
+                                 const struct pe_attn_softmax_op *sm,
+                                 const struct pe_attn_output_op *oo)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    pe_cl_attn_end(base);
+    /* the programs asked for from here to pe_cl_attn_end stay in the program cache */
+    be->pin_gen++;
+    be->pinning = 1;
+    char defines[PE_CL_OPTS_MAX];
+    struct pe_cl_program *p = NULL;
+    const struct pe_view *l = &sm->logits, *mk = sm->mask.mem ? &sm->mask : l,
+                         *w = sm->weights.mem ? &sm->weights : l;
+    snprintf(defines, sizeof(defines), "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d",
+             sm->mask.mem != NULL, sm->mask.mem != NULL && is_f16(mk), sm->weights.mem != NULL,
+             sm->weights.mem != NULL && is_f16(w));
+    PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_softmax", defines, &p));
+    bool gemm_scores = false, gemm_output = false;
+#if POSENC_HAVE_CLBLAST
+    gemm_scores = use_clblast() && logits_packed(&so->logits) && int_indexed(&so->logits) &&
+                  int_indexed(&so->q) && int_indexed(&so->k);
+    gemm_output = use_clblast() && logits_packed(&oo->p) && int_indexed(&oo->p) &&
+                  int_indexed(&oo->v) && int_indexed(&oo->dst);
+#endif
+    if (!gemm_scores) {
+        snprintf(defines, sizeof(defines), "-DHAS_X=1 -DX_F16=%d -DTAB_F16=%d", is_f16(&so->q),
+                 is_f16(&so->k));
+        PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_scores", defines, &p));
+    }
+    if (!gemm_output) {
+        snprintf(defines, sizeof(defines), "-DTAB_F16=%d -DDST_F16=%d", is_f16(&oo->v),
+                 is_f16(&oo->dst));
+        PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_output", defines, &p));
+    }
+#if POSENC_HAVE_CLBLAST
+    /* the packs (pe_attn_copy into f32) and the temporaries */
+    const struct pe_view *packs[4] = {gemm_scores ? &so->q : NULL, gemm_scores ? &so->k : NULL,
+                                      gemm_output ? &oo->v : NULL, NULL};
+    static const char *const names[4] = {"q", "k", "v", "output"};
+    posenc_status st = POSENC_OK;
+    for (int i = 0; i < 4 && st == POSENC_OK; i++) {
+        int64_t n = 0;
+        if (i == ATTN_O && gemm_output) {
+            n = n_elems(&oo->dst);
+            snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=1 -DX_F16=0",
+                     is_f16(&oo->dst));
+        } else if (packs[i] && !gemm_in_place(packs[i])) {
+            n = n_elems(packs[i]);
+            snprintf(defines, sizeof(defines), "-DDST_F16=0 -DHAS_X=1 -DX_F16=%d",
+                     is_f16(packs[i]));
+        }
+        if (n == 0)
+            continue;
+        st = pe_cl_get_program(be, "attention.cl", "pe_attn_copy", defines, &p);
+        if (st == POSENC_OK)
+            st = tmp_f32(be, names[i], n, &be->attn_tmp[i]);
+        if (st == POSENC_OK)
+            be->attn_tmp_n[i] = n;
+    }
+    /* the batch lists of both GEMMs (the same count), grown here if ever */
+    if (st == POSENC_OK && (gemm_scores || gemm_output))
+        st = gemm_lists(be, (size_t)(so->q.ne[1] * so->q.ne[3]), NULL, NULL, NULL, NULL, NULL);
+    if (st != POSENC_OK)
+        pe_cl_attn_end(base);
+    return st;
+#else
+    return POSENC_OK;
+#endif
+}
+
+/* Release what pe_cl_attn_prepare made (OpenCL keeps each buffer until the kernels
+ * enqueued on it are done). */
+void pe_cl_attn_end(struct pe_backend *base)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    be->pinning = 0;
+    for (int i = 0; i < 4; i++) {
+        if (be->attn_tmp[i])
+            pe_cl_release_mem(be, be->attn_tmp[i]);
+        be->attn_tmp[i] = NULL;
+        be->attn_tmp_n[i] = 0;
+    }
 }

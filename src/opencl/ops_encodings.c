@@ -186,20 +186,30 @@ posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op 
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", row ? "pe_relbias_row" : "pe_relbias",
                                          defines, &p));
 
-    cl_mem bucket_mem = NULL;
-    PE_RETURN_IF_ERROR(pe_cl_upload(be, "relbias buckets", op->bucket,
-                                    (size_t)op->n_rel * sizeof(int32_t), &bucket_mem));
+    /* The whole op's list, kept in a persistent table: a cut op's or an attention query
+     * block's later launches find it there (no allocation after the first launch wrote). */
+    cl_mem bucket_mem = NULL, owned = NULL;
+    int64_t rel_min = op->rel_min;
+    if (op->bucket_all) {
+        PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_relbias, "relbias buckets", op->bucket_all,
+                                       (size_t)op->n_rel_all * sizeof(int32_t), &bucket_mem));
+        rel_min = op->rel_min_all;
+    } else {
+        PE_RETURN_IF_ERROR(pe_cl_upload(be, "relbias buckets", op->bucket,
+                                        (size_t)op->n_rel * sizeof(int32_t), &bucket_mem));
+        owned = bucket_mem;
+    }
 
     cl_mem dst_mem = (cl_mem)dst->mem, lg_mem = (cl_mem)lg->mem, tab_mem = (cl_mem)tab->mem;
     const cl_long dst_off = dst->offset, lg_off = lg->offset, tab_off = tab->offset;
     const cl_long4 dst_st = view_st(dst), lg_st = view_st(lg), tab_st = view_st(tab);
     const cl_long4 shape = long4_of(dst->ne[0], dst->ne[1], dst->ne[2], dst->ne[3]);
-    const cl_long4 offs = long4_of(op->q_offset, op->k_offset, op->rel_min, 0);
+    const cl_long4 offs = long4_of(op->q_offset, op->k_offset, rel_min, 0);
     const struct pe_cl_arg args[] = {
         ARG(dst_mem), ARG(dst_off), ARG(dst_st), ARG(lg_mem),     ARG(lg_off), ARG(lg_st),
         ARG(tab_mem), ARG(tab_off), ARG(tab_st), ARG(bucket_mem), ARG(shape),  ARG(offs),
     };
-    return launch_and_release(be, p, args, PE_ARRAY_SIZE(args), n, bucket_mem);
+    return launch_and_release(be, p, args, PE_ARRAY_SIZE(args), n, owned);
 }
 
 posenc_status pe_cl_relbias_backward(struct pe_backend *base, const struct pe_relbias_bwd_op *op)
@@ -276,10 +286,15 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     PE_RETURN_IF_ERROR(
         pe_cl_get_program(be, "bias.cl", vec ? "pe_alibi_vec" : "pe_alibi", defines, &p));
 
-    /* the slopes: a persistent buffer, uploaded again only when they change */
+    /* the slopes: a persistent buffer, uploaded again only when they change; all of the
+     * op's, so that the launches of a head cut after the first find them there */
     cl_mem slope_mem = NULL;
-    PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_alibi, "alibi slopes", op->slopes_f32,
-                                   (size_t)dst->ne[2] * sizeof(float), &slope_mem));
+    const bool all = op->n_head_all > 0;
+    const cl_long slope_off = all ? op->h_off : 0;
+    PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_alibi, "alibi slopes",
+                                   all ? op->slopes_f32 - op->h_off : op->slopes_f32,
+                                   (size_t)(all ? op->n_head_all : dst->ne[2]) * sizeof(float),
+                                   &slope_mem));
 
     cl_mem dst_mem = (cl_mem)dst->mem, lg_mem = (cl_mem)lg->mem;
     const cl_long dst_off = dst->offset, lg_off = lg->offset;
@@ -288,8 +303,8 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
     const cl_long4 offs = long4_of(op->q_offset, op->k_offset, op->causal ? 1 : 0,
                                    op->symmetric ? 1 : 0);
     const struct pe_cl_arg args[] = {
-        ARG(dst_mem), ARG(dst_off), ARG(dst_st),    ARG(lg_mem), ARG(lg_off),
-        ARG(lg_st),   ARG(slope_mem), ARG(shape),   ARG(offs),
+        ARG(dst_mem), ARG(dst_off),   ARG(dst_st), ARG(lg_mem), ARG(lg_off),
+        ARG(lg_st),   ARG(slope_mem), ARG(slope_off), ARG(shape), ARG(offs),
     };
     return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
 }

@@ -77,6 +77,8 @@ posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op 
                         "pe_softmax: %llu rows do not fit this device's size_t",
                         (unsigned long long)rows);
     const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
+    if (be->base.prepare_only)
+        return POSENC_OK;
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
                                         NULL);
     if (err != CL_SUCCESS)

@@ -1044,6 +1044,10 @@ posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_b
     if (b->buf && b->size >= size)
         return POSENC_OK;
     pe_vk_buffer_free(be, b);
+    if (pe_fault_device_alloc())
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of device memory for a %" PRIu64 "-byte host-visible buffer "
+                        "(injected fault)", (uint64_t)size);
     VkDeviceSize alloc = 256;
     while (alloc < size)
         alloc *= 2;
@@ -1221,5 +1225,11 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .attn_scores = pe_vk_attn_scores,
     .attn_softmax = pe_vk_attn_softmax,
     .attn_output = pe_vk_attn_output,
+    .attn_prepare = pe_vk_attn_prepare,
+    /* No prepare pass for cut ops: their launches use one pipeline (the variant follows
+     * dtypes and modes, not a launch's size or alignment; test_faults' build scenarios),
+     * and with the pass test_set_rows' cut case failed 3 times in 18 runs on lavapipe
+     * (0 in 26 without) -- a timing-dependent problem not understood yet. */
+    .prepare_pass = false,
     .softmax = pe_vk_softmax,
 };

@@ -264,3 +264,25 @@ posenc_status pe_vk_attn_output(struct pe_backend *b, const struct pe_attn_outpu
 
     return launch(be, &output_shaders[f16(v) * 2 + f16(d)], bufs, &pc, sizeof pc, pc.n_tiles);
 }
+
+/* Before posenc_attention's first launch (backend.h, attn_prepare): the pipelines of its
+ * three steps, created now if this is their first use, so that a failed creation cannot
+ * come after the softmax has written weights or a query block has written dst. The
+ * variants are the ones the steps pick (the same for every block). */
+posenc_status pe_vk_attn_prepare(struct pe_backend *b, const struct pe_attn_scores_op *so,
+                                 const struct pe_attn_softmax_op *sm,
+                                 const struct pe_attn_output_op *oo)
+{
+    struct pe_vk_backend *be = (struct pe_vk_backend *)b;
+    const bool has_mask = sm->mask.mem != NULL, has_w = sm->weights.mem != NULL;
+    const struct shader *use[3] = {
+        &scores_shaders[f16(&so->q) * 2 + f16(&so->k)],
+        &softmax_shaders[(has_mask && f16(&sm->mask)) * 2 + (has_w && f16(&sm->weights))],
+        &output_shaders[f16(&oo->v) * 2 + f16(&oo->dst)],
+    };
+    for (int i = 0; i < 3; i++) {
+        VkPipeline pipe;
+        PE_RETURN_IF_ERROR(pe_vk_pipeline(be, use[i]->name, use[i]->code, use[i]->size, &pipe));
+    }
+    return POSENC_OK;
+}

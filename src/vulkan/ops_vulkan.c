@@ -237,6 +237,9 @@ posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
             return POSENC_OK;
         }
     }
+    if (pe_fault_build())
+        return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
+                        "vkCreateComputePipelines (%s) failed (injected fault)", name);
     if (be->n_pipes == be->cap_pipes) {
         uint32_t cap = be->cap_pipes ? 2 * be->cap_pipes : 32;
         struct pe_vk_pipe *np = realloc(be->pipes, cap * sizeof *np);
@@ -292,7 +295,7 @@ posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t
                         "vulkan: bad dispatch (%" PRIu32 " buffers, %" PRIu32
                         " bytes of push constants)",
                         n_bufs, push_size);
-    if (gx == 0 || gy == 0 || gz == 0)
+    if (gx == 0 || gy == 0 || gz == 0 || be->base.prepare_only)
         return POSENC_OK;
     /* The previous submission may still use the descriptor set. */
     PE_RETURN_IF_ERROR(pe_vk_wait(be));

@@ -216,6 +216,9 @@ posenc_status pe_vk_set_rows(struct pe_backend *b, const struct pe_set_rows_op *
 posenc_status pe_vk_attn_scores(struct pe_backend *b, const struct pe_attn_scores_op *op);
 posenc_status pe_vk_attn_softmax(struct pe_backend *b, const struct pe_attn_softmax_op *op);
 posenc_status pe_vk_attn_output(struct pe_backend *b, const struct pe_attn_output_op *op);
+posenc_status pe_vk_attn_prepare(struct pe_backend *b, const struct pe_attn_scores_op *so,
+                                 const struct pe_attn_softmax_op *sm,
+                                 const struct pe_attn_output_op *oo);
 /* ops_softmax_vk.c */
 posenc_status pe_vk_softmax(struct pe_backend *b, const struct pe_softmax_op *op);
 

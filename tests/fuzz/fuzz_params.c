@@ -13,13 +13,25 @@
  * posenc_sincos_2d, posenc_resize_2d, posenc_relbias / _backward, posenc_alibi, posenc_copy
  * on a CPU context (the reference loops, or the threaded fast path under a 4 KiB binding
  * limit so that larger ops are cut into several launches; chosen by the input),
+ * posenc_attention (every encoding, mask, explicit positions, GQA, weights) on a CPU
+ * context whose 1 KiB binding limit runs its queries in blocks (the reference loops or
+ * the fast path, chosen by the input; the all-zero input runs 80 queries as 2 blocks),
  * with small real buffers; and the host helpers posenc_rope_freqs, posenc_rope_params_from_
  * ggml, posenc_sinusoidal_freqs, posenc_relbias_bucket, posenc_alibi_slopes,
  * posenc_tensor_contiguous / _nelements.
  *
  * Oracles, besides ASan / UBSan / LeakSanitizer: the status is a known posenc_status; a
  * failing call on a context leaves a non-empty message; a failing call leaves every buffer
- * byte as it was.
+ * byte as it was. posenc_attention is also run differentially: the same call (same bytes
+ * in buffers of its own) on a context of the same kind without a binding limit, where it
+ * runs unblocked, is the oracle. The blocked call must return the oracle's status, or
+ * UNSUPPORTED for a view over the binding limit (the only thing a limit adds), and when it
+ * succeeds every byte of every buffer must equal the oracle's: tolerance 0, because the
+ * blocks change no arithmetic -- each logit, softmax row and output element is computed by
+ * the same code from the same inputs whatever block holds its query (the CPU attention
+ * steps are per-row double loops; the input encodings run once over whole Q / K / V
+ * before the blocks, and the fast path's row loops do not depend on how a limit cuts an op
+ * into launches; ALiBi / relative biases are made once for the caller's whole range).
  *
  * Work is bounded: a call whose tensors would pass validation with more than 2^14 elements
  * (stride-0 broadcasts, overlapping input views) is skipped, as are host helpers asked for
@@ -40,6 +52,11 @@
 #define DIM_LIMIT 4096
 
 static posenc_context *ctx_ref, *ctx_fast, *ctx_other;
+/* attention: blocked under a 1 KiB binding limit (reference, fast), and the oracles of the
+ * same kinds without a limit, with buffers of their own (obufs[0]: ctx_ref's, [1]:
+ * ctx_fast_nolim's) */
+static posenc_context *ctx_att[2], *ctx_fast_nolim;
+static posenc_buffer *obufs[2][NBUF];
 static posenc_buffer *bufs[NBUF], *foreign;
 static unsigned char *pattern[NBUF], *readback;
 static float tab_f[4][TAB_N];
@@ -96,6 +113,15 @@ static int64_t dim(struct rd *r)
     uint8_t v = u8(r);
     if (v < 0xF0)
         return (v + 4) % 8;
+    return big_ints[v - 0xF0];
+}
+
+/* A count that is 1 .. 8 mostly (0 decodes to 1), sometimes an extreme value. */
+static int64_t small1(struct rd *r)
+{
+    uint8_t v = u8(r);
+    if (v < 0xF0)
+        return 1 + v % 8;
     return big_ints[v - 0xF0];
 }
 
@@ -335,7 +361,7 @@ static void rope_params(struct rd *r, struct posenc_rope_params *p)
 
 enum { OP_SIN, OP_ROPE, OP_ROPE_QK, OP_REROT, OP_LEARNED, OP_LEARNED_BWD, OP_SINCOS2D,
        OP_RESIZE, OP_RELBIAS, OP_RELBIAS_BWD, OP_ALIBI, OP_COPY, OP_SIN_FREQS, OP_ROPE_FREQS,
-       OP_GGML, OP_BUCKET, OP_SLOPES, OP_CONTIG, OP_COUNT };
+       OP_GGML, OP_BUCKET, OP_SLOPES, OP_CONTIG, OP_ATTENTION, OP_COUNT };
 
 static void reset_buffers(struct rd *r)
 {
@@ -547,6 +573,140 @@ static void run_ctx_op(struct rd *r, int op, posenc_context *ctx)
     check_untouched(ctx, st);
 }
 
+/* The tensor t of the blocked call, moved onto the oracle's buffers (the same bytes). */
+static posenc_tensor remap(const posenc_tensor *t, int o)
+{
+    posenc_tensor m = *t;
+    for (int b = 0; b < NBUF; b++)
+        if (t->buffer == bufs[b])
+            m.buffer = obufs[o][b];
+    return m;
+}
+
+static const posenc_tensor *remap_opt(const posenc_tensor *t, posenc_tensor *store, int o)
+{
+    if (!t)
+        return NULL;
+    *store = remap(t, o);
+    return store;
+}
+
+/* posenc_attention on a blocked context (ctx_att[o]), then differentially on the oracle. */
+static void run_attention(struct rd *r, int o)
+{
+    posenc_context *ctx = ctx_att[o];
+    /* the shape: head dim, K/V heads (1 .. 8 or extreme), queries (16 .. 128 or extreme),
+     * keys, batch (1 .. 8 or extreme). All zeros: D = 4, one head, 80 queries, 4 keys, one
+     * batch, whose logits (1280 bytes) run as blocks of 64 and 16 queries under the 1 KiB
+     * limit, every view of each block within it. (More heads or batches: the weights and a
+     * block of q span the other queries too; the fuzzer reaches both, refused or not.) */
+    int64_t D = dim(r), Hk = small1(r), Tq = sat_add(sat_mul(16, dim(r)), 16), Tk = dim(r),
+            B = small1(r);
+    int64_t Hq = sat_mul(Hk, 1 + u8(r) % 3), Dv = dim(r);
+    uint8_t fl = u8(r); /* 1 mask, 2 q_pos, 4 k_pos, 8 no weights, 16 PE_ON_V, 32 params NULL */
+    struct posenc_attention_params p;
+    memset(&p, 0, sizeof(p));
+    p.encoding = (posenc_attention_encoding)enumv(r, 6);
+    p.scale = f32s(r);
+    p.causal = i32s(r) % 3;
+    p.q_offset = i32s(r);
+    p.k_offset = i32s(r);
+    p.sinusoidal.base = f32s(r);
+    p.sinusoidal.x_scale = f32s(r);
+    p.sinusoidal.freq_shift = f32s(r);
+    p.sinusoidal.layout = (posenc_sin_layout)enumv(r, 3);
+    rope_params(r, &p.rope);
+    p.alibi.max_bias = f32s(r);
+    p.alibi.slopes = ftab(r);
+    p.relbias.kind = (posenc_relbias_kind)enumv(r, 2);
+    p.relbias.num_buckets = i32s(r);
+    p.relbias.max_distance = i32s(r);
+    p.relbias.causal = i32s(r) % 3;
+    if (fl & 16)
+        p.flags = POSENC_ATTENTION_PE_ON_V;
+    reserved(r, p.reserved, 8);
+    const int64_t S = 1 + u8(r) % 4;
+    const int64_t nbk = p.relbias.kind == POSENC_RELBIAS_CLIPPED
+                            ? 2 * (int64_t)p.relbias.max_distance + 1
+                            : (p.relbias.num_buckets ? p.relbias.num_buckets : 32);
+    const posenc_dtype F = POSENC_DTYPE_F32, I = POSENC_DTYPE_I32;
+    const int64_t qne[4] = {D, Hq, Tq, B}, kne[4] = {D, Hk, Tk, B}, vne[4] = {Dv, Hk, Tk, B},
+                  dne[4] = {Dv, Hq, Tq, B}, wne[4] = {Tk, Tq, Hq, B}, mne[4] = {Tk, Tq, 1, 1},
+                  qpne[4] = {Tq, S, 1, 1}, kpne[4] = {Tk, S, 1, 1}, ltne[4] = {D, 160, 1, 1},
+                  rtne[4] = {nbk, Hq, 1, 1};
+    /* inputs in buffers 0 (floats) and 1 (positions), outputs in 2 and 3 */
+    struct targ a[10];
+    memset(a, 0, sizeof(a));
+    tensor_arg(r, &a[0], qne, F, 0, 0, a, 0);
+    tensor_arg(r, &a[1], kne, F, 0, 8192, a, 1);
+    tensor_arg(r, &a[2], vne, F, 0, 12288, a, 2);
+    tensor_arg(r, &a[3], dne, F, 2, 0, a, 3);
+    tensor_arg(r, &a[4], wne, F, 3, 0, a, 4);
+    tensor_arg(r, &a[5], mne, F, 0, 16384, a, 5);
+    tensor_arg(r, &a[6], qpne, I, 1, 0, a, 6);
+    tensor_arg(r, &a[7], kpne, I, 1, 512, a, 7);
+    tensor_arg(r, &a[8], ltne, F, 0, 20480, a, 8);
+    tensor_arg(r, &a[9], rtne, F, 0, 24576, a, 9);
+    a[4].present &= !(fl & 8);
+    a[5].present &= (fl & 1) != 0;
+    a[6].present &= (fl & 2) != 0;
+    a[7].present &= (fl & 4) != 0;
+    if (too_big(a, 10))
+        return;
+    /* the caller owns the slopes' length: [Hq] */
+    if (p.alibi.slopes && a[0].present && (a[0].t.ne[1] < 0 || a[0].t.ne[1] > TAB_N))
+        p.alibi.slopes = NULL;
+    p.mask = P(&a[5]);
+    p.q_pos = P(&a[6]);
+    p.k_pos = P(&a[7]);
+    p.learned_table = P(&a[8]); /* read only by LEARNED / RELBIAS */
+    p.relbias_table = P(&a[9]);
+    const struct posenc_attention_params *pp = (fl & 32) ? NULL : &p;
+    posenc_status st = posenc_attention(ctx, P(&a[0]), P(&a[1]), P(&a[2]), P(&a[3]), P(&a[4]), pp);
+    check_untouched(ctx, st);
+
+    /* the oracle: the same call, unblocked, on the same bytes */
+    posenc_context *octx = o ? ctx_fast_nolim : ctx_ref;
+    for (int b = 0; b < NBUF; b++)
+        posenc_buffer_write(obufs[o][b], 0, pattern[b], BUF_BYTES);
+    posenc_tensor m[10], mask_m, qpos_m, kpos_m, lt_m, rt_m;
+    for (int i = 0; i < 10; i++)
+        m[i] = remap(&a[i].t, o);
+    struct posenc_attention_params op = p;
+    op.mask = remap_opt(p.mask, &mask_m, o);
+    op.q_pos = remap_opt(p.q_pos, &qpos_m, o);
+    op.k_pos = remap_opt(p.k_pos, &kpos_m, o);
+    op.learned_table = remap_opt(p.learned_table, &lt_m, o);
+    op.relbias_table = remap_opt(p.relbias_table, &rt_m, o);
+#define PM(i) (a[i].present ? &m[i] : NULL)
+    posenc_status ost = posenc_attention(octx, PM(0), PM(1), PM(2), PM(3), PM(4),
+                                         pp ? &op : NULL);
+#undef PM
+    if (st != ost && !(st == POSENC_ERR_UNSUPPORTED && ost == POSENC_OK)) {
+        fprintf(stderr, "attention: %s blocked: status %d (%s); unblocked: %d (%s)\n",
+                o ? "fast" : "reference", (int)st, posenc_context_last_error(ctx), (int)ost,
+                posenc_context_last_error(octx));
+        abort();
+    }
+    if (st != POSENC_OK)
+        return;
+    unsigned char *want = malloc(BUF_BYTES);
+    if (!want)
+        abort();
+    for (int b = 0; b < NBUF; b++) {
+        posenc_buffer_read(bufs[b], 0, readback, BUF_BYTES);
+        posenc_buffer_read(obufs[o][b], 0, want, BUF_BYTES);
+        for (size_t i = 0; i < BUF_BYTES; i++)
+            if (readback[i] != want[i]) {
+                fprintf(stderr, "attention: %s blocked and unblocked differ in buffer %d at "
+                        "byte %zu: 0x%02x, want 0x%02x\n", o ? "fast" : "reference", b, i,
+                        readback[i], want[i]);
+                abort();
+            }
+    }
+    free(want);
+}
+
 static void run_host_op(struct rd *r, int op)
 {
     static double out[TAB_N];
@@ -653,11 +813,17 @@ void fuzz_params_cleanup(void)
         pattern[b] = NULL;
     }
     posenc_buffer_destroy(&foreign);
+    for (int o = 0; o < 2; o++)
+        for (int b = 0; b < NBUF; b++)
+            posenc_buffer_destroy(&obufs[o][b]);
     free(readback);
     readback = NULL;
     posenc_context_destroy(&ctx_ref);
     posenc_context_destroy(&ctx_fast);
     posenc_context_destroy(&ctx_other);
+    posenc_context_destroy(&ctx_att[0]);
+    posenc_context_destroy(&ctx_att[1]);
+    posenc_context_destroy(&ctx_fast_nolim);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -673,10 +839,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (setenv("POSENC_MAX_BINDING", "4096", 1) != 0)
         abort();
     posenc_status fst = posenc_context_create(&fp, &ctx_fast, NULL, 0);
+    /* attention under the smallest limit posenc takes: its queries run in blocks */
+    if (setenv("POSENC_MAX_BINDING", "1024", 1) != 0)
+        abort();
+    if (posenc_context_create(&rp, &ctx_att[0], NULL, 0) != POSENC_OK ||
+        posenc_context_create(&fp, &ctx_att[1], NULL, 0) != POSENC_OK)
+        abort();
     unsetenv("POSENC_MAX_BINDING");
     if (posenc_context_create(&rp, &ctx_ref, NULL, 0) != POSENC_OK || fst != POSENC_OK ||
-        posenc_context_create(&rp, &ctx_other, NULL, 0) != POSENC_OK)
+        posenc_context_create(&rp, &ctx_other, NULL, 0) != POSENC_OK ||
+        posenc_context_create(&fp, &ctx_fast_nolim, NULL, 0) != POSENC_OK)
         abort();
+    for (int b = 0; b < NBUF; b++)
+        if (posenc_buffer_create(ctx_ref, BUF_BYTES, &obufs[0][b]) != POSENC_OK ||
+            posenc_buffer_create(ctx_fast_nolim, BUF_BYTES, &obufs[1][b]) != POSENC_OK)
+            abort();
     readback = malloc(BUF_BYTES);
     for (int b = 0; b < NBUF; b++) {
         pattern[b] = malloc(BUF_BYTES);
@@ -699,8 +876,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct rd r = {data, size};
     uint8_t sel = u8(&r);
-    int op = sel % OP_COUNT;
-    posenc_context *ctx = (sel & 0x80) ? ctx_fast : ctx_ref;
+    int op = (sel & 0x7F) % OP_COUNT; /* bit 7 picks the context, the rest the op */
+    posenc_context *ctx = op == OP_ATTENTION ? ctx_att[sel >> 7]
+                          : (sel & 0x80)     ? ctx_fast
+                                             : ctx_ref;
     /* buffers of the chosen context (made once per context switch) */
     static posenc_context *bufs_ctx;
     if (bufs_ctx != ctx) {
@@ -715,7 +894,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bufs_ctx = ctx;
     }
     reset_buffers(&r);
-    if (op < OP_SIN_FREQS)
+    if (op == OP_ATTENTION)
+        run_attention(&r, sel >> 7);
+    else if (op < OP_SIN_FREQS)
         run_ctx_op(&r, op, ctx);
     else
         run_host_op(&r, op);
