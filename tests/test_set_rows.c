@@ -467,7 +467,11 @@ static void test_set_rows_split(void **state)
                             .src_lay = (enum layout)k, .rows_lay = LAY_CONTIG,
                             /* not permuted: there a dst column spans 2.4 KiB */
                             .dst_lay = k == 1 ? LAY_PADDED : k == 2 ? LAY_STRIDED : LAY_CONTIG,
-                            .n = 24, .r = 7, .d2 = 6, .d3 = 2, .e2 = 3, .e3 = 2, .R = 5,
+                            /* r <= R: distinct destination rows per column (with
+                             * r > R two source rows share one and which lands is
+                             * unspecified: the exact comparison below would be a coin
+                             * toss on a parallel device) */
+                            .n = 24, .r = 5, .d2 = 6, .d3 = 2, .e2 = 3, .e3 = 2, .R = 5,
                             .seed = 77 + (uint64_t)k};
         sr_check(ctx, &c, "set_rows cut by POSENC_MAX_BINDING");
     }
