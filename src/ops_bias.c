@@ -227,6 +227,23 @@ void pe_relbias_release(struct pe_relbias_op *op, const int32_t *bucket)
     op->bucket = NULL;
 }
 
+/* dst [K, Q, H, B] and the optional logits of posenc_relbias / posenc_alibi: each a valid
+ * logits view, the same shape, logits exactly dst (in place) or disjoint from it. *vl is
+ * zeroed (mem NULL) when there are no logits. */
+static posenc_status check_dst_and_logits(posenc_context *ctx, const posenc_tensor *logits,
+                                          const posenc_tensor *dst, struct pe_view *vl,
+                                          struct pe_view *vd)
+{
+    memset(vl, 0, sizeof(*vl));
+    PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, vd));
+    if (logits) {
+        PE_RETURN_IF_ERROR(check_logits(ctx, "logits", logits, false, vl));
+        PE_RETURN_IF_ERROR(check_same_logits(ctx, "logits", logits, dst));
+        PE_RETURN_IF_ERROR(pe_enc_alias(ctx, "dst", dst, "logits", logits, true));
+    }
+    return POSENC_OK;
+}
+
 posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
                              const posenc_tensor *table, const posenc_tensor *dst,
                              const struct posenc_relbias_params *params)
@@ -235,13 +252,7 @@ posenc_status posenc_relbias(posenc_context *ctx, const posenc_tensor *logits,
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_view vd, vl;
-    memset(&vl, 0, sizeof(vl));
-    PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &vd));
-    if (logits) {
-        PE_RETURN_IF_ERROR(check_logits(ctx, "logits", logits, false, &vl));
-        PE_RETURN_IF_ERROR(check_same_logits(ctx, "logits", logits, dst));
-        PE_RETURN_IF_ERROR(pe_enc_alias(ctx, "dst", dst, "logits", logits, true));
-    }
+    PE_RETURN_IF_ERROR(check_dst_and_logits(ctx, logits, dst, &vl, &vd));
     if (pe_tensor_empty(dst)) { /* the params and table are still checked */
         struct posenc_relbias_params p;
         int64_t n_buckets;
@@ -454,13 +465,7 @@ posenc_status posenc_alibi(posenc_context *ctx, const posenc_tensor *logits,
         return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
     PE_ENTER(ctx);
     struct pe_view vd, vl;
-    memset(&vl, 0, sizeof(vl));
-    PE_RETURN_IF_ERROR(check_logits(ctx, "dst", dst, true, &vd));
-    if (logits) {
-        PE_RETURN_IF_ERROR(check_logits(ctx, "logits", logits, false, &vl));
-        PE_RETURN_IF_ERROR(check_same_logits(ctx, "logits", logits, dst));
-        PE_RETURN_IF_ERROR(pe_enc_alias(ctx, "dst", dst, "logits", logits, true));
-    }
+    PE_RETURN_IF_ERROR(check_dst_and_logits(ctx, logits, dst, &vl, &vd));
     /* (an empty dst still has its params, positions and the user's slopes checked) */
     struct pe_alibi_op op;
     PE_RETURN_IF_ERROR(pe_alibi_prepare(ctx, params, dst->ne[0], dst->ne[1], dst->ne[2], &op));
