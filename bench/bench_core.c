@@ -14,6 +14,8 @@
  *             T5 relative-bias add on [2048, 2048, 32] logits (32 buckets)
  *   decode    RoPE and fused Q+K at [128, 32, 1] (one token): microseconds per call
  *             against the smallest call the backend can make (a one-element copy)
+ *   queue     100 decode RoPE calls queued back to back: host microseconds per queued
+ *             call, and the queue's wall time against 100 single calls each finished
  *   cold      (OpenCL, Vulkan, CPU) context creation + the first RoPE, each in a fresh
  *             process: with every cache empty, with only posenc's own cache warm
  *             (POSENC_CACHE_DIR; the driver's cache empty), and with every cache warm
@@ -443,6 +445,103 @@ static void shape_str(char *buf, size_t n, const struct bench_case *c, const int
                  (long long)ne[2]);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Queue of N decode ops (issue #17)                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+#define QUEUE_OP_NAME "queue of N decode rope f32"
+
+/*
+ * A runtime issues hundreds of small ops per token. N decode-shape RoPE calls (x [128, 32,
+ * 1] f32 read by all, each writing its own dst, positions shared) are queued back to back:
+ * "host" is the time until the N-th call returns (no finish), "queue" adds the finish,
+ * "single" is the same N calls each followed by posenc_context_finish (what a caller that
+ * waits per op -- or a backend that waits before every op -- pays). Medians over `reps`
+ * rounds, the two ways alternated within each round. us/call is host / N.
+ */
+static void bench_queue(const struct bench_opts *o, posenc_context *ctx, const char *bname,
+                        int *failures)
+{
+    const int n = o->quick ? 20 : 100;
+    const int reps = o->reps < 5 ? 5 : o->reps;
+    struct row *r = add_row();
+    if (!r)
+        return;
+    snprintf(r->backend, sizeof(r->backend), "%s", bname);
+    snprintf(r->op, sizeof(r->op), "queue of %d decode rope f32", n);
+    snprintf(r->shape, sizeof(r->shape), "[128,32,1] x%d", n);
+    posenc_buffer *x = NULL, *pos = NULL, **dst = calloc((size_t)n, sizeof(*dst));
+    double *host = calloc((size_t)reps, sizeof(double)), *wall = calloc((size_t)reps, sizeof(double)),
+           *single = calloc((size_t)reps, sizeof(double));
+    posenc_status st = dst && host && wall && single ? POSENC_OK : POSENC_ERR_OUT_OF_MEMORY;
+    const size_t bytes = 128 * 32 * sizeof(float);
+    if (st == POSENC_OK)
+        st = posenc_buffer_create(ctx, bytes, &x);
+    if (st == POSENC_OK)
+        st = fill(x, POSENC_DTYPE_F32);
+    if (st == POSENC_OK)
+        st = posenc_buffer_create(ctx, sizeof(int32_t), &pos);
+    const int32_t p0 = 4095;
+    if (st == POSENC_OK)
+        st = posenc_buffer_write(pos, 0, &p0, sizeof p0);
+    for (int i = 0; i < n && st == POSENC_OK; i++)
+        st = posenc_buffer_create(ctx, bytes, &dst[i]);
+    const struct posenc_rope_params rp = {.mode = POSENC_ROPE_NEOX};
+    posenc_tensor tx = posenc_tensor_contiguous(x, 0, POSENC_DTYPE_F32, 128, 32, 1, 1);
+    posenc_tensor tp = posenc_tensor_contiguous(pos, 0, POSENC_DTYPE_I32, 1, 1, 1, 1);
+    for (int rep = -o->warmup; rep < reps && st == POSENC_OK; rep++) {
+        if ((st = posenc_context_finish(ctx)) != POSENC_OK)
+            break;
+        double t0 = now_s(), t1 = t0;
+        for (int i = 0; i < n && st == POSENC_OK; i++) {
+            posenc_tensor td = posenc_tensor_contiguous(dst[i], 0, POSENC_DTYPE_F32, 128, 32, 1, 1);
+            st = posenc_rope(ctx, &tx, &tp, &td, &rp);
+        }
+        t1 = now_s();
+        if (st == POSENC_OK)
+            st = posenc_context_finish(ctx);
+        double t2 = now_s();
+        for (int i = 0; i < n && st == POSENC_OK; i++) {
+            posenc_tensor td = posenc_tensor_contiguous(dst[i], 0, POSENC_DTYPE_F32, 128, 32, 1, 1);
+            st = posenc_rope(ctx, &tx, &tp, &td, &rp);
+            if (st == POSENC_OK)
+                st = posenc_context_finish(ctx);
+        }
+        double t3 = now_s();
+        if (rep >= 0) {
+            host[rep] = t1 - t0;
+            wall[rep] = t2 - t0;
+            single[rep] = t3 - t2;
+        }
+    }
+    if (st != POSENC_OK) {
+        r->state = st == POSENC_ERR_UNSUPPORTED ? ROW_UNSUPPORTED : ROW_FAILED;
+        snprintf(r->note, sizeof(r->note), "%s: %s: %.100s",
+                 st == POSENC_ERR_UNSUPPORTED ? "n/a" : "FAILED", posenc_status_string(st),
+                 posenc_context_last_error(ctx));
+        if (st != POSENC_ERR_UNSUPPORTED)
+            (*failures)++;
+    } else {
+        double h = median_of(host, reps), w = median_of(wall, reps), sg = median_of(single, reps);
+        r->median_s = h / n;
+        r->best_s = r->median_s;
+        snprintf(r->note, sizeof(r->note),
+                 "host %.3f ms to queue %d, %.3f ms with finish; %d single ops + finish "
+                 "%.3f ms (host %.1f%%)",
+                 h * 1e3, n, w * 1e3, n, sg * 1e3, 100.0 * h / sg);
+    }
+    if (!o->json)
+        print_row(r);
+    for (int i = 0; dst && i < n; i++)
+        posenc_buffer_destroy(&dst[i]);
+    posenc_buffer_destroy(&x);
+    posenc_buffer_destroy(&pos);
+    free(dst);
+    free(host);
+    free(wall);
+    free(single);
+}
+
 static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
 {
     struct posenc_context_params p;
@@ -565,6 +664,8 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
         if (!o->json)
             print_row(r);
     }
+    if (!o->filter || strstr(QUEUE_OP_NAME, o->filter))
+        bench_queue(o, ctx, bname, &failures);
     progress_clear();
     if (have_ceil)
         teardown(&ceil_s);

@@ -58,16 +58,19 @@
  * Execution
  * ---------
  * Ops are queued on the context's device in call order and may finish after the call
- * returns (CPU backend: they finish before it returns). posenc_buffer_read() and
- * posenc_context_finish() wait for all queued work. posenc_buffer_write() is ordered with
+ * returns (CPU backend: they finish before it returns). An op does not wait for earlier
+ * ops. posenc_buffer_read() and posenc_context_finish() wait for all queued work;
+ * posenc_context_flush() starts it without waiting. posenc_buffer_write() is ordered with
  * the ops queued before it, and the host memory it reads may be freed or reused as soon
  * as it returns (OpenCL: a blocking write; Vulkan: a copy into posenc's mapped memory or
- * staging buffer before it returns).
+ * staging memory before it returns; it waits for queued work only for a write over 4 MiB
+ * while work is queued). Vulkan queues ops in batches of up to 32 per command buffer and
+ * keeps up to 8 batches in flight; an op waits only when all 8 are still running.
  *
  * A failure of queued device work (a lost device, a kernel fault) cannot be reported by
  * the op that queued it: the next call that waits for the device reports it as
  * POSENC_ERR_BACKEND -- posenc_context_finish(), posenc_buffer_read(), and on Vulkan also
- * the next op or posenc_buffer_write() (each first waits for the previous submission);
+ * the next call that waits for a batch;
  * ops whose arguments need a read-back (posenc_learned's positions, RoPE's seq_len = 0)
  * wait too. Call posenc_context_finish() to learn where a sequence of ops stands.
  *
@@ -378,6 +381,14 @@ POSENC_API posenc_status posenc_context_set_check_only(posenc_context *ctx, int 
  * failed (see "Execution"). */
 POSENC_API posenc_status posenc_context_finish(posenc_context *ctx);
 
+/* Start the work queued on the context without waiting for it: on Vulkan, submit the ops
+ * recorded since the last submission (posenc otherwise submits them when 32 have
+ * accumulated, or when a call must wait); on OpenCL, clFlush; on the CPU backend nothing
+ * is ever queued. Call it before the host does something else for a while, so the device
+ * is not idle meanwhile. Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT for a NULL ctx,
+ * or POSENC_ERR_BACKEND when the submission failed. */
+POSENC_API posenc_status posenc_context_flush(posenc_context *ctx);
+
 /* The message of the last failed call on `ctx` (or on one of its buffers): the argument
  * or native call and the value. Returns "" when the last call succeeded, "ctx is NULL"
  * for a NULL ctx; never NULL. Valid until the next call on the context. */
@@ -619,6 +630,70 @@ POSENC_API posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl
  */
 POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
                                                    uint64_t size, posenc_buffer **out_buffer);
+
+/*
+ * Recording posenc ops into the application's own VkCommandBuffer (host-owned Vulkan
+ * contexts). Between posenc_vulkan_record_begin(ctx, cmd) and posenc_vulkan_record_end()
+ * every op on ctx records its dispatches, and the barriers they need, into `cmd` instead
+ * of posenc's own command buffers; posenc never submits `cmd` and never waits for it. The
+ * application began `cmd` (primary, of a pool of ctx's queue family, or of any family
+ * with compute when it knows what it does), ends it, submits it on a queue of that
+ * device and waits for it.
+ *
+ *   posenc_vulkan_record_begin(ctx, cmd);
+ *   posenc_rope(ctx, ...);  posenc_attention(ctx, ...);      // recorded, not run
+ *   posenc_vulkan_record_end(ctx, &rec);
+ *   vkEndCommandBuffer(cmd); vkQueueSubmit(queue, ..., fence); vkWaitForFences(...fence);
+ *   posenc_vulkan_recording_destroy(&rec);                   // after the fence
+ *
+ * Barriers: record_begin records one pipeline barrier from every earlier command and
+ * memory write (ALL_COMMANDS, MEMORY_WRITE) to posenc's compute and transfer reads and
+ * writes, so the application's earlier commands in `cmd`, and its earlier submissions on
+ * the queue, are complete and visible to the ops. Between two recorded ops posenc records
+ * a compute barrier only where the later one reads or writes a buffer range an earlier
+ * one wrote, or writes one it read. record_end records one barrier from posenc's shader
+ * and transfer writes to every later command (ALL_COMMANDS, MEMORY_READ | MEMORY_WRITE)
+ * and to host reads, so later commands in `cmd` and later submissions see the results,
+ * and a mapped buffer can be read once the application's fence has signalled.
+ *
+ * Lifetimes: the descriptor sets and host-visible tables posenc allocates for the
+ * recorded ops belong to the posenc_vulkan_recording that record_end returns; destroy it
+ * only after the application's submission of `cmd` has completed (or `cmd` was reset or
+ * freed without being submitted), and before posenc_context_destroy (which otherwise
+ * frees what it holds, logs an error and leaves the handle for _destroy to free). posenc
+ * buffers used by recorded ops, and wrapped VkBuffers, must stay alive until then too.
+ * The recorded commands may be submitted once: the tables hold the arguments of the calls
+ * that recorded them.
+ *
+ * While recording, posenc_buffer_write, posenc_buffer_read and every op that needs a
+ * read-back of a tensor's values (posenc_learned's positions, RoPE's seq_len = 0 with
+ * DYNAMIC_NTK / LONGROPE, ops that check index tensors on the host) return
+ * POSENC_ERR_UNSUPPORTED and record nothing; write inputs before record_begin.
+ * posenc_context_finish and posenc_context_flush still work on posenc's own earlier
+ * submissions. Only one thread may use ctx at a time, as always; `cmd` is externally
+ * synchronised by the application (no other thread may record into it meanwhile).
+ */
+typedef struct posenc_vulkan_recording posenc_vulkan_recording;
+
+/* Start recording ctx's ops into `vk_command_buffer` (a VkCommandBuffer in the recording
+ * state). posenc's own earlier work is submitted first (without waiting), so it comes
+ * before the application's submission on the queue. Returns POSENC_OK, or
+ * POSENC_ERR_INVALID_ARGUMENT for a NULL ctx or vk_command_buffer, a context that is not a
+ * host-owned Vulkan context, or one already recording; POSENC_ERR_OUT_OF_MEMORY or
+ * POSENC_ERR_BACKEND. */
+POSENC_API posenc_status posenc_vulkan_record_begin(posenc_context *ctx, void *vk_command_buffer);
+
+/* Stop recording (records the end barrier described above) and hand back what the
+ * recorded ops hold in *out_recording, to be destroyed after the application's submission
+ * completed. Returns POSENC_OK, or POSENC_ERR_INVALID_ARGUMENT for a NULL ctx or
+ * out_recording, or a context that is not recording; on failure *out_recording is NULL
+ * (when out_recording is not NULL). */
+POSENC_API posenc_status posenc_vulkan_record_end(posenc_context *ctx,
+                                                  posenc_vulkan_recording **out_recording);
+
+/* Free what a recording holds (see the lifetime rules above) and set *recording to NULL.
+ * Accepts NULL and &NULL. Returns nothing. */
+POSENC_API void posenc_vulkan_recording_destroy(posenc_vulkan_recording **recording);
 
 /* ------------------------------------------------------------------------------------ */
 /* Copy and convert                                                                     */

@@ -116,6 +116,22 @@ struct pe_backend_vtable {
     posenc_status (*set_rows)(struct pe_backend *be, const struct pe_set_rows_op *op);
     /* posenc_softmax (ggml's GGML_OP_SOFT_MAX). */
     posenc_status (*softmax)(struct pe_backend *be, const struct pe_softmax_op *op);
+
+    /* posenc_context_flush: start queued work without waiting for it (every backend). */
+    posenc_status (*flush)(struct pe_backend *be);
+    /* posenc_vulkan_record_begin / _end / posenc_vulkan_recording_destroy (Vulkan only;
+     * NULL: the front end answers INVALID_ARGUMENT, not a Vulkan context). record_end
+     * allocates the recording (its `be` set); recording_destroy frees it. */
+    posenc_status (*vk_record_begin)(struct pe_backend *be, void *vk_command_buffer);
+    posenc_status (*vk_record_end)(struct pe_backend *be, struct posenc_vulkan_recording **out);
+    void (*vk_recording_destroy)(struct pe_backend *be, struct posenc_vulkan_recording *rec);
+};
+
+/* The public part of a posenc_vulkan_recording: the backend's own struct starts with it.
+ * When the context is destroyed first, the backend frees what the recording held and
+ * sets `be` to NULL; posenc_vulkan_recording_destroy then frees only the handle. */
+struct posenc_vulkan_recording {
+    struct pe_backend *be;
 };
 
 extern const struct pe_backend_vtable pe_cpu_vtable;

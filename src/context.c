@@ -375,6 +375,14 @@ posenc_status posenc_context_finish(posenc_context *ctx)
     return ctx->backend->vt->finish(ctx->backend);
 }
 
+posenc_status posenc_context_flush(posenc_context *ctx)
+{
+    if (!ctx)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER(ctx);
+    return ctx->backend->vt->flush(ctx->backend);
+}
+
 posenc_status posenc_context_get_info(const posenc_context *ctx,
                                       struct posenc_device_info *out_info)
 {

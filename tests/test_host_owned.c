@@ -605,7 +605,19 @@ static void vk_host_open(struct vk_host *h)
     if (!has_layer)
         printf("note: %s is not installed; the application's instance runs without it\n",
                layer);
-    const char *ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    /* Synchronization validation too (issue #17: posenc's barriers, in its own batches
+     * and recorded into the application's command buffer): through the layer's
+     * VK_EXT_validation_features. */
+    bool vf = has_layer && vk_has_ext(layer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    const char *ext[2];
+    uint32_t n_ext = 0;
+    if (du)
+        ext[n_ext++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    if (vf)
+        ext[n_ext++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
+    else if (has_layer)
+        printf("note: %s has no %s: synchronization validation is off\n", layer,
+               VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
                              .pApplicationName = "test_host_owned",
                              .apiVersion = VK_API_VERSION_1_1};
@@ -618,13 +630,27 @@ static void vk_host_open(struct vk_host *h)
                        VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
         .pfnUserCallback = vk_count,
     };
+    const VkValidationFeatureEnableEXT enables[] = {
+        VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+    VkValidationFeaturesEXT features = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+                                        .enabledValidationFeatureCount = 1,
+                                        .pEnabledValidationFeatures = enables};
+    const void *chain = NULL;
+    if (vf) {
+        features.pNext = chain;
+        chain = &features;
+    }
+    if (du) {
+        mi.pNext = chain;
+        chain = &mi;
+    }
     VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                               .pNext = du ? &mi : NULL,
+                               .pNext = chain,
                                .pApplicationInfo = &app,
                                .enabledLayerCount = has_layer ? 1 : 0,
                                .ppEnabledLayerNames = has_layer ? &layer : NULL,
-                               .enabledExtensionCount = du ? 1 : 0,
-                               .ppEnabledExtensionNames = du ? &ext : NULL};
+                               .enabledExtensionCount = n_ext,
+                               .ppEnabledExtensionNames = n_ext ? ext : NULL};
     VK_OK(vkCreateInstance(&ci, NULL, &h->inst));
     if (du) {
         PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)
@@ -633,6 +659,7 @@ static void vk_host_open(struct vk_host *h)
             h->inst, "vkDestroyDebugUtilsMessengerEXT");
         assert_non_null(create);
         assert_non_null(h->destroy_messenger);
+        mi.pNext = NULL; /* it was the head of the instance's chain */
         VK_OK(create(h->inst, &mi, NULL, &h->messenger));
     }
     uint32_t n = 1;
@@ -905,6 +932,136 @@ static void test_vk_wrapped(void **state)
     th_check_warnings();
 }
 
+/* posenc ops recorded into the application's own command buffer (issue #17), between
+ * commands of the application's: a fill before them that an op reads, a copy after them
+ * of an op's result. The application submits and waits; posenc never does. Checked with
+ * synchronization validation on the application's instance (vk_host_open). */
+static void test_vk_record(void **state)
+{
+    (void)state;
+    ensure_reference();
+    struct vk_host h;
+    vk_host_open(&h);
+    struct vk_buf fill, y, rb;
+    vk_buf_make(&h, sizeof(g_x), false, &fill);
+    vk_buf_make(&h, sizeof(g_x), false, &y);
+    vk_buf_make(&h, sizeof(g_x), true, &rb); /* the application's read-back buffer */
+    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
+                                      .vk_instance = h.inst,
+                                      .vk_physical_device = h.phys,
+                                      .vk_device = h.dev,
+                                      .vk_queue = h.q,
+                                      .vk_queue_family = h.family};
+    posenc_context *ctx = create_host_ctx(&host);
+    posenc_vulkan_recording *rec = NULL;
+
+    /* Bad input: not a host-owned context, NULL arguments, end before begin. */
+    assert_int_equal(posenc_vulkan_record_begin(th.dut, h.cmd), POSENC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(posenc_context_last_error(th.dut), "host-owned"));
+    assert_int_equal(posenc_vulkan_record_begin(th.ref, h.cmd), POSENC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(posenc_context_last_error(th.ref), "host-owned"));
+    assert_int_equal(posenc_vulkan_record_begin(NULL, h.cmd), POSENC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(posenc_vulkan_record_begin(ctx, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(posenc_context_last_error(ctx), "vk_command_buffer"));
+    assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_ERR_INVALID_ARGUMENT);
+    assert_null(rec);
+    assert_int_equal(posenc_vulkan_record_end(ctx, NULL), POSENC_ERR_INVALID_ARGUMENT);
+    posenc_vulkan_recording_destroy(NULL);
+    posenc_vulkan_recording_destroy(&rec);
+
+    /* Inputs written before recording (posenc's own buffers: mapped on lavapipe). */
+    posenc_buffer *bx = th_upload(ctx, g_x, sizeof(g_x));
+    posenc_buffer *bp = th_upload(ctx, g_pos, sizeof(g_pos));
+    posenc_buffer *by = vk_wrap(ctx, &y, sizeof(g_x)), *b16 = NULL, *bz = NULL;
+    assert_int_equal(posenc_buffer_create(ctx, sizeof(g_x) / 2, &b16), POSENC_OK);
+    assert_int_equal(posenc_buffer_create(ctx, sizeof(g_x), &bz), POSENC_OK);
+    posenc_buffer *bf = vk_wrap(ctx, &fill, sizeof(g_x));
+    posenc_tensor tx = posenc_tensor_contiguous(bx, 0, POSENC_DTYPE_F32, D, H, T, B);
+    posenc_tensor ty = posenc_tensor_contiguous(by, 0, POSENC_DTYPE_F32, D, H, T, B);
+    posenc_tensor tz = posenc_tensor_contiguous(bz, 0, POSENC_DTYPE_F32, D, H, T, B);
+    posenc_tensor tf = posenc_tensor_contiguous(bf, 0, POSENC_DTYPE_F32, D, H, T, B);
+    posenc_tensor t16 = posenc_tensor_contiguous(b16, 0, POSENC_DTYPE_F16, D, H, T, B);
+    posenc_tensor tp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+
+    for (int round = 0; round < 2; round++) { /* the recording's resources are reusable */
+        vk_begin(&h);
+        const float v = 1.5f + (float)round;
+        uint32_t bits;
+        memcpy(&bits, &v, 4);
+        vkCmdFillBuffer(h.cmd, fill.buf, 0, sizeof(g_x), bits); /* the application's */
+        assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+        assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(posenc_context_last_error(ctx), "already recording"));
+        assert_int_equal(posenc_rope(ctx, &tx, &tp, &ty, &g_rope), POSENC_OK);
+        /* a chain: the rope reads and writes what the copy wrote */
+        assert_int_equal(posenc_copy(ctx, &tx, &t16), POSENC_OK);
+        assert_int_equal(posenc_rope(ctx, &t16, &tp, &t16, &g_rope), POSENC_OK);
+        /* reads what the application's fill, earlier in the buffer, wrote */
+        assert_int_equal(posenc_copy(ctx, &tf, &tz), POSENC_OK);
+        /* what would need posenc's own submission or a wait is refused */
+        float probe[4] = {0};
+        assert_int_equal(posenc_buffer_read(by, 0, probe, sizeof probe), POSENC_ERR_UNSUPPORTED);
+        assert_non_null(strstr(posenc_context_last_error(ctx), "posenc_vulkan_record_begin"));
+        assert_int_equal(posenc_buffer_write(bz, 0, probe, sizeof probe),
+                         POSENC_ERR_UNSUPPORTED);
+        assert_int_equal(posenc_context_finish(ctx), POSENC_OK); /* posenc's own: none */
+        assert_int_equal(posenc_context_flush(ctx), POSENC_OK);
+        assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);
+        assert_non_null(rec);
+        /* the application's copy of an op's result, after posenc's end barrier */
+        VkBufferCopy region = {.size = sizeof(g_x)};
+        vkCmdCopyBuffer(h.cmd, y.buf, rb.buf, 1, &region);
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+        vkCmdPipelineBarrier(h.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                             0, 1, &mb, 0, NULL, 0, NULL);
+        vk_submit(&h, true); /* the application submits and waits */
+        posenc_vulkan_recording_destroy(&rec);
+        assert_null(rec);
+
+        compare_rope_f32(rb.map, "vulkan recording: posenc_rope, then the application's copy");
+        uint16_t *h16 = th_download(b16);
+        compare_rope_f16(h16, "vulkan recording: posenc_copy to f16 + posenc_rope in place");
+        free(h16);
+        float *got = th_download(bz);
+        for (int i = 0; i < N; i++)
+            if (got[i] != v)
+                fail_msg("vulkan recording: element %d after the application's fill + "
+                         "posenc_copy = %g, want %g",
+                         i, got[i], v);
+        free(got);
+        memset(rb.map, 0, sizeof(g_x));
+        th_check_warnings();
+    }
+
+    /* A recording that is never submitted (the application resets its buffer) is
+     * destroyed the same way. */
+    vk_begin(&h);
+    assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+    assert_int_equal(posenc_rope(ctx, &tx, &tp, &ty, &g_rope), POSENC_OK);
+    assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);
+    VK_OK(vkEndCommandBuffer(h.cmd));
+    VK_OK(vkResetCommandBuffer(h.cmd, 0));
+    posenc_vulkan_recording_destroy(&rec);
+
+    posenc_buffer_destroy(&bx);
+    posenc_buffer_destroy(&bp);
+    posenc_buffer_destroy(&by);
+    posenc_buffer_destroy(&b16);
+    posenc_buffer_destroy(&bz);
+    posenc_buffer_destroy(&bf);
+    posenc_context_destroy(&ctx);
+    vk_buf_free(&h, &fill);
+    vk_buf_free(&h, &y);
+    vk_buf_free(&h, &rb);
+    vk_host_close(&h);
+    if (g_vk_messages)
+        fail_msg("%d validation messages on the application's instance (see stderr)",
+                 g_vk_messages);
+    th_check_warnings();
+}
+
 static void test_vk_bad_input(void **state)
 {
     (void)state;
@@ -990,7 +1147,7 @@ int main(int argc, char **argv)
 #if TH_HAVE_OPENCL || TH_HAVE_VULKAN
     make_inputs();
 #endif
-    struct CMUnitTest tests[4];
+    struct CMUnitTest tests[5];
     size_t n = 0;
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_generic_bad_input);
     if (th.kind == POSENC_BACKEND_OPENCL) {
@@ -1007,6 +1164,7 @@ int main(int argc, char **argv)
 #if TH_HAVE_VULKAN
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_bad_input);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_wrapped);
+        tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record);
 #else
         fprintf(stderr, "host_owned: posenc has Vulkan but this test was built without it\n");
         th_fini();

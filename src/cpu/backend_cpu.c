@@ -626,6 +626,13 @@ static posenc_status cpu_finish(struct pe_backend *be)
     return POSENC_OK;
 }
 
+/* posenc_context_flush: ops run inside their calls, nothing is ever queued. */
+static posenc_status cpu_flush(struct pe_backend *be)
+{
+    (void)be;
+    return POSENC_OK;
+}
+
 static posenc_status cpu_buffer_create(struct pe_backend *be, size_t size, void **out_mem)
 {
     /* 64-byte aligned, size rounded up to a multiple of the alignment (aligned_alloc) */
@@ -692,4 +699,5 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .attn_output = cpu_attn_output,
     .fill = cpu_fill,
     .set_rows = cpu_set_rows,
+    .flush = cpu_flush,
 };

@@ -734,6 +734,14 @@ static posenc_status cl_finish(struct pe_backend *base)
     return err == CL_SUCCESS ? POSENC_OK : cl_fail(be->base.ctx, "clFinish", err);
 }
 
+/* posenc_context_flush: issue the queued commands to the device without waiting. */
+static posenc_status cl_flush(struct pe_backend *base)
+{
+    struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    cl_int err = clFlush(be->queue);
+    return err == CL_SUCCESS ? POSENC_OK : cl_fail(be->base.ctx, "clFlush", err);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Buffers                                                                              */
 /* ------------------------------------------------------------------------------------ */
@@ -2076,4 +2084,5 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,
     .softmax = pe_cl_softmax,
+    .flush = cl_flush,
 };

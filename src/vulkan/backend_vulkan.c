@@ -1,8 +1,9 @@
 /*
  * backend_vulkan.c - the Vulkan backend: instance (+ validation messages forwarded to the
- * log), physical and logical device, device memory and buffers, the command buffer and
- * fence every submission goes through, device info. The op launches and pipelines are in
- * ops_vulkan.c; the execution model is described in vk_internal.h.
+ * log), physical and logical device, device memory and buffers,
+ * device info. Submission (ring of command buffers, batches, barriers) is in vk_submit.c,
+ * op launches and pipelines in ops_vulkan.c; the execution model is described in
+ * vk_internal.h.
  *
  * Portability floor: a Vulkan 1.1 instance and device and no optional feature. Device
  * buffers prefer DEVICE_LOCAL memory; when that memory is also HOST_VISIBLE|HOST_COHERENT
@@ -21,6 +22,9 @@
 #define PE_VK_PORTABILITY_ENUMERATION "VK_KHR_portability_enumeration"
 #define PE_VK_PORTABILITY_SUBSET "VK_KHR_portability_subset"
 #define PE_VK_STAGING_CHUNK ((VkDeviceSize)16 << 20) /* largest staging buffer, bytes */
+/* Writes up to this size are queued through the open batch's arena without a wait; larger
+ * ones wait for queued work when it may use the buffer (posenc.h). */
+#define PE_VK_WRITE_RING_MAX ((size_t)4 << 20)
 
 /* ------------------------------------------------------------------------------------ */
 /* Results and errors                                                                   */
@@ -463,8 +467,8 @@ static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtension
     return POSENC_OK;
 }
 
-/* posenc's own objects on be->dev for be->queue_family: command pool and buffer, fence,
- * the launch infrastructure. The same on posenc's device and on the application's. */
+/* posenc's own objects on be->dev for be->queue_family: command pool, the ring of
+ * command buffers and fences (vk_submit.c), the launch infrastructure. The same on posenc's device and on the application's. */
 static posenc_status vk_open_queue(struct pe_vk_backend *be)
 {
     VkCommandPoolCreateInfo pci = {
@@ -477,23 +481,7 @@ static posenc_status vk_open_queue(struct pe_vk_backend *be)
         be->cmd_pool = VK_NULL_HANDLE;
         return pe_vk_fail(be, "vkCreateCommandPool", r);
     }
-    VkCommandBufferAllocateInfo cai = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool = be->cmd_pool,
-        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
-    r = vkAllocateCommandBuffers(be->dev, &cai, &be->cmd);
-    if (r != VK_SUCCESS) {
-        be->cmd = VK_NULL_HANDLE;
-        return pe_vk_fail(be, "vkAllocateCommandBuffers", r);
-    }
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    r = vkCreateFence(be->dev, &fci, NULL, &be->fence);
-    if (r != VK_SUCCESS) {
-        be->fence = VK_NULL_HANDLE;
-        return pe_vk_fail(be, "vkCreateFence", r);
-    }
+    PE_RETURN_IF_ERROR(pe_vk_submit_init(be));
     PE_RETURN_IF_ERROR(pe_vk_ops_init(be));
     be->force_staging = env_flag("POSENC_VK_FORCE_STAGING");
     return POSENC_OK;
@@ -725,22 +713,18 @@ static void vk_destroy(struct pe_backend *b)
     if (!be)
         return;
     if (be->dev) {
-        if (be->in_flight) {
-            /* errors cannot be reported from here; the device is going away anyway */
-            vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
-            be->in_flight = false;
-        }
-        /* On the application's device only posenc's fence tells that posenc's work is
-         * done (waiting for the whole device would need every queue, which posenc may not
-         * touch); everything posenc submitted was guarded by it. */
+        /* Waits for posenc's submissions, frees every batch's resources and what
+         * recordings the application did not destroy. On the application's device only
+         * posenc's fences tell that posenc's work is done (waiting for the whole device
+         * would need every queue, which posenc may not touch). */
+        if (be->cmd_pool)
+            pe_vk_submit_destroy(be);
         if (!be->host_owned)
             vkDeviceWaitIdle(be->dev);
         pe_vk_ops_destroy(be);
         pe_vk_buffer_free(be, &be->staging);
-        if (be->fence)
-            vkDestroyFence(be->dev, be->fence, NULL);
         if (be->cmd_pool)
-            vkDestroyCommandPool(be->dev, be->cmd_pool, NULL); /* frees be->cmd */
+            vkDestroyCommandPool(be->dev, be->cmd_pool, NULL); /* frees the ring's buffers */
         if (!be->host_owned)
             vkDestroyDevice(be->dev, NULL);
     }
@@ -829,101 +813,10 @@ static posenc_status vk_finish(struct pe_backend *b)
     return pe_vk_wait((struct pe_vk_backend *)b);
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* Submission                                                                           */
-/* ------------------------------------------------------------------------------------ */
-
-posenc_status pe_vk_wait(struct pe_vk_backend *be)
+/* posenc_context_flush: submit the open batch; nothing waits. */
+static posenc_status vk_flush(struct pe_backend *b)
 {
-    if (!be->in_flight)
-        return POSENC_OK;
-    VkResult r = vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
-    be->in_flight = false;
-    VkResult r2 = vkResetFences(be->dev, 1, &be->fence);
-    if (r != VK_SUCCESS)
-        return pe_vk_fail(be, "vkWaitForFences", r);
-    if (r2 != VK_SUCCESS)
-        return pe_vk_fail(be, "vkResetFences", r2);
-    return POSENC_OK;
-}
-
-posenc_status pe_vk_begin(struct pe_vk_backend *be)
-{
-    PE_RETURN_IF_ERROR(pe_vk_wait(be));
-    VkResult r = vkResetCommandBuffer(be->cmd, 0);
-    if (r != VK_SUCCESS)
-        return pe_vk_fail(be, "vkResetCommandBuffer", r);
-    VkCommandBufferBeginInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-    };
-    r = vkBeginCommandBuffer(be->cmd, &bi);
-    if (r != VK_SUCCESS)
-        return pe_vk_fail(be, "vkBeginCommandBuffer", r);
-    be->recording = true;
-    /* On posenc's own queue, earlier submissions' shader and transfer writes are made
-     * visible to this one by the barrier each of them ends with (pe_vk_submit: its second
-     * scope is every later command in submission order, later submissions included), so
-     * no barrier is needed here: on CPU implementations such as lavapipe every barrier is
-     * a full flush of the device (~10K instructions and a thread round trip). Host writes
-     * before the submit are visible implicitly. */
-    if (!be->host_owned)
-        return POSENC_OK;
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-    };
-    VkPipelineStageFlags stages =
-        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    /* Host-owned: the application's earlier commands on this queue may be anything
-     * (graphics, its own compute, copies): wait for all of them and make all their writes
-     * visible, so it needs no barrier or semaphore of its own (posenc.h). */
-    mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
-    vkCmdPipelineBarrier(be->cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, stages, 0, 1, &mb, 0,
-                         NULL, 0, NULL);
-    return POSENC_OK;
-}
-
-posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait)
-{
-    /* This submission's writes -> host reads after the fence wait, and -> the reads and
-     * writes of posenc's later submissions on this queue (pe_vk_begin records no barrier
-     * of its own on posenc's own queue). */
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
-                         VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                         VK_ACCESS_TRANSFER_WRITE_BIT,
-    };
-    VkPipelineStageFlags dst_stages = VK_PIPELINE_STAGE_HOST_BIT |
-                                      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                      VK_PIPELINE_STAGE_TRANSFER_BIT;
-    if (be->host_owned) {
-        /* ... and to every later command the application submits on this queue (posenc's
-         * own next submission has its own barrier in pe_vk_begin). */
-        dst_stages |= VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-        mb.dstAccessMask |= VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
-    }
-    vkCmdPipelineBarrier(be->cmd,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         dst_stages, 0, 1, &mb, 0, NULL, 0, NULL);
-    be->recording = false;
-    VkResult r = vkEndCommandBuffer(be->cmd);
-    if (r != VK_SUCCESS)
-        return pe_vk_fail(be, "vkEndCommandBuffer", r);
-    VkSubmitInfo si = {
-        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-        .commandBufferCount = 1,
-        .pCommandBuffers = &be->cmd,
-    };
-    r = vkQueueSubmit(be->queue, 1, &si, be->fence);
-    if (r != VK_SUCCESS)
-        return pe_vk_fail(be, "vkQueueSubmit", r);
-    be->in_flight = true;
-    return wait ? pe_vk_wait(be) : POSENC_OK;
+    return pe_vk_flush((struct pe_vk_backend *)b);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1091,11 +984,16 @@ static void vk_buffer_destroy(struct pe_backend *b, void *mem)
     struct pe_vk_buffer *vb = mem;
     if (!vb)
         return;
-    /* Queued work may still use it; a failed wait is already reported by the next call
-     * (the device is lost), and the buffer is freed anyway. */
-    (void)pe_vk_wait(be);
-    if (!vb->borrowed) /* the application's VkBuffer: it destroys it after this returns */
-        pe_vk_buffer_free(be, vb);
+    if (vb->borrowed) {
+        /* The application destroys its VkBuffer after this returns: posenc's queued work
+         * on it must be done. A failed wait is reported by the next call (the device is
+         * lost). */
+        (void)pe_vk_wait(be);
+    } else {
+        /* Freed now if the device is idle, else when the latest batch completes: no
+         * wait. */
+        pe_vk_release(be, vb);
+    }
     free(vb);
 }
 
@@ -1134,13 +1032,49 @@ static posenc_status vk_buffer_wrap_vulkan(struct pe_backend *b, uint64_t handle
     return POSENC_OK;
 }
 
+/* Host reads and writes need posenc's own submissions and waits, which recording into
+ * the application's command buffer must not make. */
+static posenc_status refuse_while_recording(struct pe_vk_backend *be, const char *call)
+{
+    return pe_error(be->base.ctx, POSENC_ERR_UNSUPPORTED,
+                    "%s while ctx records into the application's command buffer (between "
+                    "posenc_vulkan_record_begin and posenc_vulkan_record_end): it would need a "
+                    "submission or a wait of posenc's own",
+                    call);
+}
+
 static posenc_status vk_buffer_write(struct pe_backend *b, void *mem, size_t offset,
                                      const void *src, size_t size)
 {
     struct pe_vk_backend *be = (struct pe_vk_backend *)b;
     struct pe_vk_buffer *vb = mem;
+    if (be->rec)
+        return refuse_while_recording(be, "posenc_buffer_write");
     if (size == 0)
         return POSENC_OK;
+    bool busy = be->recording;
+    for (int i = 0; i < PE_VK_SLOTS && !busy; i++)
+        busy = be->slots[i].submitted &&
+               vkGetFenceStatus(be->dev, be->slots[i].fence) == VK_NOT_READY;
+    if (vb->map && !busy) { /* nothing queued may touch it: straight in */
+        memcpy((unsigned char *)vb->map + offset, src, size);
+        return POSENC_OK;
+    }
+    if (size <= PE_VK_WRITE_RING_MAX) {
+        /* Queued after the earlier ops, through a staging range of the open batch: no
+         * wait, and `src` is copied before the call returns. */
+        PE_RETURN_IF_ERROR(pe_vk_begin(be));
+        struct pe_vk_bind bd[2] = {{vb->buf, offset, size}, {VK_NULL_HANDLE, 0, size}};
+        void *map;
+        PE_RETURN_IF_ERROR(pe_vk_arena(be, size, &bd[1].buf, &bd[1].off, &map));
+        memcpy(map, src, size);
+        pe_vk_access(be, 2, bd, 1u);
+        VkBufferCopy region = {.srcOffset = bd[1].off, .dstOffset = offset, .size = size};
+        vkCmdCopyBuffer(be->cmd, bd[1].buf, vb->buf, 1, &region);
+        return pe_vk_recorded(be);
+    }
+    /* Large writes wait for the queued work: a mapped buffer is then written directly,
+     * others through the staging buffer, one chunk per submission. */
     if (vb->map) {
         PE_RETURN_IF_ERROR(pe_vk_wait(be));
         memcpy((unsigned char *)vb->map + offset, src, size);
@@ -1156,8 +1090,8 @@ static posenc_status vk_buffer_write(struct pe_backend *b, void *mem, size_t off
         PE_RETURN_IF_ERROR(pe_vk_begin(be));
         VkBufferCopy region = {.srcOffset = 0, .dstOffset = offset, .size = n};
         vkCmdCopyBuffer(be->cmd, be->staging.buf, vb->buf, 1, &region);
-        /* The last chunk may finish after we return: everything that touches the
-         * staging buffer or device memory waits first. */
+        /* The last chunk may finish after we return: the next large write or read waits
+         * before it touches the staging buffer. */
         PE_RETURN_IF_ERROR(pe_vk_submit(be, false));
         s += n;
         offset += (size_t)n;
@@ -1171,6 +1105,8 @@ static posenc_status vk_buffer_read(struct pe_backend *b, void *mem, size_t offs
 {
     struct pe_vk_backend *be = (struct pe_vk_backend *)b;
     struct pe_vk_buffer *vb = mem;
+    if (be->rec)
+        return refuse_while_recording(be, "posenc_buffer_read");
     PE_RETURN_IF_ERROR(pe_vk_wait(be));
     if (size == 0)
         return POSENC_OK;
@@ -1232,4 +1168,8 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
      * (0 in 26 without) -- a timing-dependent problem not understood yet. */
     .prepare_pass = false,
     .softmax = pe_vk_softmax,
+    .flush = vk_flush,
+    .vk_record_begin = pe_vk_record_begin,
+    .vk_record_end = pe_vk_record_end,
+    .vk_recording_destroy = pe_vk_recording_destroy,
 };

@@ -325,7 +325,8 @@ posenc_status pe_vk_rope(struct pe_backend *b, const struct pe_rope_op *op)
                                            rope_shaders[variant].code, rope_shaders[variant].size,
                                            &flags, 1, &pipe));
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ROPE_WG, PE_VK_ROPE_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 7, binds, &pc, sizeof pc, gx, 1, 1);
+    /* only dst and dst2 are written (barriers follow real dependencies: pe_vk_access) */
+    return pe_vk_dispatch_rw(be, pipe, 7, binds, 1u << 1 | 1u << 3, &pc, sizeof pc, gx, 1, 1);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -418,5 +419,5 @@ posenc_status pe_vk_copy(struct pe_backend *b, const struct pe_copy_op *op)
                                            copy_shaders[variant].code, copy_shaders[variant].size,
                                            spec, 2, &pipe));
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ROPE_WG, PE_VK_ROPE_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 2, binds, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, 2, binds, 1u << 1 /* dst */, &pc, sizeof pc, gx, 1, 1);
 }

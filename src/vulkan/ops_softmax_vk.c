@@ -122,5 +122,5 @@ posenc_status pe_vk_softmax(struct pe_backend *b, const struct pe_softmax_op *op
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline(be, s->name, s->code, s->size, &pipe));
     const uint32_t gx = pe_vk_groups(be, rows, 1, PE_VK_SM_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 5, bufs, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, 5, bufs, 1u << 1 /* dst */, &pc, sizeof pc, gx, 1, 1);
 }

@@ -4,8 +4,8 @@
  *
  * Every shader uses the same descriptor set layout (PE_VK_MAX_BINDINGS storage buffers
  * in set 0) and the same pipeline layout (that set + PE_VK_PUSH_MAX bytes of push
- * constants), so one descriptor set, rewritten by each dispatch, serves every op; a
- * shader declares only the bindings it reads. Pipelines are created on first use through
+ * constants), so every dispatch gets a fresh set of that layout from its batch's pools
+ * (vk_submit.c); a shader declares only the bindings it reads. Pipelines are created on first use through
  * a VkPipelineCache and kept in a table keyed by their SPIR-V array and specialization
  * constants.
  *
@@ -101,36 +101,8 @@ posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
         return pe_vk_fail(be, "vkCreatePipelineLayout", r);
     }
 
-    /* One set, rewritten by every dispatch: at most one submission is in flight and
-     * pe_vk_dispatch waits for it first (vk_internal.h), so the set is never in use when
-     * updated. */
-    VkDescriptorPoolSize ps = {
-        .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-        .descriptorCount = PE_VK_MAX_BINDINGS,
-    };
-    VkDescriptorPoolCreateInfo dpci = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-        .maxSets = 1,
-        .poolSizeCount = 1,
-        .pPoolSizes = &ps,
-    };
-    r = vkCreateDescriptorPool(be->dev, &dpci, NULL, &be->desc_pool);
-    if (r != VK_SUCCESS) {
-        be->desc_pool = VK_NULL_HANDLE;
-        return pe_vk_fail(be, "vkCreateDescriptorPool", r);
-    }
-    VkDescriptorSetAllocateInfo dsai = {
-        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-        .descriptorPool = be->desc_pool,
-        .descriptorSetCount = 1,
-        .pSetLayouts = &be->set_layout,
-    };
-    r = vkAllocateDescriptorSets(be->dev, &dsai, &be->set);
-    if (r != VK_SUCCESS) {
-        be->set = VK_NULL_HANDLE;
-        return pe_vk_fail(be, "vkAllocateDescriptorSets", r);
-    }
-
+    /* Descriptor sets come from per-batch pools (pe_vk_descriptor_set, vk_submit.c): a
+     * set is never rewritten while a submitted batch may still use it. */
     VkPipelineCacheCreateInfo pcci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
     r = vkCreatePipelineCache(be->dev, &pcci, NULL, &be->pipe_cache);
     if (r != VK_SUCCESS) {
@@ -148,19 +120,13 @@ void pe_vk_ops_destroy(struct pe_vk_backend *be)
     free(be->pipes);
     be->pipes = NULL;
     be->n_pipes = be->cap_pipes = 0;
-    for (int i = 0; i < PE_VK_TABLES; i++)
-        pe_vk_buffer_free(be, &be->tables[i]);
     if (be->pipe_cache)
         vkDestroyPipelineCache(be->dev, be->pipe_cache, NULL);
-    if (be->desc_pool)
-        vkDestroyDescriptorPool(be->dev, be->desc_pool, NULL); /* frees be->set */
     if (be->pipe_layout)
         vkDestroyPipelineLayout(be->dev, be->pipe_layout, NULL);
     if (be->set_layout)
         vkDestroyDescriptorSetLayout(be->dev, be->set_layout, NULL);
     be->pipe_cache = VK_NULL_HANDLE;
-    be->desc_pool = VK_NULL_HANDLE;
-    be->set = VK_NULL_HANDLE;
     be->pipe_layout = VK_NULL_HANDLE;
     be->set_layout = VK_NULL_HANDLE;
 }
@@ -274,20 +240,29 @@ posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, 
     *out = (struct pe_vk_bind){VK_NULL_HANDLE, 0, VK_WHOLE_SIZE};
     if (slot < 0 || slot >= PE_VK_TABLES)
         return pe_error(be->base.ctx, POSENC_ERR_BACKEND, "vulkan: no table slot %d", slot);
-    /* The previous submission may still read this buffer. */
-    PE_RETURN_IF_ERROR(pe_vk_wait(be));
-    struct pe_vk_buffer *t = &be->tables[slot];
-    PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(be, t, size < 4 ? 4 : (VkDeviceSize)size,
-                                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT));
+    /* A fresh range of the batch the next dispatch goes into: earlier batches may still
+     * read theirs, so nothing is overwritten and nothing waits. */
+    PE_RETURN_IF_ERROR(pe_vk_begin(be));
+    VkDeviceSize n = size < 4 ? 4 : (VkDeviceSize)((size + 3u) & ~(size_t)3u);
+    void *map;
+    PE_RETURN_IF_ERROR(pe_vk_arena(be, n, &out->buf, &out->off, &map));
     if (size)
-        memcpy(t->map, data, size);
-    out->buf = t->buf;
+        memcpy(map, data, size);
+    out->range = n;
     return POSENC_OK;
 }
 
 posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
                              const struct pe_vk_bind *binds, const void *push,
                              uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    return pe_vk_dispatch_rw(be, pipe, n_bufs, binds, UINT32_MAX, push, push_size, gx, gy, gz);
+}
+
+posenc_status pe_vk_dispatch_rw(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
+                                const struct pe_vk_bind *binds, uint32_t write_mask,
+                                const void *push, uint32_t push_size, uint32_t gx, uint32_t gy,
+                                uint32_t gz)
 {
     if (n_bufs == 0 || n_bufs > PE_VK_MAX_BINDINGS || push_size > PE_VK_PUSH_MAX ||
         (push_size & 3u) != 0)
@@ -297,8 +272,10 @@ posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t
                         n_bufs, push_size);
     if (gx == 0 || gy == 0 || gz == 0 || be->base.prepare_only)
         return POSENC_OK;
-    /* The previous submission may still use the descriptor set. */
-    PE_RETURN_IF_ERROR(pe_vk_wait(be));
+    PE_RETURN_IF_ERROR(pe_vk_begin(be));
+    /* A set of the current batch: the sets of batches still in flight are never touched. */
+    VkDescriptorSet set;
+    PE_RETURN_IF_ERROR(pe_vk_descriptor_set(be, &set));
     VkDescriptorBufferInfo info[PE_VK_MAX_BINDINGS];
     VkWriteDescriptorSet w[PE_VK_MAX_BINDINGS];
     for (uint32_t i = 0; i < PE_VK_MAX_BINDINGS; i++) {
@@ -306,7 +283,7 @@ posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t
         info[i] = (VkDescriptorBufferInfo){bd->buf, bd->off, bd->range};
         w[i] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-            .dstSet = be->set,
+            .dstSet = set,
             .dstBinding = i,
             .descriptorCount = 1,
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
@@ -315,17 +292,18 @@ posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t
     }
     vkUpdateDescriptorSets(be->dev, PE_VK_MAX_BINDINGS, w, 0, NULL);
 
-    PE_RETURN_IF_ERROR(pe_vk_begin(be));
+    /* A barrier only if this dispatch depends on an earlier command of the batch. */
+    pe_vk_access(be, n_bufs, binds, write_mask);
     vkCmdBindPipeline(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-    vkCmdBindDescriptorSets(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->pipe_layout, 0, 1,
-                            &be->set, 0, NULL);
+    vkCmdBindDescriptorSets(be->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, be->pipe_layout, 0, 1, &set,
+                            0, NULL);
     if (push_size)
         vkCmdPushConstants(be->cmd, be->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size,
                            push);
     vkCmdDispatch(be->cmd, gx, gy, gz);
-    /* Not waited for here: the next call that needs the results or reuses a table
-     * buffer / the descriptor set waits (pe_vk_wait). */
-    return pe_vk_submit(be, false);
+    /* Not waited for: submitted with its batch (when full, on a flush, or before the next
+     * host wait). */
+    return pe_vk_recorded(be);
 }
 
 static uint32_t max_groups_x(const struct pe_vk_backend *be)

@@ -1,18 +1,27 @@
 /*
  * vk_internal.h - what the files of the Vulkan backend share (src/vulkan only).
  *
- * backend_vulkan.c: instance, device, memory, buffers, the one command buffer and its
- * fence, get_info; ops_vulkan.c: the launch infrastructure every op file uses (one
- * descriptor set layout and pipeline layout for all shaders, pipelines created lazily and
- * cached by SPIR-V, host-visible table buffers, push-constant helpers, pe_vk_dispatch)
- * and the sinusoidal op; ops_rope_vk.c: RoPE and copy; ops_encodings_vk.c: the others.
+ * backend_vulkan.c: instance, device, memory, buffers, get_info; vk_submit.c: the ring of
+ * command buffers, batching, barriers, per-batch resources and recording into the
+ * application's command buffer; ops_vulkan.c: the launch infrastructure every op file
+ * uses (one descriptor set layout and pipeline layout for all shaders, pipelines created
+ * lazily and cached by SPIR-V, table uploads, push-constant helpers, pe_vk_dispatch) and
+ * the sinusoidal op; ops_rope_vk.c: RoPE and copy; ops_encodings_vk.c: the others.
  *
- * Execution model: one command buffer and one fence, at most one submission in flight.
- * Every call that records new work, writes host-visible memory the device may read (the
- * frequency table), rewrites the descriptor set or touches a buffer from the host first
- * waits for that submission (pe_vk_wait). That keeps reuse of the command buffer, the
- * descriptor set and the frequency buffer safe without per-call allocations, and ops can
- * still return before the device is done with them.
+ * Execution model (vk_submit.c). Dispatches are recorded back to back into an open batch:
+ * one command buffer of a ring of PE_VK_SLOTS, each with its fence, its descriptor pools
+ * and its host-visible arena (tables, staging of small writes). A batch is submitted
+ * without waiting when it holds PE_VK_BATCH_MAX dispatches, on posenc_context_flush, and
+ * before every host wait; on a host-owned context after every dispatch (so the
+ * application's later submissions see the op's results, posenc.h). The host waits only
+ * in pe_vk_wait (finish, buffer read, context destroy, destroy of a wrapped buffer, a
+ * large write that needs it) and when the ring is full (pe_vk_begin waits for the oldest
+ * batch: counted in be->n_host_waits). A slot's resources are reset when its fence has
+ * signalled, so every descriptor set, table and staging range lives until the device is
+ * done with it. Inside a batch, a compute/transfer barrier is recorded only before a
+ * command that reads or writes a range an earlier command of the batch wrote, or writes
+ * a range one read (pe_vk_access); each batch ends with a barrier that makes its writes
+ * visible to later batches and to the host.
  */
 #ifndef POSENC_VK_INTERNAL_H
 #define POSENC_VK_INTERNAL_H
@@ -27,7 +36,10 @@
 enum { PE_VK_MAX_BINDINGS = 8 };
 enum { PE_VK_PUSH_MAX = 128 };
 enum { PE_VK_MAX_SPEC = 8 };    /* specialization constants per pipeline (ids 0..7) */
-enum { PE_VK_TABLES = 4 };      /* host-visible table buffers (be->tables) */
+enum { PE_VK_TABLES = 4 };      /* table slots an op may use at once (pe_vk_table) */
+enum { PE_VK_SLOTS = 8 };       /* command buffers (batches) in the ring */
+enum { PE_VK_BATCH_MAX = 32 };  /* dispatches per batch before it is submitted */
+enum { PE_VK_HAZARDS = 128 };   /* ranges tracked since the last barrier */
 
 /* What one binding sees: a whole buffer (off 0, range VK_WHOLE_SIZE) or, for a buffer
  * larger than the binding limit, the window of one view (pe_vk_put_view). */
@@ -45,6 +57,47 @@ struct pe_vk_buffer {
     void *map;         /* persistent mapping (host-visible and coherent), or NULL */
     bool borrowed;     /* the application's VkBuffer (posenc_buffer_wrap_vulkan): posenc
                         * frees neither it nor its memory (mem is VK_NULL_HANDLE) */
+};
+
+/* What a batch (or a recording) owns until the device is done with it: descriptor pools
+ * (PE_VK_BATCH_MAX sets each, more pools as needed) and host-visible arena chunks
+ * (tables, write staging; on reset one chunk of at most 1 MiB is kept). A batch slot's
+ * arrays, first pool and first chunk are made with the context (pe_vk_submit_init), so
+ * that an op never allocates host memory for them once the context exists. Buffers
+ * destroyed while a batch may use them wait in be->garbage, tagged with its pe_vk_res. */
+struct pe_vk_res {
+    VkDescriptorPool *pools;
+    uint32_t n_pools, cap_pools, pool_used; /* pools[n_pools-1] has pool_used sets out */
+    struct pe_vk_buffer *chunks;
+    uint32_t n_chunks, cap_chunks;
+    VkDeviceSize chunk_used;                /* bytes used in chunks[n_chunks-1] */
+};
+
+struct pe_vk_garbage {
+    struct pe_vk_buffer b;
+    const struct pe_vk_res *owner; /* freed when this batch / recording is reset */
+};
+
+struct pe_vk_slot {
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool submitted; /* fence not seen signalled since the submission */
+    struct pe_vk_res res;
+};
+
+/* A range of a buffer that a command of the open batch read or wrote since the last
+ * barrier. */
+struct pe_vk_hazard {
+    VkBuffer buf;
+    VkDeviceSize lo, hi;
+    bool written;
+};
+
+/* posenc_vulkan_recording (backend.h's public part first). */
+struct pe_vk_recording {
+    struct posenc_vulkan_recording base;
+    struct pe_vk_res res;
+    struct pe_vk_recording *prev, *next; /* be->recordings: freed by vk_destroy if left */
 };
 
 struct pe_vk_backend {
@@ -72,10 +125,23 @@ struct pe_vk_backend {
     uint32_t queue_family;
     VkQueue queue;
     VkCommandPool cmd_pool;
+    /* vk_submit.c. cmd: where commands go now -- the open batch's command buffer, the
+     * application's (between posenc_vulkan_record_begin and _end), or VK_NULL_HANDLE. */
     VkCommandBuffer cmd;
-    VkFence fence;
-    bool in_flight;     /* cmd submitted, fence not waited on yet */
-    bool recording;     /* between pe_vk_begin and pe_vk_submit */
+    struct pe_vk_slot slots[PE_VK_SLOTS];
+    uint32_t cur;          /* the open batch's slot, or the next one to open */
+    bool recording;        /* slots[cur] is open (begun, not submitted) */
+    uint32_t n_dispatch;   /* dispatches in the open batch */
+    struct pe_vk_res *res; /* the open batch's or the recording's resources */
+    struct pe_vk_hazard hazards[PE_VK_HAZARDS];
+    uint32_t n_hazards;
+    struct pe_vk_recording *rec;        /* recording into the application's buffer */
+    struct pe_vk_recording *recordings; /* ended, not destroyed yet */
+    struct pe_vk_garbage *garbage;
+    uint32_t n_garbage, cap_garbage;
+    /* Counters (tests, bench): host waits on a fence that had not signalled, submissions,
+     * barriers recorded between commands. */
+    uint64_t n_host_waits, n_submits, n_barriers;
     bool force_staging; /* POSENC_VK_FORCE_STAGING=1: never map device buffers */
 
     struct pe_vk_buffer staging; /* host-visible bounce buffer, grown on demand */
@@ -83,8 +149,6 @@ struct pe_vk_backend {
     /* ops_vulkan.c */
     VkDescriptorSetLayout set_layout; /* PE_VK_MAX_BINDINGS storage buffers */
     VkPipelineLayout pipe_layout;     /* set_layout + PE_VK_PUSH_MAX bytes of push constants */
-    VkDescriptorPool desc_pool;
-    VkDescriptorSet set;              /* rewritten by every dispatch (pe_vk_dispatch) */
     VkPipelineCache pipe_cache;
     struct pe_vk_pipe {
         const uint32_t *code;         /* the SPIR-V array and the specialization */
@@ -93,9 +157,6 @@ struct pe_vk_backend {
         VkPipeline pipe;
     } *pipes;                         /* grown on demand */
     uint32_t n_pipes, cap_pipes;
-    /* Small per-call tables (frequencies, taps, buckets, ...): host-visible, coherent,
-     * mapped, grown on demand and reused by every call (pe_vk_table). */
-    struct pe_vk_buffer tables[PE_VK_TABLES];
 };
 
 _Static_assert(offsetof(struct pe_vk_backend, base) == 0, "pe_backend must come first");
@@ -109,18 +170,65 @@ const char *pe_vk_result_name(VkResult r);
  * rest -> POSENC_ERR_BACKEND; the message is "<call> failed: <name> (<value>)". */
 posenc_status pe_vk_fail(struct pe_vk_backend *be, const char *call, VkResult r);
 
-/* Wait for the submission in flight, if any. */
+/* ---- vk_submit.c: batches, barriers, per-batch resources ------------------------------ */
+
+/* The ring of command buffers and fences (after cmd_pool); pe_vk_submit_destroy waits for
+ * what is in flight and frees them and every batch's and recording's resources. */
+posenc_status pe_vk_submit_init(struct pe_vk_backend *be);
+void pe_vk_submit_destroy(struct pe_vk_backend *be);
+
+/* Submit the open batch, then wait for every submitted batch and reset their resources.
+ * While recording into the application's command buffer it does not touch that buffer. */
 posenc_status pe_vk_wait(struct pe_vk_backend *be);
 
-/* Wait, then start recording be->cmd; on a host-owned queue with a barrier against every
- * earlier command of the queue (on posenc's own queue the end barrier of the previous
- * submission already covers this one). */
+/* Submit the open batch, if any, without waiting (posenc_context_flush). */
+posenc_status pe_vk_flush(struct pe_vk_backend *be);
+
+/* Make be->cmd a command buffer to record into: the application's while recording, else
+ * the open batch, opening the next slot of the ring when none is open (waiting for that
+ * slot's previous batch only if it has not finished: the ring is full). A new batch on a
+ * host-owned queue starts with a barrier against every earlier command of the queue. */
 posenc_status pe_vk_begin(struct pe_vk_backend *be);
 
-/* End recording (with a barrier that makes this submission's device writes visible to
- * the host and to posenc's later submissions, and on a host-owned queue to every later
- * command), submit; if `wait`, also wait for it. */
+/* End the open batch (with a barrier that makes its device writes visible to the host
+ * and to posenc's later batches, and on a host-owned queue to every later command) and
+ * submit it; if `wait`, also wait for everything (pe_vk_wait). Nothing open: only the
+ * wait. Refused while recording into the application's buffer. */
 posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait);
+
+/* Before a command that accesses binds[0..n) (bit i of write_mask: binds[i] is written):
+ * record a barrier if it reads or writes a range an earlier command since the last
+ * barrier wrote, or writes one that was read; then remember its ranges. */
+void pe_vk_access(struct pe_vk_backend *be, uint32_t n, const struct pe_vk_bind *binds,
+                  uint32_t write_mask);
+
+/* `size` bytes of host-visible, coherent, mapped memory from the current batch's (or
+ * recording's) arena, at an offset aligned for a storage-buffer binding; alive until that
+ * batch completes (or the recording is destroyed). Call after pe_vk_begin. */
+posenc_status pe_vk_arena(struct pe_vk_backend *be, VkDeviceSize size, VkBuffer *out_buf,
+                          VkDeviceSize *out_off, void **out_map);
+
+/* A descriptor set (the common layout) from the current batch's or recording's pools.
+ * Call after pe_vk_begin. */
+posenc_status pe_vk_descriptor_set(struct pe_vk_backend *be, VkDescriptorSet *out);
+
+/* After a command was recorded into the open batch: count it and submit the batch when
+ * it is full or the context is host-owned (no-op while recording). */
+posenc_status pe_vk_recorded(struct pe_vk_backend *be);
+
+/* Free `b` (a posenc-owned buffer) once no submitted or open batch and no recording uses
+ * it: now when the device is idle, else with the resources of the latest batch (or of
+ * the recording in progress). */
+void pe_vk_release(struct pe_vk_backend *be, struct pe_vk_buffer *b);
+
+/* posenc_vulkan_record_begin / _end / posenc_vulkan_recording_destroy (vtable slots). */
+posenc_status pe_vk_record_begin(struct pe_backend *b, void *vk_command_buffer);
+posenc_status pe_vk_record_end(struct pe_backend *b, struct posenc_vulkan_recording **out);
+void pe_vk_recording_destroy(struct pe_backend *b, struct posenc_vulkan_recording *rec);
+
+/* Test and bench hook: the counters above for a Vulkan context (0s for another). */
+void pe_vk_counters(posenc_context *ctx, uint64_t *out_host_waits, uint64_t *out_submits,
+                    uint64_t *out_barriers);
 
 /* Make `b` a host-visible, coherent, mapped buffer of at least `size` bytes with
  * `usage` (reallocated when too small; the old contents are lost). Call after
@@ -147,18 +255,26 @@ posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
                                   const uint32_t *code, size_t size, const uint32_t *spec,
                                   uint32_t n_spec, VkPipeline *out);
 
-/* Wait for the submission in flight, then copy `size` bytes into host table `slot`
- * (< PE_VK_TABLES; grown as needed, at least 4 bytes) and return its binding (the whole
- * table). Valid until the next call with the same slot; every op may use every slot. */
+/* Copy `size` bytes into a host-visible table for the next dispatch and return its
+ * binding (a range of the current batch's arena, at least 4 bytes; `slot` < PE_VK_TABLES
+ * is kept for the callers' sake and checked only). Does not wait. Valid for the next
+ * pe_vk_dispatch only (a later one may be in another batch). */
 posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, size_t size,
                           struct pe_vk_bind *out);
 
-/* Wait, bind binds[0..n_bufs) to bindings 0..n_bufs-1 (the remaining bindings get
- * binds[0]; a buffer may appear several times, e.g. dst == x), push `push_size` bytes
- * (<= PE_VK_PUSH_MAX), dispatch gx*gy*gz workgroups and submit without waiting. */
+/* Record into the open batch (or the application's buffer): bind binds[0..n_bufs) to
+ * bindings 0..n_bufs-1 (the remaining bindings get binds[0]; a buffer may appear several
+ * times, e.g. dst == x) through a fresh descriptor set, push `push_size` bytes
+ * (<= PE_VK_PUSH_MAX), dispatch gx*gy*gz workgroups. Does not wait; the batch is
+ * submitted when full (pe_vk_recorded). Every binding counts as written for the barriers
+ * (pe_vk_access); pe_vk_dispatch_rw names the written ones. */
 posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
                              const struct pe_vk_bind *binds, const void *push,
                              uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+posenc_status pe_vk_dispatch_rw(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
+                                const struct pe_vk_bind *binds, uint32_t write_mask,
+                                const void *push, uint32_t push_size, uint32_t gx, uint32_t gy,
+                                uint32_t gz);
 
 /* Workgroups along x for a grid-stride loop over n_items with workgroups of `wg`
  * invocations: ceil(n_items / wg), capped by the device limit and 65535, and by `cpu_cap`

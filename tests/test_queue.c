@@ -1,0 +1,300 @@
+/*
+ * test_queue.c - many small ops queued back to back (issue #17): a runtime issues hundreds
+ * of decode-size ops per token, and an op must not wait for the ones before it.
+ *
+ * On every backend: 100 decode-shape RoPE calls (x [128, 32, 1, 1] f32, each at its own
+ * position) queued without a wait, independent or chained in place on one buffer, a
+ * posenc_buffer_write and a posenc_buffer_destroy in the middle of a queue, and
+ * posenc_context_flush; every result is compared with the CPU reference after finish.
+ * On Vulkan the backend's counters (pe_vk_counters, an internal function) show it
+ * structurally: no host wait on a fence until finish / read, fewer submissions than ops,
+ * and barriers exactly where an op depends on an earlier one of the same batch.
+ */
+#include "check.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if TH_HAVE_VULKAN
+/* src/vulkan/vk_submit.c (internal, reachable: tests link the library's objects). */
+void pe_vk_counters(posenc_context *ctx, uint64_t *out_host_waits, uint64_t *out_submits,
+                    uint64_t *out_barriers);
+#endif
+
+enum { D = 128, H = 32, NX = D * H, NOPS = 100 };
+
+struct counters {
+    uint64_t waits, submits, barriers;
+};
+
+static struct counters counters(void)
+{
+    struct counters c = {0, 0, 0};
+#if TH_HAVE_VULKAN
+    pe_vk_counters(th.dut, &c.waits, &c.submits, &c.barriers);
+#endif
+    return c;
+}
+
+static bool is_vulkan(void)
+{
+    return th.kind == POSENC_BACKEND_VULKAN && TH_HAVE_VULKAN;
+}
+
+static const struct posenc_rope_params g_rope = {.mode = POSENC_ROPE_NEOX};
+
+static float g_x[NOPS][NX];
+static int32_t g_pos[NOPS];
+
+static void make_inputs(void)
+{
+    uint64_t s = 0x9e17;
+    for (int i = 0; i < NOPS; i++) {
+        for (int k = 0; k < NX; k++)
+            g_x[i][k] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+        g_pos[i] = 7 + 13 * i; /* < 1300: every angle is < 2048 rad (frequencies <= 1) */
+    }
+}
+
+static posenc_tensor x_tensor(posenc_buffer *b)
+{
+    return posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, D, H, 1, 1);
+}
+
+/* The position of op i: one element of the positions buffer. */
+static posenc_tensor pos_tensor(posenc_buffer *b, int i)
+{
+    return posenc_tensor_contiguous(b, (size_t)i * sizeof(int32_t), POSENC_DTYPE_I32, 1, 1, 1,
+                                    1);
+}
+
+/* One rotated element from dut and from the reference: each is within
+ * pc_bound_rope_f32 of the exact value (angles < 2048 rad: the angle's own f32 rounding
+ * of 2 ulps of 2048 on top of the contract; |xa| + |xb| <= 2), so they differ by at most
+ * twice that, plus an ulp of the value for the final store. `steps` ops applied in
+ * sequence: a rotation keeps the error of a pair's earlier steps, so the bound adds up. */
+static double bound(double ref, int steps)
+{
+    return 2.0 * steps * pc_bound_rope_f32(2.0 * pc_ulp32(2048.0), 1.0, 2.0) + pc_ulp32(ref);
+}
+
+static void compare(const float *got, const float *ref, int steps, const char *what, int op)
+{
+    for (int k = 0; k < NX; k++) {
+        double b = bound(ref[k], steps);
+        if (!(fabs((double)got[k] - ref[k]) <= b))
+            fail_msg("%s, op %d: element %d = %.9g, reference %.9g (bound %.3g)", what, op, k,
+                     got[k], ref[k], b);
+    }
+}
+
+/* The reference of rope(x, pos[i]) for every i, on th.ref. */
+static float g_ref[NOPS][NX];
+
+static void make_reference(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    posenc_buffer *pos = th_upload(th.ref, g_pos, sizeof g_pos);
+    posenc_buffer *x = NULL, *y = NULL;
+    assert_int_equal(posenc_buffer_create(th.ref, sizeof g_x[0], &x), POSENC_OK);
+    assert_int_equal(posenc_buffer_create(th.ref, sizeof g_x[0], &y), POSENC_OK);
+    posenc_tensor tx = x_tensor(x), ty = x_tensor(y);
+    for (int i = 0; i < NOPS; i++) {
+        posenc_tensor tp = pos_tensor(pos, i);
+        assert_int_equal(posenc_buffer_write(x, 0, g_x[i], sizeof g_x[i]), POSENC_OK);
+        assert_int_equal(posenc_rope(th.ref, &tx, &tp, &ty, &g_rope), POSENC_OK);
+        assert_int_equal(posenc_buffer_read(y, 0, g_ref[i], sizeof g_ref[i]), POSENC_OK);
+    }
+    posenc_buffer_destroy(&pos);
+    posenc_buffer_destroy(&x);
+    posenc_buffer_destroy(&y);
+}
+
+/* 100 independent RoPE calls, each on its own input and output buffer. */
+static void test_queue_independent(void **state)
+{
+    (void)state;
+    make_reference();
+    posenc_context *ctx = th.dut;
+    posenc_buffer *pos = th_upload(ctx, g_pos, sizeof g_pos);
+    posenc_buffer *x[NOPS], *y[NOPS];
+    for (int i = 0; i < NOPS; i++) {
+        x[i] = th_upload(ctx, g_x[i], sizeof g_x[i]);
+        assert_int_equal(posenc_buffer_create(ctx, sizeof g_x[i], &y[i]), POSENC_OK);
+    }
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+
+    struct counters c0 = counters();
+    for (int i = 0; i < NOPS; i++) {
+        posenc_tensor tx = x_tensor(x[i]), ty = x_tensor(y[i]), tp = pos_tensor(pos, i);
+        assert_int_equal(posenc_rope(ctx, &tx, &tp, &ty, &g_rope), POSENC_OK);
+    }
+    struct counters c1 = counters();
+    if (is_vulkan()) {
+        /* The 100th call returned without the host ever waiting for a fence: nothing
+         * waited for the first op's results. */
+        assert_int_equal(c1.waits - c0.waits, 0);
+        /* Batched: fewer submissions than ops (some ops are still unsubmitted). */
+        assert_true(c1.submits - c0.submits < NOPS / 2);
+        /* No op reads or writes what another wrote (the positions are only read): no
+         * barrier between them. */
+        assert_int_equal(c1.barriers - c0.barriers, 0);
+    }
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    for (int i = 0; i < NOPS; i++) {
+        float got[NX];
+        assert_int_equal(posenc_buffer_read(y[i], 0, got, sizeof got), POSENC_OK);
+        compare(got, g_ref[i], 1, "independent", i);
+        posenc_buffer_destroy(&x[i]);
+        posenc_buffer_destroy(&y[i]);
+    }
+    posenc_buffer_destroy(&pos);
+    th_check_warnings();
+}
+
+/* 100 RoPE calls in place on one buffer, each depending on the one before. */
+static void test_queue_chained(void **state)
+{
+    (void)state;
+    make_reference();
+    posenc_context *ctx = th.dut;
+    posenc_buffer *pos = th_upload(ctx, g_pos, sizeof g_pos);
+    posenc_buffer *x = th_upload(ctx, g_x[0], sizeof g_x[0]);
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    posenc_tensor tx = x_tensor(x);
+
+    struct counters c0 = counters();
+    for (int i = 0; i < NOPS; i++) {
+        posenc_tensor tp = pos_tensor(pos, i);
+        assert_int_equal(posenc_rope(ctx, &tx, &tp, &tx, &g_rope), POSENC_OK);
+    }
+    struct counters c1 = counters();
+    if (is_vulkan())
+        assert_int_equal(c1.waits - c0.waits, 0);
+    float got[NX];
+    assert_int_equal(posenc_buffer_read(x, 0, got, sizeof got), POSENC_OK);
+    if (is_vulkan()) {
+        /* Every op but the first of each batch follows a barrier (each batch starts after
+         * the previous one's end barrier): barriers + batches = ops. */
+        struct counters c2 = counters();
+        assert_int_equal((c2.barriers - c0.barriers) + (c2.submits - c0.submits), NOPS);
+    }
+
+    /* The same chain on the reference. */
+    posenc_buffer *rpos = th_upload(th.ref, g_pos, sizeof g_pos);
+    posenc_buffer *rx = th_upload(th.ref, g_x[0], sizeof g_x[0]);
+    posenc_tensor trx = x_tensor(rx);
+    for (int i = 0; i < NOPS; i++) {
+        posenc_tensor tp = pos_tensor(rpos, i);
+        assert_int_equal(posenc_rope(th.ref, &trx, &tp, &trx, &g_rope), POSENC_OK);
+    }
+    float ref[NX];
+    assert_int_equal(posenc_buffer_read(rx, 0, ref, sizeof ref), POSENC_OK);
+    compare(got, ref, NOPS, "chained in place", NOPS - 1);
+    posenc_buffer_destroy(&rpos);
+    posenc_buffer_destroy(&rx);
+    posenc_buffer_destroy(&pos);
+    posenc_buffer_destroy(&x);
+    th_check_warnings();
+}
+
+/* A write into an input of a queued op, and the destroy of another op's input, in the
+ * middle of a queue: the op before the write sees the old contents, the one after it the
+ * new, and neither the write nor the destroy waits. */
+static void test_queue_write_destroy(void **state)
+{
+    (void)state;
+    make_reference();
+    posenc_context *ctx = th.dut;
+    posenc_buffer *pos = th_upload(ctx, g_pos, sizeof g_pos);
+    posenc_buffer *xa = th_upload(ctx, g_x[0], sizeof g_x[0]);
+    posenc_buffer *xt = th_upload(ctx, g_x[2], sizeof g_x[2]);
+    posenc_buffer *y[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(posenc_buffer_create(ctx, sizeof g_x[0], &y[i]), POSENC_OK);
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    posenc_tensor ta = x_tensor(xa), tt = x_tensor(xt);
+    posenc_tensor ty0 = x_tensor(y[0]), ty1 = x_tensor(y[1]), ty2 = x_tensor(y[2]);
+    posenc_tensor p0 = pos_tensor(pos, 0), p1 = pos_tensor(pos, 1), p2 = pos_tensor(pos, 2);
+
+    struct counters c0 = counters();
+    assert_int_equal(posenc_rope(ctx, &ta, &p0, &ty0, &g_rope), POSENC_OK);
+    assert_int_equal(posenc_rope(ctx, &tt, &p2, &ty2, &g_rope), POSENC_OK);
+    assert_int_equal(posenc_buffer_write(xa, 0, g_x[1], sizeof g_x[1]), POSENC_OK);
+    posenc_buffer_destroy(&xt);
+    assert_int_equal(posenc_rope(ctx, &ta, &p1, &ty1, &g_rope), POSENC_OK);
+    struct counters c1 = counters();
+    if (is_vulkan())
+        assert_int_equal(c1.waits - c0.waits, 0);
+    for (int i = 0; i < 3; i++) {
+        float got[NX];
+        assert_int_equal(posenc_buffer_read(y[i], 0, got, sizeof got), POSENC_OK);
+        compare(got, g_ref[i], 1, "write / destroy in the queue", i);
+        posenc_buffer_destroy(&y[i]);
+    }
+    posenc_buffer_destroy(&xa);
+    posenc_buffer_destroy(&pos);
+    th_check_warnings();
+}
+
+/* posenc_context_flush on every backend: starts the queued work, waits for nothing. */
+static void test_flush(void **state)
+{
+    (void)state;
+    make_reference();
+    posenc_context *ctx = th.dut;
+    assert_int_equal(posenc_context_flush(NULL), POSENC_ERR_INVALID_ARGUMENT);
+    assert_string_equal(posenc_last_error(), "ctx is NULL");
+    assert_int_equal(posenc_context_flush(ctx), POSENC_OK); /* nothing queued */
+
+    posenc_buffer *pos = th_upload(ctx, g_pos, sizeof g_pos);
+    posenc_buffer *x = th_upload(ctx, g_x[3], sizeof g_x[3]);
+    posenc_buffer *y = NULL;
+    assert_int_equal(posenc_buffer_create(ctx, sizeof g_x[3], &y), POSENC_OK);
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    posenc_tensor tx = x_tensor(x), ty = x_tensor(y), tp = pos_tensor(pos, 3);
+
+    struct counters c0 = counters();
+    assert_int_equal(posenc_rope(ctx, &tx, &tp, &ty, &g_rope), POSENC_OK);
+    struct counters c1 = counters();
+    assert_int_equal(posenc_context_flush(ctx), POSENC_OK);
+    struct counters c2 = counters();
+    assert_int_equal(posenc_context_flush(ctx), POSENC_OK);
+    struct counters c3 = counters();
+    if (is_vulkan()) {
+        assert_int_equal(c1.submits - c0.submits, 0); /* recorded, not submitted */
+        assert_int_equal(c2.submits - c1.submits, 1); /* the flush submitted it */
+        assert_int_equal(c3.submits - c2.submits, 0); /* nothing left to submit */
+        assert_int_equal(c3.waits - c0.waits, 0);     /* and nothing waited */
+    }
+    float got[NX];
+    assert_int_equal(posenc_buffer_read(y, 0, got, sizeof got), POSENC_OK);
+    compare(got, g_ref[3], 1, "after posenc_context_flush", 3);
+    posenc_buffer_destroy(&pos);
+    posenc_buffer_destroy(&x);
+    posenc_buffer_destroy(&y);
+    th_check_warnings();
+}
+
+int main(int argc, char **argv)
+{
+    int rc = th_init(argc, argv, "queue");
+    if (rc >= 0)
+        return rc;
+    make_inputs();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_queue_independent),
+        cmocka_unit_test(test_queue_chained),
+        cmocka_unit_test(test_queue_write_destroy),
+        cmocka_unit_test(test_flush),
+    };
+    rc = th_run("queue", tests, sizeof tests / sizeof tests[0]);
+    th_fini();
+    return rc;
+}
