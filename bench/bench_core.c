@@ -1038,6 +1038,7 @@ int bench_main(int argc, char **argv, const char *subcommand)
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
             any |= cases[i].kind != BK_COPY && cases[i].kind != BK_MINIMAL &&
                    strstr(cases[i].name, o.filter) != NULL;
+        any |= strstr(QUEUE_OP_NAME, o.filter) != NULL;
         if (!any) {
             fprintf(stderr, "%s: no op matches --op '%s' (names look like '%s')\n", prog,
                     o.filter, cases[2].name);

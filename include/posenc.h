@@ -514,7 +514,7 @@ POSENC_API posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset
  * and queue alive until posenc_context_destroy() has returned, and a wrapped VkBuffer (and
  * its memory) until posenc_buffer_destroy() has returned. On the host's VkDevice posenc
  * creates, and destroys in posenc_context_destroy, only its own objects: a command pool
- * and command buffer, a fence, descriptor set layout / pool / set, pipeline layout,
+ * and 8 command buffers, 8 fences, descriptor set layout and pools, pipeline layout,
  * pipeline cache, pipelines, and its own buffers and memory (staging, small tables, every
  * posenc_buffer_create buffer).
  *
@@ -536,7 +536,9 @@ POSENC_API posenc_status posenc_buffer_read(posenc_buffer *buffer, size_t offset
  *     needs the application's own semaphores or fences. Memory the application writes
  *     from the host (a mapped buffer) is seen by posenc calls made after the write.
  *     posenc_context_finish() waits for posenc's last submission and, through it, for
- *     everything submitted on the queue before it (not for later submissions).
+ *     everything submitted on the queue before it (not for later submissions). On such a
+ *     context every op is submitted before its call returns (posenc's own contexts batch
+ *     up to 32), without waiting for earlier ones, so the rule above holds per call.
  *   - Vulkan's external-synchronisation rule: vkQueueSubmit needs exclusive access to the
  *     queue, so no other thread may use the queue (submit, wait idle, present) while a
  *     posenc call on this context runs. posenc never calls vkDeviceWaitIdle on a host
