@@ -932,6 +932,18 @@ static void test_vk_wrapped(void **state)
     th_check_warnings();
 }
 
+/* ERROR messages of a context (a usage error posenc reports without a status). */
+static int g_errors;
+
+static void count_errors(posenc_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == POSENC_LOG_ERROR && strstr(msg, "posenc_vulkan_recording"))
+        g_errors++;
+    else
+        th_log(level, msg, NULL);
+}
+
 /* posenc ops recorded into the application's own command buffer (issue #17), between
  * commands of the application's: a fill before them that an op reads, a copy after them
  * of an op's result. The application submits and waits; posenc never does. Checked with
@@ -1052,9 +1064,59 @@ static void test_vk_record(void **state)
     posenc_buffer_destroy(&bz);
     posenc_buffer_destroy(&bf);
     posenc_context_destroy(&ctx);
+
     vk_buf_free(&h, &fill);
     vk_buf_free(&h, &y);
     vk_buf_free(&h, &rb);
+    vk_host_close(&h);
+    if (g_vk_messages)
+        fail_msg("%d validation messages on the application's instance (see stderr)",
+                 g_vk_messages);
+    th_check_warnings();
+}
+
+/* A recording left when its context is destroyed (a usage error): the context frees what
+ * it holds and logs an error; the handle is then only freed. (On a device of its own: in
+ * the ASan build a second posenc context on test_vk_record's VkDevice left lavapipe / LLVM
+ * allocations that LeakSanitizer reported, not investigated further.) */
+static void test_vk_record_orphan(void **state)
+{
+    (void)state;
+    ensure_reference();
+    struct vk_host h;
+    vk_host_open(&h);
+    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
+                                      .vk_instance = h.inst,
+                                      .vk_physical_device = h.phys,
+                                      .vk_device = h.dev,
+                                      .vk_queue = h.q,
+                                      .vk_queue_family = h.family};
+    posenc_context *ctx = NULL;
+    posenc_vulkan_recording *rec = NULL;
+    struct posenc_context_params lp = g_params;
+    lp.log_fn = count_errors;
+    g_errors = 0;
+    char err[512];
+    assert_int_equal(posenc_context_create_from_host(&lp, &host, &ctx, err, sizeof(err)),
+                     POSENC_OK);
+    posenc_buffer *bx2 = th_upload(ctx, g_x, sizeof(g_x));
+    posenc_buffer *bp2 = th_upload(ctx, g_pos, sizeof(g_pos));
+    posenc_tensor tx2 = posenc_tensor_contiguous(bx2, 0, POSENC_DTYPE_F32, D, H, T, B);
+    posenc_tensor tp2 = posenc_tensor_contiguous(bp2, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    vk_begin(&h);
+    assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+    assert_int_equal(posenc_rope(ctx, &tx2, &tp2, &tx2, &g_rope), POSENC_OK);
+    assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);
+    VK_OK(vkEndCommandBuffer(h.cmd));
+    VK_OK(vkResetCommandBuffer(h.cmd, 0)); /* never submitted */
+    posenc_buffer_destroy(&bx2);
+    posenc_buffer_destroy(&bp2);
+    posenc_context_destroy(&ctx);
+    assert_int_equal(g_errors, 1);
+    assert_non_null(rec);
+    posenc_vulkan_recording_destroy(&rec); /* only the handle is left */
+    assert_null(rec);
+
     vk_host_close(&h);
     if (g_vk_messages)
         fail_msg("%d validation messages on the application's instance (see stderr)",
@@ -1147,7 +1209,7 @@ int main(int argc, char **argv)
 #if TH_HAVE_OPENCL || TH_HAVE_VULKAN
     make_inputs();
 #endif
-    struct CMUnitTest tests[5];
+    struct CMUnitTest tests[6];
     size_t n = 0;
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_generic_bad_input);
     if (th.kind == POSENC_BACKEND_OPENCL) {
@@ -1165,6 +1227,7 @@ int main(int argc, char **argv)
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_bad_input);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_wrapped);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record);
+        tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record_orphan);
 #else
         fprintf(stderr, "host_owned: posenc has Vulkan but this test was built without it\n");
         th_fini();
