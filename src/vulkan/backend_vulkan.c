@@ -1052,11 +1052,7 @@ static posenc_status vk_buffer_write(struct pe_backend *b, void *mem, size_t off
         return refuse_while_recording(be, "posenc_buffer_write");
     if (size == 0)
         return POSENC_OK;
-    bool busy = be->recording;
-    for (int i = 0; i < PE_VK_SLOTS && !busy; i++)
-        busy = be->slots[i].submitted &&
-               vkGetFenceStatus(be->dev, be->slots[i].fence) == VK_NOT_READY;
-    if (vb->map && !busy) { /* nothing queued may touch it: straight in */
+    if (vb->map && !pe_vk_busy(be)) { /* nothing queued may touch it: straight in */
         memcpy((unsigned char *)vb->map + offset, src, size);
         return POSENC_OK;
     }

@@ -216,6 +216,10 @@ posenc_status pe_vk_descriptor_set(struct pe_vk_backend *be, VkDescriptorSet *ou
  * it is full or the context is host-owned (no-op while recording). */
 posenc_status pe_vk_recorded(struct pe_vk_backend *be);
 
+/* Whether a batch may still use device memory: one is open, recording into the
+ * application's buffer is in progress, or a submitted one has not finished (no wait). */
+bool pe_vk_busy(struct pe_vk_backend *be);
+
 /* Free `b` (a posenc-owned buffer) once no submitted or open batch and no recording uses
  * it: now when the device is idle, else with the resources of the latest batch (or of
  * the recording in progress). */

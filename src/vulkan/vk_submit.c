@@ -482,8 +482,7 @@ posenc_status pe_vk_recorded(struct pe_vk_backend *be)
     return POSENC_OK;
 }
 
-/* Whether any batch may still use device memory (open, or submitted and not seen done). */
-static bool busy(struct pe_vk_backend *be)
+bool pe_vk_busy(struct pe_vk_backend *be)
 {
     if (be->recording || be->rec)
         return true;
@@ -499,7 +498,7 @@ void pe_vk_release(struct pe_vk_backend *be, struct pe_vk_buffer *b)
 {
     if (!b->buf && !b->mem)
         return;
-    if (busy(be)) {
+    if (pe_vk_busy(be)) {
         /* The newest batch completes last (one queue, in order): the open batch, the
          * recording in progress, or the last submitted one. */
         const struct pe_vk_res *r = be->res;
