@@ -75,6 +75,9 @@ struct posenc_buffer {
     uint64_t id;
     uint64_t generation;
     bool wrapped;
+    /* posenc_buffer_wrap_host: the caller's host memory (also `wrapped`); destroyed through
+     * the backend's buffer_unwrap_host, which never frees it. */
+    bool host_memory;
 };
 
 /* A view of `b` is about to be written by posenc: cached read-backs of it are stale. */
