@@ -337,6 +337,51 @@ static void test_bad_input(void **state)
     th_check_warnings();
 }
 
+/* A context destroyed before its wrapped host buffer (a usage error posenc survives): the
+ * queued op's results are in the memory, the handle is an orphan that destroy still
+ * takes, and the memory is never freed by posenc (ASan: the test frees it). */
+static void test_context_first(void **state)
+{
+    (void)state;
+    const size_t a = alignment();
+    posenc_context *ctx = NULL;
+    char err[256];
+    struct posenc_context_params p = {.backend = th.kind};
+    assert_int_equal(posenc_context_create(&p, &ctx, err, sizeof(err)), POSENC_OK);
+    unsigned char *raw = aligned_alloc(4096, 8192);
+    assert_non_null(raw);
+    memset(raw, 0, 8192);
+    int32_t *pos = (int32_t *)(void *)(raw + a);
+    for (int t = 0; t < T; t++)
+        pos[t] = 5 * t;
+    posenc_buffer *b = NULL;
+    assert_int_equal(posenc_buffer_wrap_host(ctx, raw, 8192, &b), POSENC_OK);
+    posenc_tensor tp = posenc_tensor_contiguous(b, a, POSENC_DTYPE_I32, T, 1, 1, 1);
+    posenc_tensor ts = posenc_tensor_contiguous(b, 4096, POSENC_DTYPE_F32, D, T, 1, 1);
+    assert_int_equal(posenc_sinusoidal(ctx, NULL, &tp, &ts, NULL), POSENC_OK);
+    posenc_context_destroy(&ctx); /* logs an ERROR (a buffer left), no log_fn here */
+    assert_ptr_equal(posenc_buffer_context(b), NULL);
+    posenc_buffer_destroy(&b);
+    assert_null(b);
+    /* the reference on th.ref */
+    posenc_buffer *rp = th_upload(th.ref, pos, T * 4), *rs = NULL;
+    assert_int_equal(posenc_buffer_create(th.ref, D * T * 4, &rs), POSENC_OK);
+    posenc_tensor rtp = posenc_tensor_contiguous(rp, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    posenc_tensor rts = posenc_tensor_contiguous(rs, 0, POSENC_DTYPE_F32, D, T, 1, 1);
+    assert_int_equal(posenc_sinusoidal(th.ref, NULL, &rtp, &rts, NULL), POSENC_OK);
+    float *ref = th_download(rs);
+    const float *got = (const float *)(const void *)(raw + 4096);
+    /* positions < 64, default frequencies <= 1: angles below 64 rad (check.c's bound) */
+    for (int i = 0; i < D * T; i++)
+        if (!(fabs((double)got[i] - ref[i]) <= pc_bound_sincos_f32(64.0, 0.0) + pc_ulp32(ref[i])))
+            fail_msg("element %d = %.9g, reference %.9g", i, got[i], ref[i]);
+    free(ref);
+    posenc_buffer_destroy(&rp);
+    posenc_buffer_destroy(&rs);
+    free(raw);
+    th_check_warnings();
+}
+
 static void test_unsupported(void **state)
 {
     (void)state;
@@ -361,6 +406,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ops),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_context_first),
     };
     const struct CMUnitTest none[] = {cmocka_unit_test(test_unsupported)};
     if (th.kind == POSENC_BACKEND_VULKAN)

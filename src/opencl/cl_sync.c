@@ -5,7 +5,8 @@
  * Events. Every command posenc enqueues asks for its event and keeps the last one
  * (pe_cl_track, backend_opencl.h): posenc's queues are in order, so that command completes
  * after every earlier one, and its event stands for all of posenc's work so far. Keeping
- * it costs one retain / release per command; PoCL makes an event for every command anyway.
+ * it costs a release of the previous one per command (no difference measured on PoCL:
+ * docs/host-device.md).
  * A wait list becomes one barrier (clEnqueueBarrierWithWaitList): everything enqueued
  * after it waits, as an in-order queue's user expects, and no op needs a wait-list
  * argument of its own (CLBlast's GEMMs take none).
