@@ -639,7 +639,13 @@ posenc_status posenc_buffer_wrap_host(posenc_context *ctx, void *ptr, size_t siz
     posenc_buffer *b = calloc(1, sizeof(*b));
     if (!b)
         return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a buffer handle");
-    posenc_status st = ctx->backend->vt->buffer_wrap_host(ctx->backend, ptr, size, &b->mem);
+    posenc_status st;
+    if (pe_fault_device_alloc()) /* test-only: a device object (OpenCL) or a handle */
+        st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                      "out of device memory wrapping %zu bytes of host memory (injected fault)",
+                      size);
+    else
+        st = ctx->backend->vt->buffer_wrap_host(ctx->backend, ptr, size, &b->mem);
     if (st != POSENC_OK) {
         free(b);
         return st;
