@@ -653,7 +653,8 @@ POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t
  *     only while it is mapped: posenc maps every wrapped host buffer of the context
  *     (blocking clEnqueueMapBuffer, read + write, the whole buffer) when it is wrapped and
  *     in posenc_context_finish(), and unmaps it before it queues its next command. On a
- *     CPU device neither copies anything. Waiting for an op's event
+ *     CPU device neither copies anything. (The map at the wrap waits for the commands
+ *     already on the queue: the application's too, on a host-owned queue.) Waiting for an op's event
  *     (posenc_opencl_last_event) does not give the memory back to the host: call
  *     posenc_context_finish().
  * posenc_buffer_write / _read work on it as on any buffer. posenc_buffer_destroy() waits

@@ -167,8 +167,8 @@ static void test_ops(void **state)
     assert_non_null(ref);
     assert_non_null(own);
     /* the block at an alignment exactly `a` (not more), as a runtime's may be */
-    unsigned char *raw = aligned_alloc(4096, IMG + 4096);
-    unsigned char *ffraw = aligned_alloc(4096, IMG + 4096); /* the freq_factors' block */
+    unsigned char *raw = aligned_alloc(4096, (IMG + 4096 + 4095) / 4096 * 4096);
+    unsigned char *ffraw = aligned_alloc(4096, (IMG + 4096 + 4095) / 4096 * 4096); /* the freq_factors' block */
     assert_non_null(raw);
     assert_non_null(ffraw);
     unsigned char *mem = raw + (a < 4096 ? a : 0), *ffmem = ffraw + (a < 4096 ? a : 0);
