@@ -11,7 +11,8 @@
  *                   posenc_context_destroy().
  *   posenc_buffer   a block of device memory owned by one context. Created with
  *                   posenc_buffer_create(), or wrapping the application's cl_mem /
- *                   VkBuffer with posenc_buffer_wrap_opencl() / _vulkan(); destroyed with
+ *                   VkBuffer with posenc_buffer_wrap_opencl() / _vulkan(), or its host
+ *                   memory with posenc_buffer_wrap_host(); destroyed with
  *                   posenc_buffer_destroy(). Every buffer must be destroyed before its
  *                   context.
  *   posenc_tensor   a plain struct (not a handle): a typed, strided view into a buffer,
