@@ -1226,7 +1226,12 @@ typedef enum posenc_attention_encoding {
 enum {
     /* SINUSOIDAL / LEARNED: add the encoding to V as well (the identity-projection reading
      * of "x + PE feeds Q, K and V"); V's head dim must then equal Q's. */
-    POSENC_ATTENTION_PE_ON_V = 1u << 0
+    POSENC_ATTENTION_PE_ON_V = 1u << 0,
+    /* Run the multi-pass path (scores, softmax, output, with the logits in a device
+     * temporary) even when `weights` is NULL, instead of the one-pass fused kernel the
+     * backend may have. For comparisons and tests; results agree within the bounds of
+     * docs/accuracy.md, not bit for bit. */
+    POSENC_ATTENTION_UNFUSED = 1u << 1
 };
 
 /*

@@ -11,6 +11,10 @@
  *   4. ALIBI / RELBIAS: posenc_alibi / posenc_relbias in place on the logits;
  *   5. attn_softmax (mask, causal mask, the optional weights output);
  *   6. attn_output into dst.
+ * Without `weights` (and without POSENC_ATTENTION_UNFUSED), on a backend with attn_fused,
+ * steps 3-6 are one pass of that kernel instead (pe_attn_fused_op: scores, the ALiBi /
+ * relative bias, mask, causal mask, online softmax and the weighted sum of V; no logits
+ * temporary), when q, k, v, dst and the mask each fit one binding; otherwise:
  * Steps 3-6 run once per block of queries when the device's binding limit cuts the logits
  * (attn_block). A failing call writes nothing (posenc.h, "Errors"), so before the first
  * launch that writes dst or weights everything that can fail is done: the block size and
@@ -272,7 +276,7 @@ static posenc_status check_params(posenc_context *ctx, const struct posenc_atten
     if (p->k_offset < 0)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->k_offset = %d, must be >= 0",
                         (int)p->k_offset);
-    if (p->flags & ~(uint32_t)POSENC_ATTENTION_PE_ON_V)
+    if (p->flags & ~(uint32_t)(POSENC_ATTENTION_PE_ON_V | POSENC_ATTENTION_UNFUSED))
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "params->flags = 0x%x has unknown bits", (unsigned)p->flags);
     const bool additive = p->encoding == POSENC_ATTENTION_SINUSOIDAL ||
@@ -446,6 +450,57 @@ static posenc_status attn_block(const struct attn_run *r, int64_t q0, int64_t nq
             inner(ctx, pe_run_relbias(ctx, &ro), "params->relbias (posenc_relbias)"));
     PE_RETURN_IF_ERROR(vt->attn_softmax(ctx->backend, &sm));
     return vt->attn_output(ctx->backend, &oo);
+}
+
+/* Steps 3-6 as the backend's one-pass kernel (pe_attn_fused_op), when every view fits one
+ * binding: *ran says whether it ran (false: the caller takes the multi-pass path, which
+ * cuts the queries into blocks and reports its own limits). */
+static posenc_status attn_fused_op(const struct attn_run *r, bool *ran)
+{
+    posenc_context *ctx = r->ctx;
+    const struct posenc_attention_params *p = r->p;
+    struct pe_attn_fused_op op;
+    memset(&op, 0, sizeof(op));
+    *ran = false;
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "q", r->qe, false, &op.q));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "k", r->ke, false, &op.k));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "v", r->ve, false, &op.v));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", r->dst, true, &op.dst));
+    if (p->mask) {
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->mask", p->mask, false, &op.mask));
+        /* the mask view gets the logits' shape, broadcast dims with stride 0 */
+        const int64_t lne[4] = {r->Tk, r->qe->ne[2], r->Hq, r->B};
+        for (int i = 0; i < 4; i++) {
+            if (p->mask->ne[i] == 1)
+                op.mask.st[i] = 0;
+            op.mask.ne[i] = lne[i];
+        }
+    }
+    const uint64_t limit = pe_binding_limit(ctx, NULL);
+    const struct pe_view *views[] = {&op.q, &op.k, &op.v, &op.dst, &op.mask};
+    for (size_t i = 0; i < PE_ARRAY_SIZE(views); i++)
+        if (limit && pe_view_span_bytes(views[i]) > limit)
+            return POSENC_OK; /* not fused: the multi-pass path cuts and checks */
+    op.group = r->Hq / r->Hk;
+    op.scale = r->scale;
+    op.scale_f32 = (float)r->scale;
+    op.causal = p->causal;
+    op.q_offset = p->q_offset;
+    op.k_offset = p->k_offset;
+    if (r->has_alibi) {
+        op.has_alibi = 1;
+        op.alibi = r->alibi;
+        memset(&op.alibi.logits, 0, sizeof(op.alibi.logits));
+        memset(&op.alibi.dst, 0, sizeof(op.alibi.dst));
+    }
+    if (r->has_relbias) {
+        op.has_relbias = 1;
+        op.relbias = r->relbias;
+        memset(&op.relbias.logits, 0, sizeof(op.relbias.logits));
+        memset(&op.relbias.dst, 0, sizeof(op.relbias.dst));
+    }
+    *ran = true;
+    return ctx->backend->vt->attn_fused(ctx->backend, &op);
 }
 
 posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
@@ -640,31 +695,9 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
             st = encode(ctx, &tmp, &p, &rope, "v", v, &kp, &ve);
     }
 
-    /* Steps 3-6 run over blocks of queries whose logits fit one binding of the device
-     * (all of them at once when there is no limit): the logits temporary holds one block,
-     * [Tk, tq, Hq, B], and each block's queries see their own q_offset. */
-    int64_t tq = Tq;
-    const char *limit_what;
-    const uint64_t limit = pe_binding_limit(ctx, &limit_what);
-    if (st == POSENC_OK && limit) {
-        const uint64_t row = (uint64_t)Tk * (uint64_t)Hq * (uint64_t)B * 4u;
-        /* One query row of the block-packed logits spans (Tk*tq*(Hq*B - 1) + Tk) floats;
-         * bound it by Tk*Hq*B*tq floats, which is what the buffer holds. */
-        if (row > limit)
-            st = pe_error(ctx, POSENC_ERR_UNSUPPORTED,
-                          "attention: the logits of one query, %lld keys x %lld heads x %lld "
-                          "batches in f32 (%llu bytes), are over the %llu bytes one binding "
-                          "may span (%s)",
-                          (long long)Tk, (long long)Hq, (long long)B, (unsigned long long)row,
-                          (unsigned long long)limit, limit_what);
-        else if ((uint64_t)Tq * row > limit)
-            tq = (int64_t)(limit / row);
-    }
-    if (st == POSENC_OK)
-        st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, tq, Hq, B, &logits);
     struct attn_run run = {.ctx = ctx, .p = &p, .qe = &qe, .ke = &ke, .ve = &ve, .dst = dst,
-                           .weights = weights, .logits = &logits, .Tk = Tk, .Hq = Hq,
-                           .Hk = Hk, .B = B, .scale = scale};
+                           .weights = weights, .Tk = Tk, .Hq = Hq, .Hk = Hk, .B = B,
+                           .scale = scale};
     /* the logit bias of every block, its checks and host tables made once */
     if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
         struct posenc_alibi_params ap = p.alibi;
@@ -682,22 +715,51 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         run.has_relbias = st == POSENC_OK;
         run.buckets = run.relbias.bucket;
     }
-    if (st == POSENC_OK && tq < Tq)
+
+    /* ---- 3-6 in one pass: no weights asked for and the backend has a fused kernel ------ */
+    bool fused = false;
+    if (st == POSENC_OK && !weights && vt->attn_fused && !(p.flags & POSENC_ATTENTION_UNFUSED))
+        st = attn_fused_op(&run, &fused);
+
+    /* Otherwise steps 3-6 run over blocks of queries whose logits fit one binding of the
+     * device (all of them at once when there is no limit): the logits temporary holds one
+     * block, [Tk, tq, Hq, B], and each block's queries see their own q_offset. */
+    int64_t tq = Tq;
+    const char *limit_what;
+    const uint64_t limit = pe_binding_limit(ctx, &limit_what);
+    if (st == POSENC_OK && !fused && limit) {
+        const uint64_t row = (uint64_t)Tk * (uint64_t)Hq * (uint64_t)B * 4u;
+        /* One query row of the block-packed logits spans (Tk*tq*(Hq*B - 1) + Tk) floats;
+         * bound it by Tk*Hq*B*tq floats, which is what the buffer holds. */
+        if (row > limit)
+            st = pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                          "attention: the logits of one query, %lld keys x %lld heads x %lld "
+                          "batches in f32 (%llu bytes), are over the %llu bytes one binding "
+                          "may span (%s)",
+                          (long long)Tk, (long long)Hq, (long long)B, (unsigned long long)row,
+                          (unsigned long long)limit, limit_what);
+        else if ((uint64_t)Tq * row > limit)
+            tq = (int64_t)(limit / row);
+    }
+    if (st == POSENC_OK && !fused)
+        st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, tq, Hq, B, &logits);
+    run.logits = &logits;
+    if (st == POSENC_OK && !fused && tq < Tq)
         pe_log(ctx, POSENC_LOG_DEBUG, "attention: %lld queries in blocks of %lld (binding "
                "limit %llu bytes, %s)", (long long)Tq, (long long)tq,
                (unsigned long long)limit, limit_what);
     /* every block checked (views, binding limits) before the first one runs */
     struct attn_block_ops first;
-    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
+    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK && !fused; q0 += tq)
         st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, false, q0 == 0 ? &first : NULL);
     /* the backend's own temporaries, scratch and programs for every block (the first is the
      * largest), before the first launch */
     bool prepared = false;
-    if (st == POSENC_OK && vt->attn_prepare) {
+    if (st == POSENC_OK && !fused && vt->attn_prepare) {
         prepared = true;
         st = vt->attn_prepare(ctx->backend, &first.so, &first.sm, &first.oo);
     }
-    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
+    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK && !fused; q0 += tq)
         st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, true, NULL);
     if (prepared && vt->attn_end)
         vt->attn_end(ctx->backend);
