@@ -416,19 +416,25 @@ struct pe_attn_output_op {
 /* attn_fused: posenc_attention without `weights`, in one pass over the keys (no logits in
  * memory). For q < Tq, h < Hq, b < B, with kv = h / group, qp = q + q_offset and
  * kp = k + k_offset:
- *   x_k = scale * sum_{i < D} q[i, h, q, b] * k[i, kv, k, b]
+ *   s_k = scale * sum_{i < D} q[i, h, q, b] * k[i, kv, k, b]
+ *   s_k = softcap * tanh(s_k / softcap)   (softcap > 0 only; ggml's logit_softcap)
+ *   x_k = s_k
  *         + bias(k, q, h)                 has_alibi:   as pe_alibi_op with logits 0:
  *                                           -slope[h] * (qp - kp) (symmetric: |qp - kp|),
  *                                           -inf where alibi.causal and kp > qp;
  *                                         has_relbias: table[bucket[(kp - qp) - rel_min], h]
  *                                           as pe_relbias_op (table view, bucket list);
- *         + mask[k, q, h, b]              (mask.mem == NULL: none; mask.ne is the logits'
+ *         + slope_h * mask[k, q, h, b]    (mask.mem == NULL: none; mask.ne is the logits'
  *                                           [Tk, Tq, Hq, B], st[2] / st[3] are 0 where it is
- *                                           broadcast over heads / batches)
+ *                                           broadcast over heads / batches; slope_h =
+ *                                           mask_slopes_f32[h], or 1 when it is NULL:
+ *                                           ggml's max_bias ALiBi, which scales the mask)
  *   x_k = -inf                            where causal and kp > qp
- *   m   = max_k x_k
- *   m == -inf (every key masked):         dst[:, h, q, b] = 0
- *   else   dst[i, h, q, b] = sum_k exp(x_k - m) * v[i, kv, k, b] / sum_k exp(x_k - m)
+ *   m   = max(max_k x_k, sink_h)          (sinks.mem == NULL: no sink term; sink_h at
+ *                                           sinks.offset + h * sinks.st[0], f32)
+ *   m == -inf (every key masked, no finite sink):  dst[:, h, q, b] = 0
+ *   else   dst[i, h, q, b] = sum_k exp(x_k - m) * v[i, kv, k, b]
+ *                            / (sum_k exp(x_k - m) + exp(sink_h - m))
  * A backend computes it with a running max and sum (online softmax), in f32 or wider,
  * and may split the keys of a row across work-groups / threads and merge the partial
  * (max, sum, acc) triples. It acquires its temporaries and programs before it writes dst.
@@ -449,6 +455,11 @@ struct pe_attn_fused_op {
     int has_alibi, has_relbias;
     struct pe_alibi_op alibi;     /* has_alibi: slopes, symmetric, causal, offsets */
     struct pe_relbias_op relbias; /* has_relbias: table, bucket list, rel_min, offsets */
+    /* ggml's flash_attn_ext extras (0 / NULL when unused): */
+    float softcap;                /* > 0: tanh soft-capping of the scaled scores */
+    const double *mask_slopes;    /* [Hq]: the mask is multiplied by slope_h (NULL: 1) */
+    const float *mask_slopes_f32; /* the same rounded to f32 (GPU backends) */
+    struct pe_view sinks;         /* f32 [Hq]; mem == NULL: none */
 };
 
 /* posenc_fill, resolved: every element of dst gets `bits` (the value already converted to

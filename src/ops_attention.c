@@ -258,6 +258,42 @@ static bool has_input_encoding(posenc_attention_encoding e)
            e == POSENC_ATTENTION_ROPE;
 }
 
+/* softcap, mask_slopes, sinks (ggml's flash_attn_ext extras). */
+static posenc_status check_extras(posenc_context *ctx, const struct posenc_attention_params *p,
+                                  int64_t Hq)
+{
+    if (!isfinite(p->softcap) || p->softcap < 0.0f)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->softcap = %g, must be finite and >= 0 (0: none)",
+                        (double)p->softcap);
+    if (p->mask_slopes) {
+        if (!p->mask)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->mask_slopes is set but params->mask is NULL (the slopes "
+                            "scale the mask)");
+        for (int64_t h = 0; h < Hq; h++)
+            if (!isfinite(p->mask_slopes[h]))
+                return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                                "params->mask_slopes[%lld] = %g is not finite", (long long)h,
+                                (double)p->mask_slopes[h]);
+    }
+    if (p->sinks) {
+        const posenc_tensor *t = p->sinks;
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->sinks", t, false, NULL));
+        if (t->dtype != POSENC_DTYPE_F32)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->sinks has dtype %s, must be f32",
+                            posenc_dtype_name(t->dtype));
+        if (t->ne[0] != Hq || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->sinks is [%lld, %lld, %lld, %lld], must be [%lld, 1, 1, 1] "
+                            "(one per query head)",
+                            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                            (long long)t->ne[3], (long long)Hq);
+    }
+    return POSENC_OK;
+}
+
 static posenc_status check_params(posenc_context *ctx, const struct posenc_attention_params *p,
                                   int64_t D, int64_t Dv)
 {
@@ -333,6 +369,7 @@ struct attn_run {
     struct pe_alibi_op alibi;     /* prepared for every query; views per block */
     struct pe_relbias_op relbias;
     const int32_t *buckets;       /* relbias' own list (freed at the end) */
+    const double *mask_slopes;    /* params->mask_slopes widened (NULL: none) */
 };
 
 /* The ops of one block's steps (the first block's go to the backend's attn_prepare). */
@@ -478,11 +515,21 @@ static posenc_status attn_fused_op(const struct attn_run *r, bool *ran)
     }
     const uint64_t limit = pe_binding_limit(ctx, NULL);
     const struct pe_view *views[] = {&op.q, &op.k, &op.v, &op.dst, &op.mask};
+    const char *names[] = {"q", "k", "v", "dst", "params->mask"};
+    const bool extras = p->softcap > 0.0f || p->mask_slopes || p->sinks;
     for (size_t i = 0; i < PE_ARRAY_SIZE(views); i++)
-        if (limit && pe_view_span_bytes(views[i]) > limit)
+        if (limit && pe_view_span_bytes(views[i]) > limit) {
+            if (extras) /* the multi-pass path cannot take them */
+                return pe_check_binding(ctx, "attention", 1, &views[i], &names[i]);
             return POSENC_OK; /* not fused: the multi-pass path cuts and checks */
+        }
+    if (p->sinks)
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->sinks", p->sinks, false, &op.sinks));
     op.group = r->Hq / r->Hk;
     op.scale = r->scale;
+    op.softcap = p->softcap;
+    op.mask_slopes_f32 = p->mask_slopes;
+    op.mask_slopes = r->mask_slopes;
     op.scale_f32 = (float)r->scale;
     op.causal = p->causal;
     op.q_offset = p->q_offset;
@@ -559,6 +606,16 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         return shape_error(ctx, "weights", weights, want);
     }
     PE_RETURN_IF_ERROR(check_params(ctx, &p, D, Dv));
+    PE_RETURN_IF_ERROR(check_extras(ctx, &p, Hq));
+    const bool extras = p.softcap > 0.0f || p.mask_slopes || p.sinks;
+    if (extras && weights)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "params->softcap / mask_slopes / sinks are computed by the one-pass "
+                        "path only, which does not return weights (pass weights = NULL)");
+    if (extras && (p.flags & POSENC_ATTENTION_UNFUSED))
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "params->softcap / mask_slopes / sinks are computed by the one-pass "
+                        "path only, and params->flags has POSENC_ATTENTION_UNFUSED");
     if (p.mask) {
         PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->mask", p.mask, false, NULL));
         PE_RETURN_IF_ERROR(pe_enc_float(ctx, "params->mask", p.mask));
@@ -614,9 +671,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     /* outputs overlap nothing */
     const posenc_tensor *ins[] = {q, k, v, p.mask, q_pos, k_pos, table,
                                   p.encoding == POSENC_ATTENTION_RELBIAS ? p.relbias_table
-                                                                         : NULL};
+                                                                         : NULL,
+                                  p.sinks};
     const char *in_names[] = {"q", "k", "v", "params->mask", "params->q_pos", "params->k_pos",
-                              "params->learned_table", "params->relbias_table"};
+                              "params->learned_table", "params->relbias_table", "params->sinks"};
     for (size_t i = 0; i < PE_ARRAY_SIZE(ins); i++) {
         PE_RETURN_IF_ERROR(no_overlap(ctx, "dst", dst, in_names[i], ins[i]));
         PE_RETURN_IF_ERROR(no_overlap(ctx, "weights", weights, in_names[i], ins[i]));
@@ -655,6 +713,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     if (is_empty(q) || is_empty(k) || is_empty(v) || is_empty(dst))
         return POSENC_OK;
     const struct pe_backend_vtable *vt = ctx->backend->vt;
+    if (extras && !vt->attn_fused)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "backend %s has no one-pass attention, which params->softcap / "
+                        "mask_slopes / sinks need", vt->name);
     if (!vt->attn_scores || !vt->attn_softmax || !vt->attn_output ||
         (p.encoding == POSENC_ATTENTION_ALIBI && !vt->alibi) ||
         (p.encoding == POSENC_ATTENTION_RELBIAS && !vt->relbias))
@@ -716,6 +778,17 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         run.buckets = run.relbias.bucket;
     }
 
+    double *mask_slopes = NULL;
+    if (st == POSENC_OK && p.mask_slopes) {
+        mask_slopes = malloc((size_t)Hq * sizeof(double));
+        if (!mask_slopes)
+            st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "attention: %lld mask slopes",
+                          (long long)Hq);
+        for (int64_t h = 0; st == POSENC_OK && h < Hq; h++)
+            mask_slopes[h] = (double)p.mask_slopes[h];
+        run.mask_slopes = mask_slopes;
+    }
+
     /* ---- 3-6 in one pass: no weights asked for and the backend has a fused kernel ------ */
     bool fused = false;
     if (st == POSENC_OK && !weights && vt->attn_fused && !(p.flags & POSENC_ATTENTION_UNFUSED))
@@ -764,6 +837,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     if (prepared && vt->attn_end)
         vt->attn_end(ctx->backend);
 
+    free(mask_slopes);
     if (run.has_alibi)
         pe_alibi_release(&run.alibi);
     if (run.has_relbias)
