@@ -1331,7 +1331,12 @@ typedef enum posenc_attention_encoding {
 enum {
     /* SINUSOIDAL / LEARNED: add the encoding to V as well (the identity-projection reading
      * of "x + PE feeds Q, K and V"); V's head dim must then equal Q's. */
-    POSENC_ATTENTION_PE_ON_V = 1u << 0
+    POSENC_ATTENTION_PE_ON_V = 1u << 0,
+    /* Run the multi-pass path (scores, softmax, output, with the logits in a device
+     * temporary) even when `weights` is NULL, instead of the one-pass fused kernel the
+     * backend may have. For comparisons and tests; results agree within the bounds of
+     * docs/accuracy.md, not bit for bit. */
+    POSENC_ATTENTION_UNFUSED = 1u << 1
 };
 
 /*
@@ -1368,6 +1373,21 @@ struct posenc_attention_params {
     struct posenc_relbias_params relbias;
     const posenc_tensor *relbias_table;         /* RELBIAS: [n_buckets, Hq], f32 or f16 */
     uint32_t flags;                             /* POSENC_ATTENTION_* */
+    /* ggml's flash_attn_ext extras (GGML_OP_FLASH_ATTN_EXT). Zero / NULL: unused. They are
+     * computed by the one-pass path only: with any of them set, a call with `weights`, with
+     * POSENC_ATTENTION_UNFUSED or on a backend without a one-pass kernel returns
+     * POSENC_ERR_UNSUPPORTED. */
+    /* > 0: the scaled scores s become softcap * tanh(s / softcap) before the bias and the
+     * mask are added (ggml's logit_softcap). */
+    float softcap;
+    /* NULL, or Hq host floats (read during the call): the mask is multiplied by
+     * mask_slopes[h] before it is added (ggml's max_bias ALiBi, where the mask holds the
+     * distances; posenc_alibi_slopes computes ggml's slopes). Needs `mask`. */
+    const float *mask_slopes;
+    /* NULL, or f32 [Hq]: one logit per query head that joins every softmax row's
+     * denominator (attention sinks): p_k = exp(x_k - m) / (sum_j exp(x_j - m) +
+     * exp(sink_h - m)) with m = max(max_j x_j, sink_h). */
+    const posenc_tensor *sinks;
     uint32_t reserved[8];                       /* must be zero */
 };
 
@@ -1380,13 +1400,17 @@ struct posenc_attention_params {
  *   dst      [Dv, Hq, Tq, B]  the output; must not overlap any other tensor
  *   weights  NULL, or [Tk, Tq, Hq, B] f32 or f16: receives P (heat maps, decay curves)
  *
- * Any view (padded, permuted, offset) works. The call makes device temporaries: the
- * logits, Tk*Tq*Hq*B f32 values, plus an f32 copy of Q and K for SINUSOIDAL, LEARNED and
- * ROPE; they are freed before it returns. If q, k, v or dst is empty nothing is written.
+ * Any view (padded, permuted, offset) works. Without `weights`, on a backend with a
+ * one-pass kernel (and without POSENC_ATTENTION_UNFUSED), scores, bias, mask, softmax and
+ * the sum over V run in one pass with no logits in memory; otherwise the call makes a
+ * device temporary for the logits, Tk*Tq*Hq*B f32 values. SINUSOIDAL, LEARNED and ROPE
+ * also make an f32 copy of Q and K. Temporaries are freed before the call returns. If q,
+ * k, v or dst is empty nothing is written.
  * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, overlaps or params (the
  * message names them; an error inside an encoding is reported with the encoding's own
  * message), POSENC_ERR_OUT_OF_RANGE for a LEARNED position past the table, and
- * POSENC_ERR_UNSUPPORTED when the backend lacks attention.
+ * POSENC_ERR_UNSUPPORTED when the backend lacks attention, or for softcap / mask_slopes /
+ * sinks where the one-pass path cannot run (see those fields).
  */
 POSENC_API posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
                                           const posenc_tensor *k, const posenc_tensor *v,

@@ -116,6 +116,10 @@ struct pe_backend_vtable {
     posenc_status (*set_rows)(struct pe_backend *be, const struct pe_set_rows_op *op);
     /* posenc_softmax (ggml's GGML_OP_SOFT_MAX). */
     posenc_status (*softmax)(struct pe_backend *be, const struct pe_softmax_op *op);
+    /* Optional: posenc_attention in one pass when no weights are asked for (internal.h,
+     * pe_attn_fused_op). Without it (or with POSENC_ATTENTION_UNFUSED) the three steps
+     * above run. */
+    posenc_status (*attn_fused)(struct pe_backend *be, const struct pe_attn_fused_op *op);
 
     /* posenc_buffer_wrap_host (all three NULL: the backend cannot wrap host memory).
      * host_alignment gives the alignment `ptr` needs, or UNSUPPORTED with the reason when
