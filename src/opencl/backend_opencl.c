@@ -742,11 +742,13 @@ static void cl_get_info(const struct pe_backend *base, struct posenc_device_info
 static posenc_status cl_finish(struct pe_backend *base)
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    /* wrapped host memory goes back to the host (posenc_buffer_wrap_host): maps enqueued
+     * behind the queued work, waited for by the clFinish */
+    posenc_status st = pe_cl_map_hosts(be);
     cl_int err = clFinish(be->queue);
     if (err != CL_SUCCESS)
         return cl_fail(be->base.ctx, "clFinish", err);
-    /* wrapped host memory goes back to the host (posenc_buffer_wrap_host) */
-    return pe_cl_map_hosts(be);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */

@@ -264,7 +264,8 @@ static inline void pe_cl_track(struct pe_cl_backend *be, cl_event ev)
     be->last_event = ev;
 }
 
-/* After clFinish (cl_finish): map every wrapped host buffer for the host again. */
+/* cl_finish, before its clFinish: map every wrapped host buffer for the host again
+ * (non-blocking maps; the clFinish makes their contents current). */
 posenc_status pe_cl_map_hosts(struct pe_cl_backend *be);
 /* cl_destroy: release the last event and the host-buffer list (the buffers themselves
  * were unwrapped by the front end first). */
