@@ -14,6 +14,9 @@
  *    A's event alone returns while B is held, and A's result read on the second queue
  *    (waiting on A's event) is right -- one op waited for without finishing the queue.
  *    After the user event is set, B's result is right too.
+ *  - posenc_buffer_wrap_host on the application's queue (the maps go through it): RoPE on
+ *    host memory is right after posenc_context_finish, which also waited for the
+ *    application's command behind posenc's.
  *  - bad input: NULL ctx / out, n_events < 0, a NULL list or element, an event of another
  *    cl_context (a second posenc context): INVALID_ARGUMENT naming the argument.
  * CPU and Vulkan: both calls return UNSUPPORTED, *out NULL.
@@ -317,6 +320,65 @@ static void test_host_owned(void **state)
     th_check_warnings();
 }
 
+/* posenc_buffer_wrap_host on the application's queue: the wrap's map and finish's maps go
+ * through that queue, ordered with the application's own commands. */
+static void test_host_owned_wrap_host(void **state)
+{
+    (void)state;
+    make_inputs();
+    cl_platform_id plats[16];
+    cl_uint np = 0;
+    cl_device_id dev = NULL;
+    CL_OK(clGetPlatformIDs(16, plats, &np));
+    for (cl_uint i = 0; i < np && i < 16 && !dev; i++)
+        if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 1, &dev, NULL) != CL_SUCCESS)
+            dev = NULL;
+    assert_non_null(dev);
+    cl_int err = CL_SUCCESS;
+    cl_context cctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    CL_OK(err);
+    cl_command_queue q = clCreateCommandQueue(cctx, dev, 0, &err);
+    CL_OK(err);
+    struct posenc_host_device host = {.backend = POSENC_BACKEND_OPENCL, .cl_context = cctx,
+                                      .cl_queue = q};
+    posenc_context *ctx = NULL;
+    char msg[256];
+    assert_int_equal(posenc_context_create_from_host(&g_params, &host, &ctx, msg, sizeof(msg)),
+                     POSENC_OK);
+    size_t align = 0;
+    assert_int_equal(posenc_buffer_host_alignment(ctx, &align), POSENC_OK);
+    /* x, then pos at 64 KiB, then y at 128 KiB (each a multiple of the alignment) */
+    const size_t pos_off = 65536, y_off = 131072, total = 196608;
+    assert_true(sizeof(g_x) <= pos_off && align <= pos_off);
+    unsigned char *mem = aligned_alloc(4096, total);
+    assert_non_null(mem);
+    memset(mem, 0, total);
+    memcpy(mem, g_x, sizeof(g_x));
+    memcpy(mem + pos_off, g_pos, sizeof(g_pos));
+    posenc_buffer *b = NULL;
+    assert_int_equal(posenc_buffer_wrap_host(ctx, mem, total, &b), POSENC_OK);
+    posenc_tensor tx = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, D, H, T, B);
+    posenc_tensor tp = posenc_tensor_contiguous(b, pos_off, POSENC_DTYPE_I32, T, 1, 1, 1);
+    posenc_tensor ty = posenc_tensor_contiguous(b, y_off, POSENC_DTYPE_F32, D, H, T, B);
+    assert_int_equal(posenc_rope(ctx, &tx, &tp, &ty, &g_rope), POSENC_OK);
+    cl_event mark = NULL; /* the application's own command behind posenc's */
+    CL_OK(clEnqueueMarkerWithWaitList(q, 0, NULL, &mark));
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    assert_int_equal(ev_status(mark), CL_COMPLETE); /* finish waited for the whole queue */
+    compare((const float *)(const void *)(mem + y_off), "rope on wrapped host memory");
+    CL_OK(clReleaseEvent(mark));
+    posenc_buffer_destroy(&b);
+    posenc_context_destroy(&ctx);
+    /* the application's queue still works */
+    CL_OK(clEnqueueMarkerWithWaitList(q, 0, NULL, NULL));
+    CL_OK(clFinish(q));
+    CL_OK(clReleaseCommandQueue(q));
+    CL_OK(clReleaseContext(cctx));
+    compare((const float *)(const void *)(mem + y_off), "after destroy");
+    free(mem);
+    th_check_warnings();
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -373,6 +435,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_owned),
             cmocka_unit_test(test_marker),
             cmocka_unit_test(test_host_owned),
+            cmocka_unit_test(test_host_owned_wrap_host),
             cmocka_unit_test(test_bad_input),
         };
         rc = th_run("events", cl, sizeof(cl) / sizeof(cl[0]));
