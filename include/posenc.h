@@ -652,12 +652,12 @@ POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t
  *     and again after each posenc_context_finish() that returns POSENC_OK, until the next
  *     such call. The OpenCL spec defines host access to a CL_MEM_USE_HOST_PTR buffer
  *     only while it is mapped: posenc maps every wrapped host buffer of the context
- *     (blocking clEnqueueMapBuffer, read + write, the whole buffer) when it is wrapped and
- *     in posenc_context_finish(), and unmaps it before it queues its next command. On a
- *     CPU device neither copies anything. (The map at the wrap waits for the commands
- *     already on the queue: the application's too, on a host-owned queue.) Waiting for an op's event
- *     (posenc_opencl_last_event) does not give the memory back to the host: call
- *     posenc_context_finish().
+ *     (clEnqueueMapBuffer, read + write, the whole buffer, complete before the call
+ *     returns) when it is wrapped and in posenc_context_finish(), and unmaps it before it
+ *     queues its next command. On a CPU device neither copies anything. (The map at the
+ *     wrap waits for the commands already on the queue: the application's too, on a
+ *     host-owned queue.) Waiting for an op's event (posenc_opencl_last_event) does not
+ *     give the memory back to the host: call posenc_context_finish().
  * posenc_buffer_write / _read work on it as on any buffer. posenc_buffer_destroy() waits
  * for posenc's queued work (OpenCL: the whole queue, and the memory then holds the
  * buffer's final contents) and releases only posenc's handle; the memory is the caller's
