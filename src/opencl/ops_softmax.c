@@ -79,11 +79,14 @@ posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op 
     const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
     if (be->base.prepare_only)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
-                                        NULL);
+                                        &ev);
     if (err != CL_SUCCESS)
         return pe_error(base->ctx,
                         pe_cl_err_is_oom(err) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND,
                         "clEnqueueNDRangeKernel(pe_softmax) failed: OpenCL error %d", (int)err);
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
