@@ -71,9 +71,9 @@
  * A failure of queued device work (a lost device, a kernel fault) cannot be reported by
  * the op that queued it: the next call that waits for the device reports it as
  * POSENC_ERR_BACKEND -- posenc_context_finish(), posenc_buffer_read(), and on Vulkan also
- * the next call that waits for a batch;
- * ops whose arguments need a read-back (posenc_learned's positions, RoPE's seq_len = 0)
- * wait too. Call posenc_context_finish() to learn where a sequence of ops stands.
+ * the next call that waits for a batch; ops whose arguments need a read-back
+ * (posenc_learned's positions, RoPE's seq_len = 0) wait too. Call posenc_context_finish()
+ * to learn where a sequence of ops stands.
  *
  * Units
  * -----
