@@ -16,9 +16,9 @@
  * application's later submissions see the op's results, posenc.h). The host waits only
  * in pe_vk_wait (finish, buffer read, context destroy, destroy of a wrapped buffer, a
  * large write that needs it) and when the ring is full (pe_vk_begin waits for the oldest
- * batch: counted in be->n_host_waits). A slot's resources are reset when its fence has
- * signalled, so every descriptor set, table and staging range lives until the device is
- * done with it. Inside a batch, a compute/transfer barrier is recorded only before a
+ * batch); every such synchronisation is counted in be->n_host_waits. A slot's resources
+ * are reset when its fence has signalled, so every descriptor set, table and staging
+ * range lives until the device is done with it. Inside a batch, a compute/transfer barrier is recorded only before a
  * command that reads or writes a range an earlier command of the batch wrote, or writes
  * a range one read (pe_vk_access); each batch ends with a barrier that makes its writes
  * visible to later batches and to the host.
@@ -139,8 +139,8 @@ struct pe_vk_backend {
     struct pe_vk_recording *recordings; /* ended, not destroyed yet */
     struct pe_vk_garbage *garbage;
     uint32_t n_garbage, cap_garbage;
-    /* Counters (tests, bench): host waits on a fence that had not signalled, submissions,
-     * barriers recorded between commands. */
+    /* Counters (tests, bench): batches the host synchronised with (fence waited on or
+     * seen signalled, slot_retire), submissions, barriers recorded between commands. */
     uint64_t n_host_waits, n_submits, n_barriers;
     bool force_staging; /* POSENC_VK_FORCE_STAGING=1: never map device buffers */
 
