@@ -466,8 +466,12 @@ static void test_cl_bad_input(void **state)
     expect_create_fails(NULL, &bad, POSENC_ERR_INVALID_ARGUMENT, "host->vk_device is set",
                         "a Vulkan field on OpenCL");
     bad = host;
-    bad.reserved[6] = 3;
-    expect_create_fails(NULL, &bad, POSENC_ERR_INVALID_ARGUMENT, "host->reserved[6] = 3",
+    bad.vk_get_instance_proc_addr = (void (*)(void))test_cl_bad_input; /* never called */
+    expect_create_fails(NULL, &bad, POSENC_ERR_INVALID_ARGUMENT,
+                        "host->vk_get_instance_proc_addr is set", "a Vulkan field on OpenCL");
+    bad = host;
+    bad.reserved[4] = 3;
+    expect_create_fails(NULL, &bad, POSENC_ERR_INVALID_ARGUMENT, "host->reserved[4] = 3",
                         "host reserved");
     struct posenc_context_params p = {.backend = POSENC_BACKEND_VULKAN};
     expect_create_fails(&p, &host, POSENC_ERR_INVALID_ARGUMENT, "params->backend = vulkan",
