@@ -3,8 +3,8 @@
  *
  * The two matrix products go through CLBlast when posenc was built with its header
  * (POSENC_HAVE_CLBLAST) and libclblast loads at run time (pe_clblast_load, on the first
- * attention call of the process), on the backend's own in-order queue, so they are ordered with
- * posenc's kernels like any other launch:
+ * attention call of the process), on the backend's own in-order queue, so they are
+ * ordered with posenc's kernels like any other launch:
  *
  *   scores  for every (h, b):  L_hb (Tq x Tk) = scale * Q_hb (Tq x D) . K_hb^T
  *           Q_hb row q = q[:, h, q, b], K_hb row k = k[:, h / group, k, b]
@@ -26,8 +26,8 @@
  * cl_khr_fp16, such as PoCL).
  *
  * Without CLBlast (not built, not loadable, or POSENC_CL_NO_CLBLAST=1 in the environment,
- * to test this path),
- * pe_attn_scores / pe_attn_output compute one element per work-item over strided views.
+ * to test this path), pe_attn_scores / pe_attn_output compute one element per work-item
+ * over strided views.
  * The softmax is always posenc's pe_attn_softmax (one work-group per row).
  *
  * Kernel argument order (cl/attention.cl; every "mem, long, long4" triple is a tensor:

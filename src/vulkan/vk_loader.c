@@ -38,10 +38,13 @@ static void vk_load_once(void)
     PE_VK_GLOBAL_COMMANDS(PE_VK_RESOLVE)
 #undef PE_VK_RESOLVE
     /* vkEnumerateInstanceVersion may be missing (a 1.0 loader): posenc checks for it. */
-    const char *missing = !g.vkCreateInstance                          ? "vkCreateInstance"
-                          : !g.vkEnumerateInstanceExtensionProperties ? "vkEnumerateInstanceExtensionProperties"
-                          : !g.vkEnumerateInstanceLayerProperties     ? "vkEnumerateInstanceLayerProperties"
-                                                                       : NULL;
+    const char *missing = NULL;
+    if (!g.vkCreateInstance)
+        missing = "vkCreateInstance";
+    else if (!g.vkEnumerateInstanceExtensionProperties)
+        missing = "vkEnumerateInstanceExtensionProperties";
+    else if (!g.vkEnumerateInstanceLayerProperties)
+        missing = "vkEnumerateInstanceLayerProperties";
     if (missing) {
         snprintf(vk_why, sizeof(vk_why),
                  "the Vulkan loader (libvulkan) that was found returns no %s; set "
