@@ -94,6 +94,7 @@ static bool missing(const char *name)
     return listed("POSENC_TEST_MISSING", name);
 }
 
+#if POSENC_HAVE_OPENCL || POSENC_HAVE_VULKAN /* what only the GPU backends' checks use */
 /* What a message about library `lib` (default name `default_name`, variable `var`) must
  * contain: the file the variable names when it is set, else the default name; and the
  * variable. */
@@ -106,6 +107,9 @@ static void expect_names_library(const char *msg, const char *var, const char *d
         fail_msg("%s: \"%s\" does not name %s and %s", what, msg, lib, var);
 }
 
+#endif
+
+#if POSENC_HAVE_OPENCL
 /* /proc/self/maps mentions `needle` (a library of this process). -1: no /proc. */
 static int mapped(const char *needle)
 {
@@ -119,6 +123,7 @@ static int mapped(const char *needle)
     fclose(f);
     return found;
 }
+#endif
 
 struct log_capture {
     char text[8192];
@@ -173,6 +178,7 @@ static void run_cases(posenc_context *ctx, enum pc_op op, size_t per_dtype, cons
 
 /* ---- a backend whose library is missing, or there ----------------------------------- */
 
+#if POSENC_HAVE_OPENCL || POSENC_HAVE_VULKAN
 static void check_backend(posenc_backend_kind kind, const char *var, const char *default_name)
 {
     const char *name = posenc_backend_name(kind);
@@ -204,6 +210,7 @@ static void check_backend(posenc_backend_kind kind, const char *var, const char 
         printf("%s: %d device(s)\n", name, (int)count);
     }
 }
+#endif
 
 static void test_opencl(void **state)
 {
@@ -434,6 +441,7 @@ static void test_vk_host_proc_addr(void **state)
 
 static int n_checked;
 
+#if POSENC_HAVE_OPENCL || POSENC_HAVE_VULKAN
 static void check_macro(const char *name, const char *expansion, const char *table)
 {
     char want[192];
@@ -442,6 +450,7 @@ static void check_macro(const char *name, const char *expansion, const char *tab
         fail_msg("%s expands to \"%s\", not \"%s\": add its #define", name, expansion, want);
     n_checked++;
 }
+#endif
 
 static void test_table_macros(void **state)
 {
