@@ -235,6 +235,8 @@ static posenc_status check_host_fields(posenc_context *ctx, const struct posenc_
         {"vk_device", h->vk_device != NULL, POSENC_BACKEND_VULKAN, true},
         {"vk_queue", h->vk_queue != NULL, POSENC_BACKEND_VULKAN, true},
         {"vk_queue_family", h->vk_queue_family != 0, POSENC_BACKEND_VULKAN, false},
+        {"vk_get_instance_proc_addr", h->vk_get_instance_proc_addr != NULL,
+         POSENC_BACKEND_VULKAN, false},
     };
     for (size_t i = 0; i < PE_ARRAY_SIZE(fields); i++) {
         if (fields[i].user == h->backend && fields[i].required && !fields[i].set)

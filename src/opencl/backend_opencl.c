@@ -170,10 +170,6 @@
 #include "cl_kernels.h"
 #include "posenc_config.h"
 
-#if POSENC_HAVE_CLBLAST
-#include <clblast_c.h>
-#endif
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,6 +354,7 @@ static posenc_status cl_device_count(int32_t *out_count, char *reason, size_t re
         reason_size = sizeof(scratch);
     }
     *out_count = 0;
+    PE_RETURN_IF_ERROR(pe_cl_load(reason, reason_size));
     cl_platform_id *plats;
     cl_uint np;
     posenc_status st = list_platforms(&plats, &np, reason, reason_size);
@@ -502,6 +499,8 @@ static posenc_status find_device(posenc_context *ctx, int32_t index, bool gpu_on
                                  cl_platform_id *out_plat, cl_device_id *out_dev)
 {
     char reason[PE_ERR_MAX];
+    if (pe_cl_load(reason, sizeof(reason)) != POSENC_OK)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", reason);
     cl_platform_id *plats;
     cl_uint np;
     posenc_status st = list_platforms(&plats, &np, reason, sizeof(reason));
@@ -629,6 +628,9 @@ static posenc_status cl_create_from_host(posenc_context *ctx,
                                          struct pe_backend **out)
 {
     *out = NULL;
+    char why[PE_ERR_MAX];
+    if (pe_cl_load(why, sizeof(why)) != POSENC_OK)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", why);
     cl_context context = (cl_context)host->cl_context;
     cl_command_queue queue = (cl_command_queue)host->cl_queue;
     /* The queue first: its context tells whether host->cl_context is the right one

@@ -7,7 +7,9 @@
 #define POSENC_BACKEND_OPENCL_H
 
 #define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
+/* <CL/cl.h>, with every OpenCL function called through the table the ICD loader was
+ * opened into at run time (cl_loader.h) */
+#include "cl_loader.h"
 
 #include "backend.h"
 
@@ -100,6 +102,7 @@ struct pe_cl_backend {
     float *rope_scratch; /* host staging of the rope table */
     size_t rope_scratch_size;
     int used_clblast;    /* a CLBlast routine ran on this context (cleared at destroy) */
+    int clblast_logged;  /* the DEBUG line saying why CLBlast is not used was logged */
     /* The program each (op, variant key) resolved to last (pe_cl_memo_find): the hot ops
      * skip formatting their -D options and searching the program list. An entry is valid
      * while the slot's serial is the one recorded (a recycled slot gets a new serial). */

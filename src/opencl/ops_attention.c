@@ -1,9 +1,10 @@
 /*
  * ops_attention.c - the OpenCL host side of posenc_attention's three steps (internal.h).
  *
- * The two matrix products go through CLBlast when posenc was built with it
- * (POSENC_HAVE_CLBLAST), on the backend's own in-order queue, so they are ordered with
- * posenc's kernels like any other launch:
+ * The two matrix products go through CLBlast when posenc was built with its header
+ * (POSENC_HAVE_CLBLAST) and libclblast loads at run time (pe_clblast_load, on the first
+ * attention call of the process), on the backend's own in-order queue, so they are
+ * ordered with posenc's kernels like any other launch:
  *
  *   scores  for every (h, b):  L_hb (Tq x Tk) = scale * Q_hb (Tq x D) . K_hb^T
  *           Q_hb row q = q[:, h, q, b], K_hb row k = k[:, h / group, k, b]
@@ -24,8 +25,9 @@
  * accumulates in half precision (and returns CLBlastNoHalfPrecision on devices without
  * cl_khr_fp16, such as PoCL).
  *
- * Without CLBlast (or with POSENC_CL_NO_CLBLAST=1 in the environment, to test this path),
- * pe_attn_scores / pe_attn_output compute one element per work-item over strided views.
+ * Without CLBlast (not built, not loadable, or POSENC_CL_NO_CLBLAST=1 in the environment,
+ * to test this path), pe_attn_scores / pe_attn_output compute one element per work-item
+ * over strided views.
  * The softmax is always posenc's pe_attn_softmax (one work-group per row).
  *
  * Kernel argument order (cl/attention.cl; every "mem, long, long4" triple is a tensor:
@@ -56,10 +58,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if POSENC_HAVE_CLBLAST
-#include <clblast_c.h>
-#endif
 
 #define PE_ATTN_WG 64 /* must match cl/attention.cl */
 
@@ -130,10 +128,23 @@ static struct pe_view packed_view(cl_mem mem, const int64_t ne[4])
 
 #if POSENC_HAVE_CLBLAST
 
-static int use_clblast(void)
+/* Whether the GEMMs go through CLBlast: not with POSENC_CL_NO_CLBLAST=1, and only when
+ * libclblast loads (once per process); otherwise posenc's own kernels, and one DEBUG line
+ * per context names what was looked for. */
+static int use_clblast(struct pe_cl_backend *be)
 {
     const char *e = getenv("POSENC_CL_NO_CLBLAST");
-    return !(e && e[0] && strcmp(e, "0") != 0);
+    if (e && e[0] && strcmp(e, "0") != 0)
+        return 0;
+    const char *why = NULL;
+    if (pe_clblast_load(&why))
+        return 1;
+    if (!be->clblast_logged) {
+        be->clblast_logged = 1;
+        pe_log(be->base.ctx, POSENC_LOG_DEBUG, "opencl: %s; attention uses posenc's own GEMM "
+               "kernels", why);
+    }
+    return 0;
 }
 
 /* The packed-logits guarantee of internal.h, checked (a GEMM writes C with ldc = Tk). */
@@ -393,7 +404,7 @@ posenc_status pe_cl_attn_scores(struct pe_backend *base, const struct pe_attn_sc
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     const struct pe_view *l = &op->logits, *q = &op->q, *k = &op->k;
 #if POSENC_HAVE_CLBLAST
-    if (use_clblast() && logits_packed(l) && int_indexed(l) && int_indexed(q) && int_indexed(k))
+    if (use_clblast(be) && logits_packed(l) && int_indexed(l) && int_indexed(q) && int_indexed(k))
         return clblast_scores(be, op);
 #endif
     char defines[PE_CL_OPTS_MAX];
@@ -469,7 +480,7 @@ posenc_status pe_cl_attn_output(struct pe_backend *base, const struct pe_attn_ou
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     const struct pe_view *d = &op->dst, *pv = &op->p, *v = &op->v;
 #if POSENC_HAVE_CLBLAST
-    if (use_clblast() && logits_packed(pv) && int_indexed(pv) && int_indexed(v) &&
+    if (use_clblast(be) && logits_packed(pv) && int_indexed(pv) && int_indexed(v) &&
         int_indexed(d))
         return clblast_output(be, op);
 #endif
@@ -518,9 +529,9 @@ posenc_status pe_cl_attn_prepare(struct pe_backend *base, const struct pe_attn_s
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_softmax", defines, &p));
     bool gemm_scores = false, gemm_output = false;
 #if POSENC_HAVE_CLBLAST
-    gemm_scores = use_clblast() && logits_packed(&so->logits) && int_indexed(&so->logits) &&
+    gemm_scores = use_clblast(be) && logits_packed(&so->logits) && int_indexed(&so->logits) &&
                   int_indexed(&so->q) && int_indexed(&so->k);
-    gemm_output = use_clblast() && logits_packed(&oo->p) && int_indexed(&oo->p) &&
+    gemm_output = use_clblast(be) && logits_packed(&oo->p) && int_indexed(&oo->p) &&
                   int_indexed(&oo->v) && int_indexed(&oo->dst);
 #endif
     if (!gemm_scores) {

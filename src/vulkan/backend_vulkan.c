@@ -259,9 +259,9 @@ static VkResult vk_instance_create(posenc_context *ctx, bool debug, VkInstance *
     return VK_SUCCESS;
 }
 
-/* All physical devices; *out_list is NULL when there are none. */
-static VkResult vk_physical_devices(VkInstance inst, VkPhysicalDevice **out_list,
-                                    uint32_t *out_n)
+/* All physical devices (through be's table); *out_list is NULL when there are none. */
+static VkResult vk_physical_devices(const struct pe_vk_backend *be, VkInstance inst,
+                                    VkPhysicalDevice **out_list, uint32_t *out_n)
 {
     *out_list = NULL;
     *out_n = 0;
@@ -332,15 +332,28 @@ static void set_reason(char *reason, size_t size, const char *call, VkResult r)
 static posenc_status vk_device_count(int32_t *out_count, char *reason, size_t reason_size)
 {
     *out_count = 0;
+    PE_RETURN_IF_ERROR(pe_vk_load(reason, reason_size));
     VkInstance inst;
     VkResult r = vk_instance_create(NULL, false, &inst, NULL);
     if (r != VK_SUCCESS) {
         set_reason(reason, reason_size, "vkCreateInstance (Vulkan 1.1)", r);
         return POSENC_ERR_UNAVAILABLE;
     }
+    /* a backend only for its function table (the vkXxx names resolve through be->vk) */
+    struct pe_vk_backend probe;
+    struct pe_vk_backend *be = &probe;
+    const char *missing = pe_vk_load_instance(&be->vk, vkGetInstanceProcAddr, inst);
+    if (missing) {
+        if (vkDestroyInstance) /* the table entry (vk_loader.h) */
+            vkDestroyInstance(inst, NULL);
+        if (reason && reason_size)
+            snprintf(reason, reason_size,
+                     "the Vulkan loader's vkGetInstanceProcAddr returned NULL for %s", missing);
+        return POSENC_ERR_UNAVAILABLE;
+    }
     VkPhysicalDevice *list;
     uint32_t n;
-    r = vk_physical_devices(inst, &list, &n);
+    r = vk_physical_devices(be, inst, &list, &n);
     free(list);
     vkDestroyInstance(inst, NULL);
     if (r != VK_SUCCESS) {
@@ -363,7 +376,7 @@ static posenc_status vk_pick_device(struct pe_vk_backend *be, int32_t device, bo
     posenc_context *ctx = be->base.ctx;
     VkPhysicalDevice *list;
     uint32_t n;
-    VkResult r = vk_physical_devices(be->instance, &list, &n);
+    VkResult r = vk_physical_devices(be, be->instance, &list, &n);
     if (r != VK_SUCCESS) {
         if (r == VK_ERROR_INITIALIZATION_FAILED)
             return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
@@ -527,15 +540,26 @@ static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_
     posenc_context *ctx = be->base.ctx;
     bool debug = (ctx->flags & POSENC_CONTEXT_DEBUG) != 0;
     bool debug_utils = false;
+    char why[PE_ERR_MAX];
+    if (pe_vk_load(why, sizeof(why)) != POSENC_OK)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", why);
     VkResult r = vk_instance_create(ctx, debug, &be->instance, &debug_utils);
     if (r != VK_SUCCESS)
         return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "vkCreateInstance (Vulkan 1.1) failed: %s (%d)",
                         pe_vk_result_name(r), (int)r);
+    const char *missing = pe_vk_load_instance(&be->vk, vkGetInstanceProcAddr, be->instance);
+    if (missing) {
+        if (!vkDestroyInstance) /* the table entry */
+            be->instance = VK_NULL_HANDLE; /* cannot be destroyed: left to the process exit */
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "the Vulkan loader's vkGetInstanceProcAddr returned NULL for %s",
+                        missing);
+    }
     if (debug_utils) {
         PFN_vkCreateDebugUtilsMessengerEXT create_messenger =
-            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+            (PFN_vkCreateDebugUtilsMessengerEXT)be->vk.get_instance_proc_addr(
                 be->instance, "vkCreateDebugUtilsMessengerEXT");
-        be->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+        be->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)be->vk.get_instance_proc_addr(
             be->instance, "vkDestroyDebugUtilsMessengerEXT");
         VkDebugUtilsMessengerCreateInfoEXT mi;
         fill_messenger_info(&mi, ctx);
@@ -595,6 +619,15 @@ static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_
         be->dev = VK_NULL_HANDLE;
         return pe_vk_fail(be, "vkCreateDevice", r);
     }
+    if ((missing = pe_vk_load_device(&be->vk, be->dev)) != NULL) {
+        /* vk_destroy would call what is missing: destroy the bare device here */
+        if (vkDestroyDevice) /* the table entry */
+            vkDestroyDevice(be->dev, NULL);
+        be->dev = VK_NULL_HANDLE;
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "vkGetDeviceProcAddr returned NULL for %s on %s", missing,
+                        be->props.deviceName);
+    }
     vkGetDeviceQueue(be->dev, family, 0, &be->queue);
     PE_RETURN_IF_ERROR(vk_open_queue(be));
     char api[32];
@@ -646,11 +679,35 @@ static posenc_status vk_create_from_host(posenc_context *ctx,
     be->device_index = -1;
     posenc_status st = POSENC_OK;
 
+    /* The whole table through the application's vkGetInstanceProcAddr when it gave one
+     * (then no libvulkan of posenc's is needed), else through posenc's loader. */
+    PFN_vkGetInstanceProcAddr gipa = NULL;
+    if (host->vk_get_instance_proc_addr) {
+        gipa = (PFN_vkGetInstanceProcAddr)host->vk_get_instance_proc_addr;
+    } else {
+        char why[PE_ERR_MAX];
+        if (pe_vk_load(why, sizeof(why)) != POSENC_OK) {
+            st = pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", why);
+            goto fail;
+        }
+        gipa = vkGetInstanceProcAddr;
+    }
+    const char *missing = pe_vk_load_instance(&be->vk, gipa, (VkInstance)host->vk_instance);
+    if (missing) {
+        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                      "%s returned NULL for %s on host->vk_instance = %p (posenc needs an "
+                      "instance created with apiVersion 1.1 or later)",
+                      host->vk_get_instance_proc_addr ? "host->vk_get_instance_proc_addr"
+                                                      : "the Vulkan loader's vkGetInstanceProcAddr",
+                      missing, host->vk_instance);
+        goto fail;
+    }
+
     /* The physical device must be one of the instance's: a cheap check that the two
      * handles belong together (a stray handle would crash the calls below). */
     VkPhysicalDevice *list;
     uint32_t n;
-    VkResult r = vk_physical_devices((VkInstance)host->vk_instance, &list, &n);
+    VkResult r = vk_physical_devices(be, (VkInstance)host->vk_instance, &list, &n);
     if (r != VK_SUCCESS) {
         st = pe_vk_fail(be, "vkEnumeratePhysicalDevices(host->vk_instance)", r);
         goto fail;
@@ -697,6 +754,12 @@ static posenc_status vk_create_from_host(posenc_context *ctx,
         goto fail;
     }
     be->queue_family = host->vk_queue_family;
+    if ((missing = pe_vk_load_device(&be->vk, (VkDevice)host->vk_device)) != NULL) {
+        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                      "vkGetDeviceProcAddr returned NULL for %s on host->vk_device = %p (%s)",
+                      missing, host->vk_device, be->props.deviceName);
+        goto fail;
+    }
     be->dev = (VkDevice)host->vk_device;
     be->queue = (VkQueue)host->vk_queue;
     if ((st = vk_open_queue(be)) != POSENC_OK)

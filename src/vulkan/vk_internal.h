@@ -19,7 +19,9 @@
 
 #include "backend.h"
 
-#include <vulkan/vulkan.h>
+/* <vulkan/vulkan.h> without prototypes: every Vulkan call goes through a table (be->vk or
+ * the global one) filled at run time, see vk_loader.h */
+#include "vk_loader.h"
 
 /* Every shader sees set 0 with PE_VK_MAX_BINDINGS storage buffers (bindings 0..7; a
  * shader declares the ones it uses) and one push-constant block of at most
@@ -49,6 +51,9 @@ struct pe_vk_buffer {
 
 struct pe_vk_backend {
     struct pe_backend base;
+    /* This backend's Vulkan functions (vk_loader.h): every vkXxx(...) call of src/vulkan on
+     * an instance, physical device, device, queue or command buffer goes through it. */
+    struct pe_vk_funcs vk;
 
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
