@@ -27,8 +27,11 @@
 #ifndef SM_SLOPES
 #define SM_SLOPES 0
 #endif
-/* Work-group size: at most this; the host launches a power of two. */
+/* Work-group size: at most this (-D, chosen by the host from the device's work-group and
+ * local-memory limits); the host launches a power of two. */
+#ifndef PE_SM_WG
 #define PE_SM_WG 256
+#endif
 
 /* The max (is_max) or the sum of v over the work-group, for every work-item. The local
  * size must be a power of two; every work-item must call it (it has barriers). */

@@ -39,6 +39,8 @@
  *              cl_khr_fp64 optional (absent). The specification's smallest work-group (1)
  *              is not used: 128 work-items (64 in the third dimension) stands for the
  *              smallest groups real GPUs report.
+ *  below-spec  Not a device (see its entry): limits under the specifications' minimums,
+ *              for the tests of what posenc does when a kernel or shader does not fit.
  */
 #include "preset.h"
 
@@ -140,6 +142,34 @@ static const struct pe_preset presets[] = {
                .local_mem = 32 * KIB,
                .max_alloc = 128 * MIB,
                .const_buf = 64 * KIB,
+               .fp16 = false,
+               .fp64 = false},
+    },
+    {
+        /* Not a device: under what the specifications allow, to test that posenc adapts
+         * where it can (OpenCL work-groups of 32, 512 bytes of local memory: the softmax
+         * reductions shrink) and refuses what does not fit (128 bytes of Vulkan shared
+         * memory: the softmax and attention shaders, which need 256 bytes and more, are
+         * POSENC_ERR_UNSUPPORTED naming the limit). */
+        .name = "below-spec",
+        .what = "not a real device: limits under the specifications' minimums",
+        .type = POSENC_DEVICE_INTEGRATED_GPU,
+        .vk = {.wg_invocations = 64,
+               .wg_size = {64, 64, 64},
+               .wg_count = {65535, 65535, 65535},
+               .shared_bytes = 128,
+               .push_bytes = 128,
+               .storage_range = 128 * MIB,
+               .max_alloc = 1 * GIB,
+               .storage16 = false,
+               .storage8 = false,
+               .int64 = false,
+               .float16 = false},
+        .cl = {.max_wg = 32,
+               .item_size = {32, 32, 32},
+               .local_mem = 512,
+               .max_alloc = 128 * MIB,
+               .const_buf = 1 * KIB,
                .fp16 = false,
                .fp64 = false},
     },

@@ -1673,6 +1673,20 @@ bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n)
 }
 
 
+size_t pe_cl_reduce_wg(const struct pe_cl_backend *be, size_t cap, size_t bytes_per_item)
+{
+    if (be->info.max_workgroup_size && be->info.max_workgroup_size < cap)
+        cap = be->info.max_workgroup_size;
+    if (be->max_item_size[0] && be->max_item_size[0] < cap)
+        cap = be->max_item_size[0];
+    if (be->local_mem && bytes_per_item && be->local_mem / bytes_per_item < cap)
+        cap = (size_t)(be->local_mem / bytes_per_item);
+    size_t wg = 1;
+    while (wg * 2 <= cap)
+        wg *= 2;
+    return wg;
+}
+
 /* The largest work-group p's kernel may run here (at most 1024). */
 static size_t wg_limit(const struct pe_cl_backend *be, const struct pe_cl_program *p)
 {

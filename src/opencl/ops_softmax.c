@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PE_SM_WG 256 /* must match cl/softmax.cl */
+#define PE_SM_WG 256 /* the largest work-group asked for (cl/softmax.cl's default) */
 
 posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op *op)
 {
@@ -31,11 +31,14 @@ posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op 
     const bool has_mask = op->mask.mem != NULL, has_sinks = op->sinks.mem != NULL;
     const bool has_slopes = has_mask && op->slopes_f32 != NULL;
     const struct pe_view *mk = has_mask ? &op->mask : x;
+    /* the reduction's work-group and its __local array, from the device's limits */
+    const size_t wg_max = pe_cl_reduce_wg(be, PE_SM_WG, sizeof(cl_float));
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DHAS_X=1 -DX_F16=%d -DDST_F16=%d -DTAB_F16=%d -DSM_MASK=%d -DSM_SINKS=%d "
-             "-DSM_SLOPES=%d",
-             is_f16(x), is_f16(d), has_mask && is_f16(mk), has_mask, has_sinks, has_slopes);
+             "-DSM_SLOPES=%d -DPE_SM_WG=%zu",
+             is_f16(x), is_f16(d), has_mask && is_f16(mk), has_mask, has_sinks, has_slopes,
+             wg_max);
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "softmax.cl", "pe_softmax", defines, &p));
 
@@ -59,15 +62,11 @@ posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op 
         ARG(slopes_mem),        ARG(shape), ARG(bcast), ARG(scale)};
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args)));
 
-    /* one work-group per row: the largest power of two <= 256 the kernel and device allow,
-     * and no more than the row needs (rounded up to a power of two) */
-    size_t cap = PE_SM_WG;
+    /* one work-group per row: the largest power of two <= wg_max the kernel allows, and
+     * no more than the row needs (rounded up to a power of two) */
+    size_t cap = wg_max;
     if (p->kernel_wg_size < cap)
         cap = p->kernel_wg_size;
-    if (be->info.max_workgroup_size && be->info.max_workgroup_size < cap)
-        cap = be->info.max_workgroup_size;
-    if (be->max_item_size[0] && be->max_item_size[0] < cap)
-        cap = be->max_item_size[0];
     size_t wg = 1;
     while (wg * 2 <= cap && (int64_t)wg < x->ne[0])
         wg *= 2;
