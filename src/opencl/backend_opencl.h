@@ -171,9 +171,9 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
 /* The work-group size of a reduction kernel (one group per row, `bytes_per_item` of
  * __local memory per work-item): the largest power of two <= cap that the device's
  * CL_DEVICE_MAX_WORK_GROUP_SIZE, CL_DEVICE_MAX_WORK_ITEM_SIZES[0] and
- * CL_DEVICE_LOCAL_MEM_SIZE (as lowered by POSENC_DEVICE_PRESET) allow. The kernel is
- * built with its __local array of that size (-D), the launch may lower it further to
- * the built kernel's CL_KERNEL_WORK_GROUP_SIZE. */
+ * CL_DEVICE_LOCAL_MEM_SIZE (as lowered by POSENC_DEVICE_PRESET) allow. The kernel's
+ * __local array gets that size (a -D define, or a __local argument set at launch); the
+ * launch may lower it further to the built kernel's CL_KERNEL_WORK_GROUP_SIZE. */
 size_t pe_cl_reduce_wg(const struct pe_cl_backend *be, size_t cap, size_t bytes_per_item);
 
 /* The ops of src/opencl/ops_encodings.c. */
