@@ -606,6 +606,15 @@ static posenc_status check_device(struct pe_cl_backend *be, int32_t index)
         return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
                         "OpenCL device %d (%s) reports \"%s\"; posenc needs OpenCL 1.2 or later",
                         (int)index, be->info.device_name, be->info.api_version);
+    /* The kernels index with 64-bit `long`, which the full profile requires and the
+     * embedded profile has only with cles_khr_int64. */
+    char profile[64] = "";
+    if (device_string(be->device, CL_DEVICE_PROFILE, profile, sizeof(profile)) == CL_SUCCESS &&
+        strstr(profile, "EMBEDDED") && !device_has_extension(be->device, "cles_khr_int64"))
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "OpenCL device %d (%s) has the embedded profile without cles_khr_int64; "
+                        "posenc's kernels need 64-bit integers",
+                        (int)index, be->info.device_name);
     cl_bool compiler = CL_FALSE;
     cl_int err = clGetDeviceInfo(be->device, CL_DEVICE_COMPILER_AVAILABLE, sizeof(compiler),
                                  &compiler, NULL);

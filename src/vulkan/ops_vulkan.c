@@ -85,6 +85,20 @@ posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
     /* 128 bytes is what every Vulkan device guarantees (maxPushConstantsSize); a device
      * (or preset) that reports less cannot take posenc's layout. Each shader's own block
      * is checked against the limit too (pe_vk_check_shader). */
+    /* Every shader sees PE_VK_MAX_BINDINGS storage buffers in one set (RoPE reads 7). The
+     * specification's minimum is 4 per stage; a device that offers fewer than 8 cannot
+     * take the layout. */
+    const VkPhysicalDeviceLimits *lim = &be->props.limits;
+    if (lim->maxPerStageDescriptorStorageBuffers < PE_VK_MAX_BINDINGS ||
+        lim->maxDescriptorSetStorageBuffers < PE_VK_MAX_BINDINGS ||
+        lim->maxPerStageResources < PE_VK_MAX_BINDINGS)
+        return pe_error(be->base.ctx, POSENC_ERR_UNAVAILABLE,
+                        "vulkan: the device reports maxPerStageDescriptorStorageBuffers = %u, "
+                        "maxDescriptorSetStorageBuffers = %u, maxPerStageResources = %u; "
+                        "posenc's shaders need %d storage buffers",
+                        (unsigned)lim->maxPerStageDescriptorStorageBuffers,
+                        (unsigned)lim->maxDescriptorSetStorageBuffers,
+                        (unsigned)lim->maxPerStageResources, (int)PE_VK_MAX_BINDINGS);
     if (be->props.limits.maxPushConstantsSize < PE_VK_PUSH_MAX)
         return pe_error(be->base.ctx, POSENC_ERR_UNAVAILABLE,
                         "vulkan: the device reports maxPushConstantsSize = %u; posenc needs %d "

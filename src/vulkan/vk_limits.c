@@ -13,8 +13,10 @@
  *
  * Sizes: scalars, vectors, matrices, arrays and structs at their natural size (a vec3 is
  * 12 bytes); shared-memory layout is the implementation's, so this is the least it can
- * need. Array lengths that are spec-constant expressions (OpSpecConstantOp) cannot be
- * evaluated here: such a variable is left out and a DEBUG line says so.
+ * need. Array lengths may be specialization constants, gl_WorkGroupSize components or
+ * simple integer arithmetic on them (OpSpecConstantOp CompositeExtract, IAdd, ISub, IMul,
+ * UDiv); a length this reader cannot evaluate leaves its variable out, and the DEBUG line
+ * says so.
  */
 #include "vk_internal.h"
 
@@ -36,6 +38,12 @@ enum {
     OP_CONSTANT_COMPOSITE = 44,
     OP_SPEC_CONSTANT = 50,
     OP_SPEC_CONSTANT_COMPOSITE = 51,
+    OP_SPEC_CONSTANT_OP = 52,
+    OP_COMPOSITE_EXTRACT = 81,
+    OP_IADD = 128,
+    OP_ISUB = 130,
+    OP_IMUL = 132,
+    OP_UDIV = 134,
     OP_VARIABLE = 59,
     OP_DECORATE = 71,
     OP_MEMBER_DECORATE = 72,
@@ -177,6 +185,36 @@ static posenc_status reflect(struct pe_vk_backend *be, const char *name, const u
                             (uint64_t)c->spec_id < n_spec)
                             c->value = spec[c->spec_id];
                         c->is_const = true;
+                    }
+                    break;
+                case OP_SPEC_CONSTANT_OP:
+                    /* the usual array lengths: gl_WorkGroupSize.x (a CompositeExtract of
+                     * the WorkgroupSize built-in) and simple integer arithmetic on
+                     * constants; anything else stays unknown */
+                    if (wc >= 5 && ID_OK(a[1])) {
+                        struct sid *c = &ids[a[1]];
+                        const uint32_t sop = a[2];
+                        if (sop == OP_COMPOSITE_EXTRACT && wc >= 6 && ID_OK(a[3]) && a[4] < 3) {
+                            const uint32_t e = ids[a[3]].comp[a[4]];
+                            if (ID_OK(e) && ids[e].is_const) {
+                                c->value = ids[e].value;
+                                c->is_const = true;
+                            }
+                        } else if (wc >= 6 && ID_OK(a[3]) && ID_OK(a[4]) && ids[a[3]].is_const &&
+                                   ids[a[4]].is_const) {
+                            const uint64_t x = ids[a[3]].value, y = ids[a[4]].value;
+                            c->is_const = true;
+                            if (sop == OP_IADD)
+                                c->value = x + y;
+                            else if (sop == OP_ISUB && x >= y)
+                                c->value = x - y;
+                            else if (sop == OP_IMUL)
+                                c->value = x * y;
+                            else if (sop == OP_UDIV && y)
+                                c->value = x / y;
+                            else
+                                c->is_const = false;
+                        }
                     }
                     break;
                 case OP_CONSTANT_COMPOSITE:
