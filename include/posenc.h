@@ -11,7 +11,8 @@
  *                   posenc_context_destroy().
  *   posenc_buffer   a block of device memory owned by one context. Created with
  *                   posenc_buffer_create(), or wrapping the application's cl_mem /
- *                   VkBuffer with posenc_buffer_wrap_opencl() / _vulkan(); destroyed with
+ *                   VkBuffer with posenc_buffer_wrap_opencl() / _vulkan(), or its host
+ *                   memory with posenc_buffer_wrap_host(); destroyed with
  *                   posenc_buffer_destroy(). Every buffer must be destroyed before its
  *                   context.
  *   posenc_tensor   a plain struct (not a handle): a typed, strided view into a buffer,
@@ -621,6 +622,110 @@ POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t
                                                    uint64_t size, posenc_buffer **out_buffer);
 
 /* ------------------------------------------------------------------------------------ */
+/* The application's host memory as a buffer (zero copy)                                */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Wrap `size` bytes of the caller's host memory at `ptr` as a posenc buffer, without
+ * copying: ops on its tensors read and write that memory itself (what a CPU runtime such
+ * as ggml's needs to run posenc ops on its own tensors). Works on any context (posenc's
+ * own or host-owned) of:
+ *   - the CPU backend: the buffer's memory is `ptr` itself;
+ *   - OpenCL on a device that shares the host's memory: a CPU device (PoCL) or one with
+ *     CL_DEVICE_HOST_UNIFIED_MEMORY. posenc creates a CL_MEM_USE_HOST_PTR buffer on it.
+ *     On other OpenCL devices (a discrete GPU) it returns POSENC_ERR_UNSUPPORTED: every
+ *     kernel access would cross the bus or the driver would keep a copy; use
+ *     posenc_buffer_create and posenc_buffer_write / _read there.
+ *   - Vulkan: not available (POSENC_ERR_UNSUPPORTED); use posenc_buffer_wrap_vulkan.
+ * `ptr` must be a multiple of posenc_buffer_host_alignment() bytes (CPU: 8, the largest
+ * element, so that every element of every dtype is naturally aligned; OpenCL: the
+ * device's CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes, 128 on PoCL), and [ptr, ptr + size)
+ * must not wrap around the address space. Tensor offsets and strides are then checked as
+ * on any buffer (multiples of the element size, inside `size`).
+ *
+ * When the host may touch the memory. posenc never frees it, and the caller must keep it
+ * allocated until posenc_buffer_destroy() has returned. The host may read and write it
+ * directly (not through posenc):
+ *   - CPU backend: between posenc calls (every op finishes before it returns);
+ *   - OpenCL: from the wrap until the next posenc call on the context that uses the
+ *     device's memory (any op, posenc_buffer_write / _read on any buffer of the context),
+ *     and again after each posenc_context_finish() that returns POSENC_OK, until the next
+ *     such call. The OpenCL spec defines host access to a CL_MEM_USE_HOST_PTR buffer
+ *     only while it is mapped: posenc maps every wrapped host buffer of the context
+ *     (clEnqueueMapBuffer, read + write, the whole buffer, complete before the call
+ *     returns) when it is wrapped and in posenc_context_finish(), and unmaps it before it
+ *     queues its next command. On a CPU device neither copies anything. (The map at the
+ *     wrap waits for the commands already on the queue: the application's too, on a
+ *     host-owned queue.) Waiting for an op's event (posenc_opencl_last_event) does not
+ *     give the memory back to the host: call posenc_context_finish().
+ * posenc_buffer_write / _read work on it as on any buffer. posenc_buffer_destroy() waits
+ * for posenc's queued work (OpenCL: the whole queue, and the memory then holds the
+ * buffer's final contents) and releases only posenc's handle; the memory is the caller's
+ * again, never touched by posenc afterwards. posenc never caches what it reads from a
+ * wrapped buffer (e.g. RoPE freq_factors): it may change behind posenc's back.
+ * On failure *out_buffer is NULL.
+ *
+ * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / ptr / out_buffer, size 0, ptr
+ * not a multiple of the alignment, a range that wraps around), POSENC_ERR_UNSUPPORTED
+ * (Vulkan, an OpenCL device that does not share the host's memory, larger than the
+ * device's largest buffer), POSENC_ERR_OUT_OF_MEMORY or POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_buffer_wrap_host(posenc_context *ctx, void *ptr, size_t size,
+                                                 posenc_buffer **out_buffer);
+
+/* The alignment in bytes posenc_buffer_wrap_host() needs of `ptr` on ctx's device (a power
+ * of two). Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / out_alignment) or
+ * POSENC_ERR_UNSUPPORTED (the device cannot wrap host memory; *out_alignment = 0 and the
+ * message says why). */
+POSENC_API posenc_status posenc_buffer_host_alignment(posenc_context *ctx,
+                                                      size_t *out_alignment);
+
+/* ------------------------------------------------------------------------------------ */
+/* OpenCL events                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * For an OpenCL context (posenc's own or host-owned): an event that completes when every
+ * command posenc has enqueued on the context so far has completed -- the cl_event of
+ * posenc's last command (the queue is in order, so that command completes after every
+ * earlier one; the application's commands enqueued after it on a host-owned queue are
+ * not waited for). After an op, it is the op's last kernel (or CLBlast GEMM), so a
+ * runtime waits for one op (clWaitForEvents) or makes work on another queue of the same
+ * cl_context depend on it, without finishing the queue. An op that enqueued nothing (an
+ * empty tensor, check-only mode) leaves it at the previous command; before posenc's first
+ * command it is a marker (clEnqueueMarkerWithWaitList) enqueued now. The call flushes the
+ * queue (clFlush), as OpenCL requires for an event another queue waits on.
+ * *out_cl_event is a cl_event (as void *) that posenc retained for the caller: release it
+ * with clReleaseEvent. It belongs to ctx's cl_context (for a context posenc created, read
+ * it with clGetEventInfo(CL_EVENT_CONTEXT)). It says when posenc's device work is done; it
+ * does not give wrapped host memory back to the host (see posenc_buffer_wrap_host).
+ * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / out_cl_event),
+ * POSENC_ERR_UNSUPPORTED (a CPU or Vulkan context) or POSENC_ERR_BACKEND; on failure
+ * *out_cl_event is NULL.
+ */
+POSENC_API posenc_status posenc_opencl_last_event(posenc_context *ctx, void **out_cl_event);
+
+/*
+ * For an OpenCL context: make every command enqueued on ctx's queue after this call --
+ * posenc's next ops, and on a host-owned queue the application's commands too -- wait
+ * until the n_events events in cl_events (cl_event values as void *) have completed. It
+ * enqueues one barrier now (clEnqueueBarrierWithWaitList; it becomes the last event, see
+ * posenc_opencl_last_event), so the queue keeps its in-order semantics; posenc does not
+ * keep the events (release yours whenever you like). Events must belong to ctx's
+ * cl_context (any queue of it, or user events). n_events 0 does nothing.
+ * A posenc call that waits for the device (posenc_context_finish, posenc_buffer_read /
+ * _write, an op that reads back its arguments, posenc_buffer_wrap_host and the destroy of
+ * such a buffer, posenc_context_destroy) blocks until the
+ * events complete: set a user event complete from another thread or before such a call.
+ * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx, n_events < 0, cl_events NULL
+ * with n_events > 0, a NULL element or one that is not an event of ctx's cl_context; the
+ * message names cl_events[i]), POSENC_ERR_UNSUPPORTED (a CPU or Vulkan context) or
+ * POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_opencl_wait_events(posenc_context *ctx, int32_t n_events,
+                                                   void *const *cl_events);
+
+/* ------------------------------------------------------------------------------------ */
 /* Copy and convert                                                                     */
 /* ------------------------------------------------------------------------------------ */
 
@@ -1226,7 +1331,12 @@ typedef enum posenc_attention_encoding {
 enum {
     /* SINUSOIDAL / LEARNED: add the encoding to V as well (the identity-projection reading
      * of "x + PE feeds Q, K and V"); V's head dim must then equal Q's. */
-    POSENC_ATTENTION_PE_ON_V = 1u << 0
+    POSENC_ATTENTION_PE_ON_V = 1u << 0,
+    /* Run the multi-pass path (scores, softmax, output, with the logits in a device
+     * temporary) even when `weights` is NULL, instead of the one-pass fused kernel the
+     * backend may have. For comparisons and tests; results agree within the bounds of
+     * docs/accuracy.md, not bit for bit. */
+    POSENC_ATTENTION_UNFUSED = 1u << 1
 };
 
 /*
@@ -1263,6 +1373,21 @@ struct posenc_attention_params {
     struct posenc_relbias_params relbias;
     const posenc_tensor *relbias_table;         /* RELBIAS: [n_buckets, Hq], f32 or f16 */
     uint32_t flags;                             /* POSENC_ATTENTION_* */
+    /* ggml's flash_attn_ext extras (GGML_OP_FLASH_ATTN_EXT). Zero / NULL: unused. They are
+     * computed by the one-pass path only: with any of them set, a call with `weights`, with
+     * POSENC_ATTENTION_UNFUSED or on a backend without a one-pass kernel returns
+     * POSENC_ERR_UNSUPPORTED. */
+    /* > 0: the scaled scores s become softcap * tanh(s / softcap) before the bias and the
+     * mask are added (ggml's logit_softcap). */
+    float softcap;
+    /* NULL, or Hq host floats (read during the call): the mask is multiplied by
+     * mask_slopes[h] before it is added (ggml's max_bias ALiBi, where the mask holds the
+     * distances; posenc_alibi_slopes computes ggml's slopes). Needs `mask`. */
+    const float *mask_slopes;
+    /* NULL, or f32 [Hq]: one logit per query head that joins every softmax row's
+     * denominator (attention sinks): p_k = exp(x_k - m) / (sum_j exp(x_j - m) +
+     * exp(sink_h - m)) with m = max(max_j x_j, sink_h). */
+    const posenc_tensor *sinks;
     uint32_t reserved[8];                       /* must be zero */
 };
 
@@ -1275,13 +1400,17 @@ struct posenc_attention_params {
  *   dst      [Dv, Hq, Tq, B]  the output; must not overlap any other tensor
  *   weights  NULL, or [Tk, Tq, Hq, B] f32 or f16: receives P (heat maps, decay curves)
  *
- * Any view (padded, permuted, offset) works. The call makes device temporaries: the
- * logits, Tk*Tq*Hq*B f32 values, plus an f32 copy of Q and K for SINUSOIDAL, LEARNED and
- * ROPE; they are freed before it returns. If q, k, v or dst is empty nothing is written.
+ * Any view (padded, permuted, offset) works. Without `weights`, on a backend with a
+ * one-pass kernel (and without POSENC_ATTENTION_UNFUSED), scores, bias, mask, softmax and
+ * the sum over V run in one pass with no logits in memory; otherwise the call makes a
+ * device temporary for the logits, Tk*Tq*Hq*B f32 values. SINUSOIDAL, LEARNED and ROPE
+ * also make an f32 copy of Q and K. Temporaries are freed before the call returns. If q,
+ * k, v or dst is empty nothing is written.
  * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, overlaps or params (the
  * message names them; an error inside an encoding is reported with the encoding's own
  * message), POSENC_ERR_OUT_OF_RANGE for a LEARNED position past the table, and
- * POSENC_ERR_UNSUPPORTED when the backend lacks attention.
+ * POSENC_ERR_UNSUPPORTED when the backend lacks attention, or for softcap / mask_slopes /
+ * sinks where the one-pass path cannot run (see those fields).
  */
 POSENC_API posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
                                           const posenc_tensor *k, const posenc_tensor *v,

@@ -78,6 +78,9 @@ struct posenc_buffer {
     uint64_t id;
     uint64_t generation;
     bool wrapped;
+    /* posenc_buffer_wrap_host: the caller's host memory (also `wrapped`); destroyed through
+     * the backend's buffer_unwrap_host, which never frees it. */
+    bool host_memory;
 };
 
 /* A view of `b` is about to be written by posenc: cached read-backs of it are stale. */
@@ -414,6 +417,55 @@ struct pe_attn_output_op {
     struct pe_view v;        /* [Dv, Hk, Tk, B] f32 or f16 */
     struct pe_view dst;      /* [Dv, Hq, Tq, B] f32 or f16 */
     int64_t group;
+};
+
+/* attn_fused: posenc_attention without `weights`, in one pass over the keys (no logits in
+ * memory). For q < Tq, h < Hq, b < B, with kv = h / group, qp = q + q_offset and
+ * kp = k + k_offset:
+ *   s_k = scale * sum_{i < D} q[i, h, q, b] * k[i, kv, k, b]
+ *   s_k = softcap * tanh(s_k / softcap)   (softcap > 0 only; ggml's logit_softcap)
+ *   x_k = s_k
+ *         + bias(k, q, h)                 has_alibi:   as pe_alibi_op with logits 0:
+ *                                           -slope[h] * (qp - kp) (symmetric: |qp - kp|),
+ *                                           -inf where alibi.causal and kp > qp;
+ *                                         has_relbias: table[bucket[(kp - qp) - rel_min], h]
+ *                                           as pe_relbias_op (table view, bucket list);
+ *         + slope_h * mask[k, q, h, b]    (mask.mem == NULL: none; mask.ne is the logits'
+ *                                           [Tk, Tq, Hq, B], st[2] / st[3] are 0 where it is
+ *                                           broadcast over heads / batches; slope_h =
+ *                                           mask_slopes_f32[h], or 1 when it is NULL:
+ *                                           ggml's max_bias ALiBi, which scales the mask)
+ *   x_k = -inf                            where causal and kp > qp
+ *   m   = max(max_k x_k, sink_h)          (sinks.mem == NULL: no sink term; sink_h at
+ *                                           sinks.offset + h * sinks.st[0], f32)
+ *   m == -inf (every key masked, no finite sink):  dst[:, h, q, b] = 0
+ *   else   dst[i, h, q, b] = sum_k exp(x_k - m) * v[i, kv, k, b]
+ *                            / (sum_k exp(x_k - m) + exp(sink_h - m))
+ * A backend computes it with a running max and sum (online softmax), in f32 or wider,
+ * and may split the keys of a row across work-groups / threads and merge the partial
+ * (max, sum, acc) triples. It acquires its temporaries and programs before it writes dst.
+ * The alibi / relbias members carry only the bias: their logits and dst views are unset
+ * (mem == NULL). q and k are already encoded (RoPE / sinusoidal / learned are applied by
+ * the front end into temporaries); v too with POSENC_ATTENTION_PE_ON_V. */
+struct pe_attn_fused_op {
+    struct pe_view q;        /* [D, Hq, Tq, B] f32 or f16 */
+    struct pe_view k;        /* [D, Hk, Tk, B] f32 or f16 */
+    struct pe_view v;        /* [Dv, Hk, Tk, B] f32 or f16 */
+    struct pe_view dst;      /* [Dv, Hq, Tq, B] f32 or f16 */
+    struct pe_view mask;     /* f32 or f16; mem == NULL: none */
+    int64_t group;
+    double scale;
+    float scale_f32;
+    int causal;
+    int64_t q_offset, k_offset;
+    int has_alibi, has_relbias;
+    struct pe_alibi_op alibi;     /* has_alibi: slopes, symmetric, causal, offsets */
+    struct pe_relbias_op relbias; /* has_relbias: table, bucket list, rel_min, offsets */
+    /* ggml's flash_attn_ext extras (0 / NULL when unused): */
+    float softcap;                /* > 0: tanh soft-capping of the scaled scores */
+    const double *mask_slopes;    /* [Hq]: the mask is multiplied by slope_h (NULL: 1) */
+    const float *mask_slopes_f32; /* the same rounded to f32 (GPU backends) */
+    struct pe_view sinks;         /* f32 [Hq]; mem == NULL: none */
 };
 
 /* posenc_fill, resolved: every element of dst gets `bits` (the value already converted to

@@ -11,6 +11,10 @@
  *   4. ALIBI / RELBIAS: posenc_alibi / posenc_relbias in place on the logits;
  *   5. attn_softmax (mask, causal mask, the optional weights output);
  *   6. attn_output into dst.
+ * Without `weights` (and without POSENC_ATTENTION_UNFUSED), on a backend with attn_fused,
+ * steps 3-6 are one pass of that kernel instead (pe_attn_fused_op: scores, the ALiBi /
+ * relative bias, mask, causal mask, online softmax and the weighted sum of V; no logits
+ * temporary), when q, k, v, dst and the mask each fit one binding; otherwise:
  * Steps 3-6 run once per block of queries when the device's binding limit cuts the logits
  * (attn_block). A failing call writes nothing (posenc.h, "Errors"), so before the first
  * launch that writes dst or weights everything that can fail is done: the block size and
@@ -254,6 +258,42 @@ static bool has_input_encoding(posenc_attention_encoding e)
            e == POSENC_ATTENTION_ROPE;
 }
 
+/* softcap, mask_slopes, sinks (ggml's flash_attn_ext extras). */
+static posenc_status check_extras(posenc_context *ctx, const struct posenc_attention_params *p,
+                                  int64_t Hq)
+{
+    if (!isfinite(p->softcap) || p->softcap < 0.0f)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "params->softcap = %g, must be finite and >= 0 (0: none)",
+                        (double)p->softcap);
+    if (p->mask_slopes) {
+        if (!p->mask)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->mask_slopes is set but params->mask is NULL (the slopes "
+                            "scale the mask)");
+        for (int64_t h = 0; h < Hq; h++)
+            if (!isfinite(p->mask_slopes[h]))
+                return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                                "params->mask_slopes[%lld] = %g is not finite", (long long)h,
+                                (double)p->mask_slopes[h]);
+    }
+    if (p->sinks) {
+        const posenc_tensor *t = p->sinks;
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->sinks", t, false, NULL));
+        if (t->dtype != POSENC_DTYPE_F32)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->sinks has dtype %s, must be f32",
+                            posenc_dtype_name(t->dtype));
+        if (t->ne[0] != Hq || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                            "params->sinks is [%lld, %lld, %lld, %lld], must be [%lld, 1, 1, 1] "
+                            "(one per query head)",
+                            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                            (long long)t->ne[3], (long long)Hq);
+    }
+    return POSENC_OK;
+}
+
 static posenc_status check_params(posenc_context *ctx, const struct posenc_attention_params *p,
                                   int64_t D, int64_t Dv)
 {
@@ -272,7 +312,7 @@ static posenc_status check_params(posenc_context *ctx, const struct posenc_atten
     if (p->k_offset < 0)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "params->k_offset = %d, must be >= 0",
                         (int)p->k_offset);
-    if (p->flags & ~(uint32_t)POSENC_ATTENTION_PE_ON_V)
+    if (p->flags & ~(uint32_t)(POSENC_ATTENTION_PE_ON_V | POSENC_ATTENTION_UNFUSED))
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "params->flags = 0x%x has unknown bits", (unsigned)p->flags);
     const bool additive = p->encoding == POSENC_ATTENTION_SINUSOIDAL ||
@@ -329,6 +369,7 @@ struct attn_run {
     struct pe_alibi_op alibi;     /* prepared for every query; views per block */
     struct pe_relbias_op relbias;
     const int32_t *buckets;       /* relbias' own list (freed at the end) */
+    const double *mask_slopes;    /* params->mask_slopes widened (NULL: none) */
 };
 
 /* The ops of one block's steps (the first block's go to the backend's attn_prepare). */
@@ -448,6 +489,67 @@ static posenc_status attn_block(const struct attn_run *r, int64_t q0, int64_t nq
     return vt->attn_output(ctx->backend, &oo);
 }
 
+/* Steps 3-6 as the backend's one-pass kernel (pe_attn_fused_op), when every view fits one
+ * binding: *ran says whether it ran (false: the caller takes the multi-pass path, which
+ * cuts the queries into blocks and reports its own limits). */
+static posenc_status attn_fused_op(const struct attn_run *r, bool *ran)
+{
+    posenc_context *ctx = r->ctx;
+    const struct posenc_attention_params *p = r->p;
+    struct pe_attn_fused_op op;
+    memset(&op, 0, sizeof(op));
+    *ran = false;
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "q", r->qe, false, &op.q));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "k", r->ke, false, &op.k));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "v", r->ve, false, &op.v));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", r->dst, true, &op.dst));
+    if (p->mask) {
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->mask", p->mask, false, &op.mask));
+        /* the mask view gets the logits' shape, broadcast dims with stride 0 */
+        const int64_t lne[4] = {r->Tk, r->qe->ne[2], r->Hq, r->B};
+        for (int i = 0; i < 4; i++) {
+            if (p->mask->ne[i] == 1)
+                op.mask.st[i] = 0;
+            op.mask.ne[i] = lne[i];
+        }
+    }
+    const uint64_t limit = pe_binding_limit(ctx, NULL);
+    const struct pe_view *views[] = {&op.q, &op.k, &op.v, &op.dst, &op.mask};
+    const char *names[] = {"q", "k", "v", "dst", "params->mask"};
+    const bool extras = p->softcap > 0.0f || p->mask_slopes || p->sinks;
+    for (size_t i = 0; i < PE_ARRAY_SIZE(views); i++)
+        if (limit && pe_view_span_bytes(views[i]) > limit) {
+            if (extras) /* the multi-pass path cannot take them */
+                return pe_check_binding(ctx, "attention", 1, &views[i], &names[i]);
+            return POSENC_OK; /* not fused: the multi-pass path cuts and checks */
+        }
+    if (p->sinks)
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->sinks", p->sinks, false, &op.sinks));
+    op.group = r->Hq / r->Hk;
+    op.scale = r->scale;
+    op.softcap = p->softcap;
+    op.mask_slopes_f32 = p->mask_slopes;
+    op.mask_slopes = r->mask_slopes;
+    op.scale_f32 = (float)r->scale;
+    op.causal = p->causal;
+    op.q_offset = p->q_offset;
+    op.k_offset = p->k_offset;
+    if (r->has_alibi) {
+        op.has_alibi = 1;
+        op.alibi = r->alibi;
+        memset(&op.alibi.logits, 0, sizeof(op.alibi.logits));
+        memset(&op.alibi.dst, 0, sizeof(op.alibi.dst));
+    }
+    if (r->has_relbias) {
+        op.has_relbias = 1;
+        op.relbias = r->relbias;
+        memset(&op.relbias.logits, 0, sizeof(op.relbias.logits));
+        memset(&op.relbias.dst, 0, sizeof(op.relbias.dst));
+    }
+    *ran = true;
+    return ctx->backend->vt->attn_fused(ctx->backend, &op);
+}
+
 posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
                                const posenc_tensor *k, const posenc_tensor *v,
                                const posenc_tensor *dst, const posenc_tensor *weights,
@@ -504,6 +606,16 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         return shape_error(ctx, "weights", weights, want);
     }
     PE_RETURN_IF_ERROR(check_params(ctx, &p, D, Dv));
+    PE_RETURN_IF_ERROR(check_extras(ctx, &p, Hq));
+    const bool extras = p.softcap > 0.0f || p.mask_slopes || p.sinks;
+    if (extras && weights)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "params->softcap / mask_slopes / sinks are computed by the one-pass "
+                        "path only, which does not return weights (pass weights = NULL)");
+    if (extras && (p.flags & POSENC_ATTENTION_UNFUSED))
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "params->softcap / mask_slopes / sinks are computed by the one-pass "
+                        "path only, and params->flags has POSENC_ATTENTION_UNFUSED");
     if (p.mask) {
         PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "params->mask", p.mask, false, NULL));
         PE_RETURN_IF_ERROR(pe_enc_float(ctx, "params->mask", p.mask));
@@ -559,9 +671,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     /* outputs overlap nothing */
     const posenc_tensor *ins[] = {q, k, v, p.mask, q_pos, k_pos, table,
                                   p.encoding == POSENC_ATTENTION_RELBIAS ? p.relbias_table
-                                                                         : NULL};
+                                                                         : NULL,
+                                  p.sinks};
     const char *in_names[] = {"q", "k", "v", "params->mask", "params->q_pos", "params->k_pos",
-                              "params->learned_table", "params->relbias_table"};
+                              "params->learned_table", "params->relbias_table", "params->sinks"};
     for (size_t i = 0; i < PE_ARRAY_SIZE(ins); i++) {
         PE_RETURN_IF_ERROR(no_overlap(ctx, "dst", dst, in_names[i], ins[i]));
         PE_RETURN_IF_ERROR(no_overlap(ctx, "weights", weights, in_names[i], ins[i]));
@@ -600,6 +713,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     if (is_empty(q) || is_empty(k) || is_empty(v) || is_empty(dst))
         return POSENC_OK;
     const struct pe_backend_vtable *vt = ctx->backend->vt;
+    if (extras && !vt->attn_fused)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "backend %s has no one-pass attention, which params->softcap / "
+                        "mask_slopes / sinks need", vt->name);
     if (!vt->attn_scores || !vt->attn_softmax || !vt->attn_output ||
         (p.encoding == POSENC_ATTENTION_ALIBI && !vt->alibi) ||
         (p.encoding == POSENC_ATTENTION_RELBIAS && !vt->relbias))
@@ -640,31 +757,9 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
             st = encode(ctx, &tmp, &p, &rope, "v", v, &kp, &ve);
     }
 
-    /* Steps 3-6 run over blocks of queries whose logits fit one binding of the device
-     * (all of them at once when there is no limit): the logits temporary holds one block,
-     * [Tk, tq, Hq, B], and each block's queries see their own q_offset. */
-    int64_t tq = Tq;
-    const char *limit_what;
-    const uint64_t limit = pe_binding_limit(ctx, &limit_what);
-    if (st == POSENC_OK && limit) {
-        const uint64_t row = (uint64_t)Tk * (uint64_t)Hq * (uint64_t)B * 4u;
-        /* One query row of the block-packed logits spans (Tk*tq*(Hq*B - 1) + Tk) floats;
-         * bound it by Tk*Hq*B*tq floats, which is what the buffer holds. */
-        if (row > limit)
-            st = pe_error(ctx, POSENC_ERR_UNSUPPORTED,
-                          "attention: the logits of one query, %lld keys x %lld heads x %lld "
-                          "batches in f32 (%llu bytes), are over the %llu bytes one binding "
-                          "may span (%s)",
-                          (long long)Tk, (long long)Hq, (long long)B, (unsigned long long)row,
-                          (unsigned long long)limit, limit_what);
-        else if ((uint64_t)Tq * row > limit)
-            tq = (int64_t)(limit / row);
-    }
-    if (st == POSENC_OK)
-        st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, tq, Hq, B, &logits);
     struct attn_run run = {.ctx = ctx, .p = &p, .qe = &qe, .ke = &ke, .ve = &ve, .dst = dst,
-                           .weights = weights, .logits = &logits, .Tk = Tk, .Hq = Hq,
-                           .Hk = Hk, .B = B, .scale = scale};
+                           .weights = weights, .Tk = Tk, .Hq = Hq, .Hk = Hk, .B = B,
+                           .scale = scale};
     /* the logit bias of every block, its checks and host tables made once */
     if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
         struct posenc_alibi_params ap = p.alibi;
@@ -682,26 +777,67 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         run.has_relbias = st == POSENC_OK;
         run.buckets = run.relbias.bucket;
     }
-    if (st == POSENC_OK && tq < Tq)
+
+    double *mask_slopes = NULL;
+    if (st == POSENC_OK && p.mask_slopes) {
+        mask_slopes = malloc((size_t)Hq * sizeof(double));
+        if (!mask_slopes)
+            st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "attention: %lld mask slopes",
+                          (long long)Hq);
+        for (int64_t h = 0; st == POSENC_OK && h < Hq; h++)
+            mask_slopes[h] = (double)p.mask_slopes[h];
+        run.mask_slopes = mask_slopes;
+    }
+
+    /* ---- 3-6 in one pass: no weights asked for and the backend has a fused kernel ------ */
+    bool fused = false;
+    if (st == POSENC_OK && !weights && vt->attn_fused && !(p.flags & POSENC_ATTENTION_UNFUSED))
+        st = attn_fused_op(&run, &fused);
+
+    /* Otherwise steps 3-6 run over blocks of queries whose logits fit one binding of the
+     * device (all of them at once when there is no limit): the logits temporary holds one
+     * block, [Tk, tq, Hq, B], and each block's queries see their own q_offset. */
+    int64_t tq = Tq;
+    const char *limit_what;
+    const uint64_t limit = pe_binding_limit(ctx, &limit_what);
+    if (st == POSENC_OK && !fused && limit) {
+        const uint64_t row = (uint64_t)Tk * (uint64_t)Hq * (uint64_t)B * 4u;
+        /* One query row of the block-packed logits spans (Tk*tq*(Hq*B - 1) + Tk) floats;
+         * bound it by Tk*Hq*B*tq floats, which is what the buffer holds. */
+        if (row > limit)
+            st = pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                          "attention: the logits of one query, %lld keys x %lld heads x %lld "
+                          "batches in f32 (%llu bytes), are over the %llu bytes one binding "
+                          "may span (%s)",
+                          (long long)Tk, (long long)Hq, (long long)B, (unsigned long long)row,
+                          (unsigned long long)limit, limit_what);
+        else if ((uint64_t)Tq * row > limit)
+            tq = (int64_t)(limit / row);
+    }
+    if (st == POSENC_OK && !fused)
+        st = tmp_tensor(ctx, &tmp, POSENC_DTYPE_F32, Tk, tq, Hq, B, &logits);
+    run.logits = &logits;
+    if (st == POSENC_OK && !fused && tq < Tq)
         pe_log(ctx, POSENC_LOG_DEBUG, "attention: %lld queries in blocks of %lld (binding "
                "limit %llu bytes, %s)", (long long)Tq, (long long)tq,
                (unsigned long long)limit, limit_what);
     /* every block checked (views, binding limits) before the first one runs */
     struct attn_block_ops first;
-    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
+    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK && !fused; q0 += tq)
         st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, false, q0 == 0 ? &first : NULL);
     /* the backend's own temporaries, scratch and programs for every block (the first is the
      * largest), before the first launch */
     bool prepared = false;
-    if (st == POSENC_OK && vt->attn_prepare) {
+    if (st == POSENC_OK && !fused && vt->attn_prepare) {
         prepared = true;
         st = vt->attn_prepare(ctx->backend, &first.so, &first.sm, &first.oo);
     }
-    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK; q0 += tq)
+    for (int64_t q0 = 0; q0 < Tq && st == POSENC_OK && !fused; q0 += tq)
         st = attn_block(&run, q0, Tq - q0 < tq ? Tq - q0 : tq, true, NULL);
     if (prepared && vt->attn_end)
         vt->attn_end(ctx->backend);
 
+    free(mask_slopes);
     if (run.has_alibi)
         pe_alibi_release(&run.alibi);
     if (run.has_relbias)

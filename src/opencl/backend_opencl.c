@@ -288,6 +288,17 @@ static posenc_status cl_fail_mem(posenc_context *ctx, const char *call, cl_int e
     return cl_fail(ctx, call, err);
 }
 
+/* The two above for the other files of the backend (backend_opencl.h). */
+const char *pe_cl_err_name(cl_int err)
+{
+    return cl_err_name(err);
+}
+
+posenc_status pe_cl_fail(posenc_context *ctx, const char *call, cl_int err)
+{
+    return cl_fail(ctx, call, err);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Platforms and devices                                                                */
 /* ------------------------------------------------------------------------------------ */
@@ -780,6 +791,7 @@ static void cl_destroy(struct pe_backend *base)
     table_free(&be->tab_alibi);
     table_free(&be->tab_relbias);
     pe_cl_attn_end(&be->base);
+    pe_cl_sync_free(be);
     free(be->rope_scratch);
     free(be->gemm_scratch);
     if (be->queue)
@@ -798,8 +810,13 @@ static void cl_get_info(const struct pe_backend *base, struct posenc_device_info
 static posenc_status cl_finish(struct pe_backend *base)
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    /* wrapped host memory goes back to the host (posenc_buffer_wrap_host): maps enqueued
+     * behind the queued work, waited for by the clFinish */
+    posenc_status st = pe_cl_map_hosts(be);
     cl_int err = clFinish(be->queue);
-    return err == CL_SUCCESS ? POSENC_OK : cl_fail(be->base.ctx, "clFinish", err);
+    if (err != CL_SUCCESS)
+        return cl_fail(be->base.ctx, "clFinish", err);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -887,11 +904,15 @@ static posenc_status cl_buffer_write(struct pe_backend *base, void *mem, size_t 
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     if (size == 0)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
     /* Blocking: the caller may free or reuse `src` as soon as this returns. */
+    cl_event ev = NULL;
     cl_int err =
-        clEnqueueWriteBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, src, 0, NULL, NULL);
-    return err == CL_SUCCESS ? POSENC_OK
-                             : cl_fail_mem(be->base.ctx, "clEnqueueWriteBuffer", err);
+        clEnqueueWriteBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, src, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return cl_fail_mem(be->base.ctx, "clEnqueueWriteBuffer", err);
+    pe_cl_track(be, ev);
+    return POSENC_OK;
 }
 
 static posenc_status cl_buffer_read(struct pe_backend *base, void *mem, size_t offset, void *dst,
@@ -900,10 +921,14 @@ static posenc_status cl_buffer_read(struct pe_backend *base, void *mem, size_t o
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     if (size == 0)
         return cl_finish(base);
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err =
-        clEnqueueReadBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, dst, 0, NULL, NULL);
-    return err == CL_SUCCESS ? POSENC_OK
-                             : cl_fail_mem(be->base.ctx, "clEnqueueReadBuffer", err);
+        clEnqueueReadBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, dst, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return cl_fail_mem(be->base.ctx, "clEnqueueReadBuffer", err);
+    pe_cl_track(be, ev);
+    return POSENC_OK;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1649,13 +1674,16 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     if (be->base.prepare_only)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err =
-        clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
+        clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, &ev);
     if (err != CL_SUCCESS) {
         char call[96];
         snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
         return cl_fail_mem(ctx, call, err);
     }
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 
@@ -1720,13 +1748,16 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     if (be->base.prepare_only)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
-    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, NULL);
+    cl_event ev = NULL;
+    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, &ev);
     if (err != CL_SUCCESS) {
         char call[96];
         snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
         return cl_fail_mem(ctx, call, err);
     }
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 
@@ -2173,4 +2204,9 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,
     .softmax = pe_cl_softmax,
+    .host_alignment = pe_cl_host_alignment,
+    .buffer_wrap_host = pe_cl_buffer_wrap_host,
+    .buffer_unwrap_host = pe_cl_buffer_unwrap_host,
+    .last_event = pe_cl_last_event,
+    .wait_events = pe_cl_wait_events,
 };

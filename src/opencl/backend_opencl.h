@@ -117,6 +117,19 @@ struct pe_cl_backend {
         uint64_t serial;
     } memo[16];
     int memo_next;
+    /* The event of posenc's last command on the queue (cl_sync.c, pe_cl_track): NULL
+     * before the first. posenc_opencl_last_event hands out a reference to it. */
+    cl_event last_event;
+    /* posenc_buffer_wrap_host buffers (cl_sync.c): the cl_mem (CL_MEM_USE_HOST_PTR), the
+     * host memory, its size, and whether the host holds it mapped now; n_mapped counts
+     * the mapped ones (pe_cl_before_enqueue unmaps them). */
+    struct pe_cl_host {
+        cl_mem mem;
+        void *ptr;
+        size_t size;
+        bool mapped;
+    } *hosts;
+    int n_hosts, cap_hosts, n_mapped;
 };
 
 /* One kernel argument (clSetKernelArg's size and value). */
@@ -237,5 +250,48 @@ static inline void pe_cl_release_mem(struct pe_cl_backend *be, cl_mem mem)
 
 /* CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY. */
 bool pe_cl_err_is_oom(cl_int err);
+
+/* An OpenCL error code's name ("CL_INVALID_VALUE"), and a failed cl* call reported as
+ * POSENC_ERR_BACKEND (OUT_OF_MEMORY for CL_OUT_OF_HOST_MEMORY) with the call and code. */
+const char *pe_cl_err_name(cl_int err);
+posenc_status pe_cl_fail(posenc_context *ctx, const char *call, cl_int err);
+
+/* ---- events and wrapped host memory (src/opencl/cl_sync.c) ---- */
+
+/* Give the wrapped host buffers the host holds mapped back to the device (unmap them). */
+posenc_status pe_cl_unmap_hosts(struct pe_cl_backend *be);
+
+/* Every command posenc enqueues goes between these two: before, wrapped host memory the
+ * host holds mapped is unmapped (the spec's rule for CL_MEM_USE_HOST_PTR memory a command
+ * uses; one compare when there is none); after a successful enqueue, its event `ev` (the
+ * command's, asked for with a non-NULL event argument) becomes the last event. */
+static inline posenc_status pe_cl_before_enqueue(struct pe_cl_backend *be)
+{
+    return be->n_mapped > 0 ? pe_cl_unmap_hosts(be) : POSENC_OK;
+}
+
+static inline void pe_cl_track(struct pe_cl_backend *be, cl_event ev)
+{
+    if (!ev)
+        return;
+    if (be->last_event)
+        clReleaseEvent(be->last_event);
+    be->last_event = ev;
+}
+
+/* cl_finish, before its clFinish: map every wrapped host buffer for the host again
+ * (non-blocking maps; the clFinish makes their contents current). */
+posenc_status pe_cl_map_hosts(struct pe_cl_backend *be);
+/* cl_destroy: release the last event and the host-buffer list (the buffers themselves
+ * were unwrapped by the front end first). */
+void pe_cl_sync_free(struct pe_cl_backend *be);
+
+/* The vtable slots of backend.h. */
+posenc_status pe_cl_host_alignment(struct pe_backend *be, size_t *out_alignment);
+posenc_status pe_cl_buffer_wrap_host(struct pe_backend *be, void *ptr, size_t size,
+                                     void **out_mem);
+void pe_cl_buffer_unwrap_host(struct pe_backend *be, void *mem);
+posenc_status pe_cl_last_event(struct pe_backend *be, void **out_event);
+posenc_status pe_cl_wait_events(struct pe_backend *be, int32_t n, void *const *events);
 
 #endif

@@ -284,11 +284,15 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
         if (batches == 1)
             sc = 1;
         be->used_clblast = 1;
+        PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+        /* CLBlast's event is its last kernel's: on the in-order queue, the whole GEMM's */
+        cl_event ev = NULL;
         code = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k,
                                           alpha, a, a_off[0], lda, sa, b, b_off[0], ldb, sb, 0.0f,
-                                          c, c_off[0], ldc, sc, batches, &be->queue, NULL);
+                                          c, c_off[0], ldc, sc, batches, &be->queue, &ev);
         if (code != CLBlastSuccess)
             return clblast_fail(be, "CLBlastSgemmStridedBatched", what, m, n, k, batches, code);
+        pe_cl_track(be, ev);
         return POSENC_OK;
     }
     float *alphas, *betas;
@@ -298,11 +302,14 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
         betas[i] = 0.0f;
     }
     be->used_clblast = 1;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     code = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alphas, a,
                                a_off, lda, b, b_off, ldb, betas, c, c_off, ldc, batches,
-                               &be->queue, NULL);
+                               &be->queue, &ev);
     if (code != CLBlastSuccess)
         return clblast_fail(be, "CLBlastSgemmBatched", what, m, n, k, batches, code);
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 
@@ -458,10 +465,13 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
     const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
     if (be->base.prepare_only)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
-                                        NULL);
+                                        &ev);
     if (err != CL_SUCCESS)
         return fail(be, "clEnqueueNDRangeKernel(pe_attn_softmax)", err);
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 

@@ -91,10 +91,13 @@ posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op 
                         wg * sizeof(cl_float), (int)err);
     if (be->base.prepare_only)
         return POSENC_OK;
-    err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
+    err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, &ev);
     if (err != CL_SUCCESS)
         return pe_error(base->ctx,
                         pe_cl_err_is_oom(err) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND,
                         "clEnqueueNDRangeKernel(pe_softmax) failed: OpenCL error %d", (int)err);
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
