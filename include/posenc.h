@@ -416,12 +416,13 @@ struct posenc_device_info {
                                  * converts in its kernels when 0 */
     uint64_t max_buffer_size;   /* largest single buffer, bytes */
     /* The most bytes one tensor view may span in one launch, 0 = no limit below
-     * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; lowered
-     * by POSENC_MAX_BINDING). posenc cuts copy, sinusoidal, RoPE, learned, ALiBi and
-     * relative-bias ops over larger views into several launches along their outer
-     * dimensions and runs attention's queries in blocks; what cannot be cut that way
-     * (one row over the limit; learned and relative-bias backward, resize_2d) returns
-     * POSENC_ERR_UNSUPPORTED naming the limit. */
+     * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; OpenCL:
+     * CL_DEVICE_MAX_MEM_ALLOC_SIZE; lowered by POSENC_MAX_BINDING). posenc cuts copy,
+     * sinusoidal, RoPE, learned, ALiBi and relative-bias ops over larger views into
+     * several launches along their outer dimensions and runs attention's queries in
+     * blocks; what cannot be cut that way (one row over the limit; learned and
+     * relative-bias backward, resize_2d) returns POSENC_ERR_UNSUPPORTED naming the
+     * limit. */
     uint64_t max_binding_size;
     uint32_t max_workgroup_size;
     uint32_t compute_units;     /* compute units / host threads */

@@ -2,6 +2,7 @@
  * selection, dispatch through the vtable. */
 #include "backend.h"
 #include "split.h"
+#include "preset.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -137,6 +138,14 @@ static posenc_status context_begin(const struct posenc_context_params *params,
             return st;
         }
         ctx->max_binding_env = (uint64_t)v;
+    }
+    /* POSENC_DEVICE_PRESET (test only): a small device's limits, applied by the GPU
+     * backends when they open their device (src/preset.h) */
+    st = pe_preset_from_env(ctx, &ctx->preset);
+    if (st != POSENC_OK) {
+        pe_strlcpy(out_error, ctx->last_error, error_size);
+        free(ctx);
+        return st;
     }
     *out = ctx;
     return POSENC_OK;

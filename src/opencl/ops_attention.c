@@ -33,13 +33,14 @@
  * Kernel argument order (cl/attention.cl; every "mem, long, long4" triple is a tensor:
  * buffer, offset and strides in its own elements):
  *
- *   pe_attn_softmax  (-DHAS_X (mask) -DX_F16 -DHAS_W -DDST_F16 (weights))
+ *   pe_attn_softmax  (-DHAS_X (mask) -DX_F16 -DHAS_W -DDST_F16 (weights), -DPE_ATTN_WG
+ *                    (pe_cl_reduce_wg: its __local array))
  *     0-2   logits             f32 [Tk, Tq, Hq, B], read and written
  *     3-5   mask               f32 or f16, strides 0 where broadcast; logits again without
  *     6-8   weights            f32 or f16; logits again without
  *     9     long4 shape        (Tk, Tq, Hq, B)
  *    10     long4 offs         (q_offset, k_offset, causal, 0)
- *   NDRange (wg, Tq*Hq*B, 1), local (wg, 1, 1), wg a power of two <= 64.
+ *   NDRange (wg, Tq*Hq*B, 1), local (wg, 1, 1), wg a power of two <= PE_ATTN_WG <= 64.
  *
  *   pe_attn_copy  (-DHAS_X=1 -DX_F16 (src) -DDST_F16 (dst))
  *     0-2   dst;  3-5 src;  6 long4 shape (n0, n1, n2, n3).  NDRange (n0, n1, n2*n3).
@@ -59,7 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PE_ATTN_WG 64 /* must match cl/attention.cl */
+#define PE_ATTN_WG 64 /* the largest work-group asked for (cl/attention.cl's default) */
 
 static posenc_status fail(struct pe_cl_backend *be, const char *call, cl_int err)
 {
@@ -425,6 +426,21 @@ posenc_status pe_cl_attn_scores(struct pe_backend *base, const struct pe_attn_sc
     return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
 }
 
+/* pe_attn_softmax's -D options (the same for pe_cl_attn_prepare and the launch); returns
+ * the reduction's largest work-group, from the device's limits (the __local array's size). */
+static size_t attn_softmax_defines(const struct pe_cl_backend *be,
+                                   const struct pe_attn_softmax_op *op, char *defines,
+                                   size_t size)
+{
+    const struct pe_view *l = &op->logits;
+    const bool has_mask = op->mask.mem != NULL, has_w = op->weights.mem != NULL;
+    const struct pe_view *mk = has_mask ? &op->mask : l, *w = has_w ? &op->weights : l;
+    const size_t wg_max = pe_cl_reduce_wg(be, PE_ATTN_WG, sizeof(cl_float));
+    snprintf(defines, size, "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d -DPE_ATTN_WG=%zu",
+             has_mask, has_mask && is_f16(mk), has_w, has_w && is_f16(w), wg_max);
+    return wg_max;
+}
+
 posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_softmax_op *op)
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
@@ -432,8 +448,7 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
     const bool has_mask = op->mask.mem != NULL, has_w = op->weights.mem != NULL;
     const struct pe_view *mk = has_mask ? &op->mask : l, *w = has_w ? &op->weights : l;
     char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines), "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d",
-             has_mask, has_mask && is_f16(mk), has_w, has_w && is_f16(w));
+    const size_t wg_max = attn_softmax_defines(be, op, defines, sizeof(defines));
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_softmax", defines, &p));
 
@@ -446,14 +461,10 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
                                      ARG(mk_off), ARG(mk_st), ARG(w_mem), ARG(w_off),
                                      ARG(w_st),  ARG(shape), ARG(offs)};
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args)));
-    /* one work-group per row: the largest power of two <= 64 the kernel and device allow */
-    size_t cap = PE_ATTN_WG;
+    /* one work-group per row: the largest power of two <= wg_max the kernel allows */
+    size_t cap = wg_max;
     if (p->kernel_wg_size < cap)
         cap = p->kernel_wg_size;
-    if (be->info.max_workgroup_size && be->info.max_workgroup_size < cap)
-        cap = be->info.max_workgroup_size;
-    if (be->max_item_size[0] && be->max_item_size[0] < cap)
-        cap = be->max_item_size[0];
     size_t wg = 1;
     while (wg * 2 <= cap)
         wg *= 2;
@@ -521,11 +532,7 @@ posenc_status pe_cl_attn_prepare(struct pe_backend *base, const struct pe_attn_s
     be->pinning = 1;
     char defines[PE_CL_OPTS_MAX];
     struct pe_cl_program *p = NULL;
-    const struct pe_view *l = &sm->logits, *mk = sm->mask.mem ? &sm->mask : l,
-                         *w = sm->weights.mem ? &sm->weights : l;
-    snprintf(defines, sizeof(defines), "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d",
-             sm->mask.mem != NULL, sm->mask.mem != NULL && is_f16(mk), sm->weights.mem != NULL,
-             sm->weights.mem != NULL && is_f16(w));
+    attn_softmax_defines(be, sm, defines, sizeof(defines));
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_softmax", defines, &p));
     bool gemm_scores = false, gemm_output = false;
 #if POSENC_HAVE_CLBLAST

@@ -11,6 +11,7 @@
  * forces the staging path (to test it on unified-memory devices).
  */
 #include "vk_internal.h"
+#include "preset.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -411,6 +412,54 @@ static posenc_status vk_pick_device(struct pe_vk_backend *be, int32_t device, bo
     return POSENC_OK;
 }
 
+/* POSENC_DEVICE_PRESET (src/preset.h): lower the limits and features vk_query_device
+ * stored, in place (be->props.limits, be->max_alloc, the feature flags, the device type),
+ * so that every later reader -- the shader limit checks of pe_vk_pipeline_spec, dispatch
+ * splitting, the binding limit, get_info -- sees the preset's device. Never raises one. */
+static void vk_apply_preset(struct pe_vk_backend *be)
+{
+    const struct pe_preset *pr = be->base.ctx->preset;
+    if (!pr)
+        return;
+    const struct pe_preset_vk *v = &pr->vk;
+    VkPhysicalDeviceLimits *l = &be->props.limits;
+    char was[200];
+    snprintf(was, sizeof was,
+             "%" PRIu32 " invocations, shared %" PRIu32 ", push %" PRIu32 ", storage range %" PRIu32
+             ", allocation %" PRIu64 ", 16-bit storage %d, 8-bit storage %d, int64 %d, "
+             "float16 %d",
+             l->maxComputeWorkGroupInvocations, l->maxComputeSharedMemorySize,
+             l->maxPushConstantsSize, l->maxStorageBufferRange, (uint64_t)be->max_alloc,
+             be->f16_native, be->storage8, be->int64, be->float16);
+    pe_lower_u32(&l->maxComputeWorkGroupInvocations, v->wg_invocations);
+    for (int k = 0; k < 3; k++) {
+        pe_lower_u32(&l->maxComputeWorkGroupSize[k], v->wg_size[k]);
+        pe_lower_u32(&l->maxComputeWorkGroupCount[k], v->wg_count[k]);
+    }
+    pe_lower_u32(&l->maxComputeSharedMemorySize, v->shared_bytes);
+    pe_lower_u32(&l->maxPushConstantsSize, v->push_bytes);
+    pe_lower_u32(&l->maxStorageBufferRange, v->storage_range);
+    uint64_t alloc = be->max_alloc ? (uint64_t)be->max_alloc : UINT64_MAX;
+    pe_lower_u64(&alloc, v->max_alloc);
+    be->max_alloc = alloc;
+    be->f16_native = be->f16_native && v->storage16;
+    be->storage8 = be->storage8 && v->storage8;
+    be->int64 = be->int64 && v->int64;
+    be->float16 = be->float16 && v->float16;
+    be->props.deviceType = pr->type == POSENC_DEVICE_DISCRETE_GPU
+                               ? VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU
+                               : VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+    pe_log(be->base.ctx, POSENC_LOG_INFO,
+           "vulkan: " PE_PRESET_ENV "=%s (%s): %" PRIu32 " invocations (%" PRIu32 " x %" PRIu32
+           " x %" PRIu32 "), shared %" PRIu32 ", push %" PRIu32 ", storage range %" PRIu32
+           ", allocation %" PRIu64 " bytes, 16-bit storage %d, 8-bit storage %d, int64 %d, "
+           "float16 %d (the device: %s)",
+           pr->name, pr->what, l->maxComputeWorkGroupInvocations, l->maxComputeWorkGroupSize[0],
+           l->maxComputeWorkGroupSize[1], l->maxComputeWorkGroupSize[2],
+           l->maxComputeSharedMemorySize, l->maxPushConstantsSize, l->maxStorageBufferRange,
+           (uint64_t)be->max_alloc, be->f16_native, be->storage8, be->int64, be->float16, was);
+}
+
 /* Properties, limits and features of be->phys; fails if it is older than Vulkan 1.1. */
 static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtensionProperties *ext,
                                      uint32_t n_ext)
@@ -448,15 +497,6 @@ static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtension
 #endif
     vkGetPhysicalDeviceProperties2(be->phys, &p2);
     be->max_alloc = m3.maxMemoryAllocationSize;
-    /* What one view may span so that its window (pe_vk_put_view: start rounded down to
-     * the offset alignment, end rounded up to 16 bytes) stays within one binding. */
-    {
-        VkDeviceSize align = be->props.limits.minStorageBufferOffsetAlignment;
-        if (align < 16)
-            align = 16;
-        be->base.max_binding = be->props.limits.maxStorageBufferRange - align - 16;
-        be->base.max_binding_name = "Vulkan maxStorageBufferRange";
-    }
 #ifdef VK_KHR_driver_properties
     if (be->has_driver_props) {
         pe_strlcpy(be->driver_name, drv.driverName, sizeof be->driver_name);
@@ -471,8 +511,41 @@ static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtension
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
         .pNext = &f16,
     };
+    /* 8-bit storage and float16 arithmetic: only through the extensions the device lists
+     * (core in 1.2, but posenc's instance is 1.1). Queried so that a shader that would use
+     * them can ask (and a preset can take them away); no shader does today. */
+    VkPhysicalDevice8BitStorageFeaturesKHR f8 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR,
+    };
+    VkPhysicalDeviceShaderFloat16Int8FeaturesKHR fh = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR,
+    };
+    if (has_extension(ext, n_ext, VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) {
+        f8.pNext = f16.pNext;
+        f16.pNext = &f8;
+    }
+    if (has_extension(ext, n_ext, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) {
+        fh.pNext = f16.pNext;
+        f16.pNext = &fh;
+    }
     vkGetPhysicalDeviceFeatures2(be->phys, &f2);
     be->f16_native = f16.storageBuffer16BitAccess == VK_TRUE;
+    be->storage8 = f8.storageBuffer8BitAccess == VK_TRUE;
+    be->int64 = f2.features.shaderInt64 == VK_TRUE;
+    be->float16 = fh.shaderFloat16 == VK_TRUE;
+    vk_apply_preset(be);
+    /* What one view may span so that its window (pe_vk_put_view: start rounded down to
+     * the offset alignment, end rounded up to 16 bytes) stays within one binding; after
+     * the preset, so that a lowered maxStorageBufferRange cuts ops as a real one would. */
+    {
+        VkDeviceSize align = be->props.limits.minStorageBufferOffsetAlignment;
+        if (align < 16)
+            align = 16;
+        be->base.max_binding = be->props.limits.maxStorageBufferRange - align - 16;
+        be->base.max_binding_name = be->base.ctx->preset
+                                        ? "Vulkan maxStorageBufferRange (" PE_PRESET_ENV ")"
+                                        : "Vulkan maxStorageBufferRange";
+    }
     return POSENC_OK;
 }
 
