@@ -341,8 +341,11 @@ struct posenc_context_params {
  * NULL; the reason is logged through params->log_fn (as POSENC_LOG_ERROR) and, when
  * `out_error` is not NULL, copied into out_error[0 .. error_size-1] (NUL-terminated).
  *
- * Returns POSENC_ERR_UNAVAILABLE when the requested backend is not compiled in or has no
- * usable device (forced backends never fall back), POSENC_ERR_INVALID_ARGUMENT for a bad
+ * Returns POSENC_ERR_UNAVAILABLE when the requested backend is not compiled in, its
+ * library cannot be loaded (the OpenCL ICD loader or the Vulkan loader, opened on first
+ * use: the message names the files tried and the environment variable that points at
+ * another one, see docs/loading.md) or has no usable device (forced backends never fall
+ * back), POSENC_ERR_INVALID_ARGUMENT for a bad
  * params field (device index past the last device, unknown backend, reserved not zero),
  * POSENC_ERR_OUT_OF_MEMORY or POSENC_ERR_BACKEND.
  */
@@ -424,12 +427,13 @@ struct posenc_device_info {
                                  * converts in its kernels when 0 */
     uint64_t max_buffer_size;   /* largest single buffer, bytes */
     /* The most bytes one tensor view may span in one launch, 0 = no limit below
-     * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; lowered
-     * by POSENC_MAX_BINDING). posenc cuts copy, sinusoidal, RoPE, learned, ALiBi and
-     * relative-bias ops over larger views into several launches along their outer
-     * dimensions and runs attention's queries in blocks; what cannot be cut that way
-     * (one row over the limit; learned and relative-bias backward, resize_2d) returns
-     * POSENC_ERR_UNSUPPORTED naming the limit. */
+     * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; OpenCL:
+     * CL_DEVICE_MAX_MEM_ALLOC_SIZE; lowered by POSENC_MAX_BINDING). posenc cuts copy,
+     * sinusoidal, RoPE, learned, ALiBi and relative-bias ops over larger views into
+     * several launches along their outer dimensions and runs attention's queries in
+     * blocks; what cannot be cut that way (one row over the limit; learned and
+     * relative-bias backward, resize_2d) returns POSENC_ERR_UNSUPPORTED naming the
+     * limit. */
     uint64_t max_binding_size;
     uint32_t max_workgroup_size;
     uint32_t compute_units;     /* compute units / host threads */
@@ -444,7 +448,8 @@ POSENC_API posenc_status posenc_context_get_info(const posenc_context *ctx,
  * Count the devices `backend` (CPU, OPENCL or VULKAN, not AUTO) can open, without
  * creating a context. On POSENC_ERR_UNAVAILABLE, `out_reason` (if not NULL) receives the
  * driver's reason. The CPU backend has exactly one device.
- * Returns POSENC_OK (*out_count >= 1), POSENC_ERR_UNAVAILABLE (not compiled in, no
+ * Returns POSENC_OK (*out_count >= 1), POSENC_ERR_UNAVAILABLE (not compiled in, its
+ * library cannot be loaded -- the reason names it, as for posenc_context_create() --, no
  * driver or no device; *out_count = 0), POSENC_ERR_INVALID_ARGUMENT for a NULL out_count
  * or a backend that is not CPU, OPENCL or VULKAN, or POSENC_ERR_OUT_OF_MEMORY.
  */
@@ -567,7 +572,17 @@ struct posenc_host_device {
     void *vk_device;
     void *vk_queue;
     uint32_t vk_queue_family;
-    uint32_t reserved[7]; /* must be zero */
+    /* Must be zero. (Seven words before vk_get_instance_proc_addr took its share: the
+     * struct keeps its size and every other offset on 32- and 64-bit targets.) */
+    uint32_t reserved[7 - sizeof(void (*)(void)) / sizeof(uint32_t)];
+    /* VULKAN, optional: the application's vkGetInstanceProcAddr, cast to this type
+     * (`(void (*)(void))vkGetInstanceProcAddr`, or what the application's own loader
+     * returned). posenc then takes every Vulkan function of this context from it (device
+     * functions through the vkGetDeviceProcAddr it returns), so it calls the loader and
+     * layers the application uses and needs no Vulkan loader of its own. NULL: posenc
+     * opens the Vulkan loader itself on first use (docs/loading.md). Must be NULL for
+     * OPENCL. */
+    void (*vk_get_instance_proc_addr)(void);
 };
 
 /*
@@ -586,8 +601,10 @@ struct posenc_host_device {
  * handle (a queue of another cl_context, a physical device not of vk_instance, a queue
  * family out of range or without compute), an out-of-order OpenCL queue, a field of the
  * other backend set, reserved not zero, or a bad params field; POSENC_ERR_UNSUPPORTED for
- * host->backend CPU; POSENC_ERR_UNAVAILABLE when the backend is not compiled in or the
- * device is too old (OpenCL < 1.2, no compiler, Vulkan < 1.1); POSENC_ERR_OUT_OF_MEMORY
+ * host->backend CPU; POSENC_ERR_UNAVAILABLE when the backend is not compiled in, its
+ * library cannot be loaded (OpenCL; Vulkan without vk_get_instance_proc_addr), a Vulkan
+ * 1.1 function cannot be had through the instance or device, or the device is too old
+ * (OpenCL < 1.2, no compiler, Vulkan < 1.1); POSENC_ERR_OUT_OF_MEMORY
  * or POSENC_ERR_BACKEND.
  */
 POSENC_API posenc_status posenc_context_create_from_host(

@@ -2,6 +2,7 @@
  * selection, dispatch through the vtable. */
 #include "backend.h"
 #include "split.h"
+#include "preset.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,6 +139,14 @@ static posenc_status context_begin(const struct posenc_context_params *params,
         }
         ctx->max_binding_env = (uint64_t)v;
     }
+    /* POSENC_DEVICE_PRESET (test only): a small device's limits, applied by the GPU
+     * backends when they open their device (src/preset.h) */
+    st = pe_preset_from_env(ctx, &ctx->preset);
+    if (st != POSENC_OK) {
+        pe_strlcpy(out_error, ctx->last_error, error_size);
+        free(ctx);
+        return st;
+    }
     *out = ctx;
     return POSENC_OK;
 }
@@ -235,6 +244,8 @@ static posenc_status check_host_fields(posenc_context *ctx, const struct posenc_
         {"vk_device", h->vk_device != NULL, POSENC_BACKEND_VULKAN, true},
         {"vk_queue", h->vk_queue != NULL, POSENC_BACKEND_VULKAN, true},
         {"vk_queue_family", h->vk_queue_family != 0, POSENC_BACKEND_VULKAN, false},
+        {"vk_get_instance_proc_addr", h->vk_get_instance_proc_addr != NULL,
+         POSENC_BACKEND_VULKAN, false},
     };
     for (size_t i = 0; i < PE_ARRAY_SIZE(fields); i++) {
         if (fields[i].user == h->backend && fields[i].required && !fields[i].set)

@@ -60,6 +60,9 @@ struct posenc_context {
      * buffer (pe_check_tensor). */
     bool check_only;
     uint64_t next_buffer_id;          /* serial numbers of this context's buffers */
+    /* POSENC_DEVICE_PRESET (test only, src/preset.h): the limits the OpenCL and Vulkan
+     * backends lower theirs to at device discovery; NULL = the device's own. */
+    const struct pe_preset *preset;
 };
 
 struct posenc_buffer {

@@ -7,7 +7,9 @@
 #define POSENC_BACKEND_OPENCL_H
 
 #define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
+/* <CL/cl.h>, with every OpenCL function called through the table the ICD loader was
+ * opened into at run time (cl_loader.h) */
+#include "cl_loader.h"
 
 #include "backend.h"
 
@@ -65,6 +67,13 @@ struct pe_cl_backend {
     unsigned cache_seq;             /* cache files written (temporary names) */
     bool cache_warned;              /* an untrusted cache folder was reported (once) */
     int fp64;                       /* cl_khr_fp64 (reported; no kernel needs it) */
+    /* CL_DEVICE_LOCAL_MEM_SIZE and CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (bytes), lowered by
+     * POSENC_DEVICE_PRESET like info.max_workgroup_size, max_item_size,
+     * info.max_buffer_size, info.f16_native (cl_khr_fp16), fp64 and info.type: a built
+     * kernel whose CL_KERNEL_LOCAL_MEM_SIZE is over local_mem is refused (get_program).
+     * No kernel uses __constant buffers. */
+    uint64_t local_mem;
+    uint64_t const_buf;
     int hw_fma;                     /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG (fma in
                                      * hardware): the angle code of rope.cl and
                                      * sinusoidal.cl uses fma (-DPE_FMA=1, common.cl);
@@ -100,6 +109,7 @@ struct pe_cl_backend {
     float *rope_scratch; /* host staging of the rope table */
     size_t rope_scratch_size;
     int used_clblast;    /* a CLBlast routine ran on this context (cleared at destroy) */
+    int clblast_logged;  /* the DEBUG line saying why CLBlast is not used was logged */
     /* The program each (op, variant key) resolved to last (pe_cl_memo_find): the hot ops
      * skip formatting their -D options and searching the program list. An entry is valid
      * while the slot's serial is the one recorded (a recycled slot gets a new serial). */
@@ -173,6 +183,14 @@ posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const
  * work-items (each rounded up to the local size; the kernel checks its bounds). */
 posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                            const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3]);
+
+/* The work-group size of a reduction kernel (one group per row, `bytes_per_item` of
+ * __local memory per work-item): the largest power of two <= cap that the device's
+ * CL_DEVICE_MAX_WORK_GROUP_SIZE, CL_DEVICE_MAX_WORK_ITEM_SIZES[0] and
+ * CL_DEVICE_LOCAL_MEM_SIZE (as lowered by POSENC_DEVICE_PRESET) allow. The kernel's
+ * __local array gets that size (a -D define, or a __local argument set at launch); the
+ * launch may lower it further to the built kernel's CL_KERNEL_WORK_GROUP_SIZE. */
+size_t pe_cl_reduce_wg(const struct pe_cl_backend *be, size_t cap, size_t bytes_per_item);
 
 /* The ops of src/opencl/ops_encodings.c. */
 posenc_status pe_cl_learned(struct pe_backend *be, const struct pe_learned_op *op);
