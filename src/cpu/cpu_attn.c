@@ -1,0 +1,476 @@
+/*
+ * cpu_attn.c - the CPU backend's one-pass attention (pe_attn_fused_op, internal.h): scores,
+ * soft-capping, ALiBi / relative bias, mask, causal mask, online softmax and the weighted
+ * sum of V without the logits in memory. The reference loops (backend_cpu.c, in double)
+ * stay what posenc_attention runs with `weights` or POSENC_ATTENTION_UNFUSED.
+ *
+ * Work items: (batch, K/V head, heads of its group, block of queries, chunk of keys). The
+ * rows of an item (up to PE_ATTN_ROWS query heads x queries, every head reading the same
+ * K/V head) share each tile of PE_ATTN_KT keys: a K / V row is converted from f16 once per
+ * tile (F16C where the CPU has it; f32 rows with stride 1 are read in place) and used by
+ * every row of the item while it is in L1. Decode (few rows) splits the keys of a row
+ * into chunks (split-K) so that every thread has work; each chunk leaves a (max, sum,
+ * acc) triple and a second pass merges them in chunk order. Causal items stop at the
+ * first tile past their last query.
+ *
+ * Arithmetic, f32 (the bound is in src/check/check_attention.c, "one pass"):
+ *  - q is multiplied by scale (f32) when it is loaded; a score is a dot product over D in
+ *    8 lanes (i mod 8) added in a fixed order, so the loop vectorises;
+ *  - x = softcap * tanhf(s / softcap) (softcap > 0), + bias (ALiBi: -slope * (float)dist,
+ *    dist an exact integer; relative bias: the table value), + slope_h * mask;
+ *  - per tile: m' = max(m, tile max), alpha = exp(m - m'), p_j = exp(x_j - m'),
+ *    l = l alpha + sum p_j, acc = acc alpha + sum p_j v_j; exp is cpu_fast.c's softmax
+ *    exp (Cody-Waite + Cephes polynomial, within 2e-7 relative; 0 below -87.3);
+ *  - the end: the sink term, then dst = acc / l (0 for a row with every key masked).
+ * The results do not depend on the thread count: items, tiles and chunks are fixed by
+ * the shape alone.
+ */
+#include "cpu_fast.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys per tile: a tile of K and of V (d 128, f32) is 16 KiB each, in L1 / L2 together. */
+#define PE_ATTN_KT 32
+/* Rows (query heads x queries) per work item: each converted K / V tile serves this many. */
+#define PE_ATTN_ROWS 32
+/* Decode: split the keys until there are this many items per thread (dynamic split). */
+#define PE_ATTN_ITEMS_PER_THREAD 4
+/* ... but no chunk shorter than this many tiles (a chunk's partial costs Dv + 2 floats). */
+#define PE_ATTN_MIN_CHUNK_TILES 8
+
+/* The same AVX2 clones as cpu_fast.c (see there why not with Clang). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(POSENC_NO_TARGET_CLONES)
+#define PE_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef PE_CLONES
+#define PE_CLONES
+#endif
+
+/* exp(x) for x <= 0 (and -inf), branch-free so the loops vectorise: cpu_fast.c's
+ * softmax_exp (x = n ln2 + r, Cody-Waite; Cephes' degree-6 polynomial; 2^n in the
+ * exponent bits). Within 2e-7 relative on [-87.3, 0]; 0 below (the exact value is under
+ * 1.2e-38 there); exp(0) = 1 exactly. */
+static inline float attn_exp(float x)
+{
+    const float lo = -87.33654f;
+    const float xc = x > lo ? x : lo;
+    const float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof(scale));
+    return x > lo ? p * scale : 0.0f;
+}
+
+struct attn_job {
+    const struct pe_attn_fused_op *op;
+    int64_t D, Dv, Hq, Hk, Tq, Tk, B, group;
+    int64_t G, n_gh;     /* query heads per item, items per K/V head's group */
+    int64_t QB, n_qb;    /* queries per item, query blocks */
+    int64_t CK, n_kc;    /* keys per chunk (a multiple of PE_ATTN_KT), chunks per row */
+    bool k_direct, v_direct; /* f32 with stride 1: rows read in place */
+    float *part;         /* n_kc > 1: [row][chunk] (m, l, acc[Dv]), row = h + Hq (q + Tq b) */
+    size_t off_q, off_acc, off_m, off_l, off_k, off_v, off_x, off_mk, off_o;
+};
+
+static inline int64_t at4(const struct pe_view *v, int64_t i1, int64_t i2, int64_t i3)
+{
+    return v->offset + i1 * v->st[1] + i2 * v->st[2] + i3 * v->st[3];
+}
+
+static inline float view_f(const struct pe_view *v, int64_t idx)
+{
+    float x;
+    pe_cpu_load_row(v, idx, 1, &x);
+    return x;
+}
+
+/* x[r][j] = q_r . k_j for nr rows of q (D floats each) and kt keys, in 8 lanes (i mod 8)
+ * added in a fixed order; four rows at a time share each load of k. */
+PE_CLONES
+static void scores(const float *restrict qs, int64_t nr, int64_t D, const float *const *krow,
+                   int64_t kt, float *restrict x)
+{
+    const int64_t D8 = D & ~(int64_t)7;
+    for (int64_t j = 0; j < kt; j++) {
+        const float *restrict kr = krow[j];
+        int64_t r = 0;
+        for (; r + 4 <= nr; r += 4) {
+            const float *restrict q0 = qs + r * D, *restrict q1 = q0 + D, *restrict q2 = q1 + D,
+                                  *restrict q3 = q2 + D;
+            float a0[8] = {0}, a1[8] = {0}, a2[8] = {0}, a3[8] = {0};
+            for (int64_t i = 0; i < D8; i += 8)
+                for (int l = 0; l < 8; l++) {
+                    const float kv = kr[i + l];
+                    a0[l] += q0[i + l] * kv;
+                    a1[l] += q1[i + l] * kv;
+                    a2[l] += q2[i + l] * kv;
+                    a3[l] += q3[i + l] * kv;
+                }
+            for (int64_t i = D8; i < D; i++) {
+                a0[i - D8] += q0[i] * kr[i];
+                a1[i - D8] += q1[i] * kr[i];
+                a2[i - D8] += q2[i] * kr[i];
+                a3[i - D8] += q3[i] * kr[i];
+            }
+            x[r * PE_ATTN_KT + j] = ((a0[0] + a0[1]) + (a0[2] + a0[3])) +
+                                    ((a0[4] + a0[5]) + (a0[6] + a0[7]));
+            x[(r + 1) * PE_ATTN_KT + j] = ((a1[0] + a1[1]) + (a1[2] + a1[3])) +
+                                          ((a1[4] + a1[5]) + (a1[6] + a1[7]));
+            x[(r + 2) * PE_ATTN_KT + j] = ((a2[0] + a2[1]) + (a2[2] + a2[3])) +
+                                          ((a2[4] + a2[5]) + (a2[6] + a2[7]));
+            x[(r + 3) * PE_ATTN_KT + j] = ((a3[0] + a3[1]) + (a3[2] + a3[3])) +
+                                          ((a3[4] + a3[5]) + (a3[6] + a3[7]));
+        }
+        for (; r < nr; r++) {
+            const float *restrict q0 = qs + r * D;
+            float a0[8] = {0};
+            for (int64_t i = 0; i < D8; i += 8)
+                for (int l = 0; l < 8; l++)
+                    a0[l] += q0[i + l] * kr[i + l];
+            for (int64_t i = D8; i < D; i++)
+                a0[i - D8] += q0[i] * kr[i];
+            x[r * PE_ATTN_KT + j] = ((a0[0] + a0[1]) + (a0[2] + a0[3])) +
+                                    ((a0[4] + a0[5]) + (a0[6] + a0[7]));
+        }
+    }
+}
+
+/* x[j] -= slope * (float)(d0 - j): ALiBi's bias for keys k0 + j, d0 = qp - kp of j = 0 (an
+ * int32 distance: exact in float below 2^24, as (float) of the int64 distance). */
+PE_CLONES
+static void alibi_tile(float *restrict x, int64_t kt, float slope, int32_t d0, int symmetric)
+{
+    for (int32_t j = 0; j < (int32_t)kt; j++) {
+        int32_t d = d0 - j;
+        if (symmetric)
+            d = d < 0 ? -d : d;
+        x[j] -= slope * (float)d;
+    }
+}
+
+/* The online-softmax step of one row over one tile (x: the tile's kt logits, -inf for
+ * masked keys; overwritten with the p_j). */
+PE_CLONES
+static void row_update(float *restrict x, int64_t kt, const float *const *vrow, int64_t Dv,
+                       float *restrict acc, float *restrict m, float *restrict l)
+{
+    float mt = -INFINITY;
+    for (int64_t j = 0; j < kt; j++)
+        mt = x[j] > mt ? x[j] : mt;
+    const float mn = mt > *m ? mt : *m;
+    if (mn == -INFINITY)
+        return; /* every key so far masked */
+    const float alpha = *m == -INFINITY ? 0.0f : attn_exp(*m - mn);
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < kt; j++) {
+        const float p = attn_exp(x[j] - mn);
+        x[j] = p;
+        s[j & 7] += p;
+    }
+    *l = *l * alpha + (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
+    *m = mn;
+    if (alpha != 1.0f)
+        for (int64_t i = 0; i < Dv; i++)
+            acc[i] *= alpha;
+    for (int64_t j = 0; j < kt; j++) {
+        const float p = x[j];
+        if (p == 0.0f)
+            continue;
+        const float *restrict vr = vrow[j];
+        for (int64_t i = 0; i < Dv; i++)
+            acc[i] += p * vr[i];
+    }
+}
+
+/* dst row (h, q, b) from a row's (m, l, acc): the sink term, then acc / l (0 when every key
+ * is masked and there is no finite sink). */
+static void finish_row(const struct attn_job *aj, int64_t h, int64_t q, int64_t b, float m,
+                       float l, float *acc, float *out)
+{
+    const struct pe_attn_fused_op *op = aj->op;
+    const int64_t Dv = aj->Dv;
+    if (op->sinks.mem) {
+        const float sink = ((const float *)op->sinks.mem)[op->sinks.offset + h * op->sinks.st[0]];
+        const float mn = sink > m ? sink : m;
+        if (mn != -INFINITY) {
+            const float a = m == -INFINITY ? 0.0f : attn_exp(m - mn);
+            l = l * a + attn_exp(sink - mn);
+            for (int64_t i = 0; i < Dv; i++)
+                acc[i] *= a;
+            m = mn;
+        }
+    }
+    if (m == -INFINITY) {
+        for (int64_t i = 0; i < Dv; i++)
+            out[i] = 0.0f;
+    } else {
+        for (int64_t i = 0; i < Dv; i++)
+            out[i] = acc[i] / l;
+    }
+    pe_cpu_store_row(&op->dst, at4(&op->dst, h, q, b), Dv, out);
+}
+
+/* Rows (kv's heads [h0, h0 + gn)) x (queries [q0, q0 + qn)) over keys [k_lo, k_hi). */
+static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
+{
+    const struct pe_attn_fused_op *op = aj->op;
+    const struct pe_view *qv = &op->q, *kv = &op->k, *vv = &op->v, *mk = &op->mask;
+    const int64_t D = aj->D, Dv = aj->Dv;
+    int64_t t = it;
+    const int64_t kc = t % aj->n_kc;
+    t /= aj->n_kc;
+    const int64_t qb = t % aj->n_qb;
+    t /= aj->n_qb;
+    const int64_t gh = t % aj->n_gh;
+    t /= aj->n_gh;
+    const int64_t kvh = t % aj->Hk, b = t / aj->Hk;
+    const int64_t h0 = kvh * aj->group + gh * aj->G;
+    const int64_t gn = aj->G < aj->group - gh * aj->G ? aj->G : aj->group - gh * aj->G;
+    const int64_t q0 = qb * aj->QB;
+    const int64_t qn = aj->QB < aj->Tq - q0 ? aj->QB : aj->Tq - q0;
+    const int64_t nr = gn * qn; /* row r: query q0 + r / gn, head h0 + r % gn */
+    const int64_t k_lo = kc * aj->CK, k_hi = k_lo + aj->CK < aj->Tk ? k_lo + aj->CK : aj->Tk;
+
+    float *qs = scratch + aj->off_q, *acc = scratch + aj->off_acc, *m = scratch + aj->off_m;
+    float *l = scratch + aj->off_l, *kbuf = scratch + aj->off_k, *vbuf = scratch + aj->off_v;
+    float *x = scratch + aj->off_x, *mbuf = scratch + aj->off_mk;
+    const float scale = op->scale_f32;
+    for (int64_t r = 0; r < nr; r++) {
+        float *qr = qs + r * D;
+        pe_cpu_load_row(qv, at4(qv, h0 + r % gn, q0 + r / gn, b), D, qr);
+        for (int64_t i = 0; i < D; i++)
+            qr[i] *= scale;
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        memset(acc + r * Dv, 0, (size_t)Dv * sizeof(float));
+    }
+    /* the last query's position: causal rows see no key past it */
+    const int64_t qp_last = op->q_offset + q0 + qn - 1;
+    const int64_t ap_last = op->alibi.q_offset + q0 + qn - 1;
+    const float *krow[PE_ATTN_KT], *vrow[PE_ATTN_KT];
+    for (int64_t k0 = k_lo; k0 < k_hi; k0 += PE_ATTN_KT) {
+        const int64_t kt = PE_ATTN_KT < k_hi - k0 ? PE_ATTN_KT : k_hi - k0;
+        if (op->causal && k0 + op->k_offset > qp_last)
+            break;
+        if (op->has_alibi && op->alibi.causal && k0 + op->alibi.k_offset > ap_last)
+            break;
+        for (int64_t j = 0; j < kt; j++) {
+            const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
+            if (aj->k_direct) {
+                krow[j] = (const float *)kv->mem + ki;
+            } else {
+                pe_cpu_load_row(kv, ki, D, kbuf + j * D);
+                krow[j] = kbuf + j * D;
+            }
+            if (aj->v_direct) {
+                vrow[j] = (const float *)vv->mem + vi;
+            } else {
+                pe_cpu_load_row(vv, vi, Dv, vbuf + j * Dv);
+                vrow[j] = vbuf + j * Dv;
+            }
+        }
+        scores(qs, nr, D, krow, kt, x);
+        for (int64_t r = 0; r < nr; r++) {
+            const int64_t h = h0 + r % gn, q = q0 + r / gn;
+            float *xr = x + r * PE_ATTN_KT;
+            if (op->softcap > 0.0f) {
+                const float c = op->softcap;
+                for (int64_t j = 0; j < kt; j++)
+                    xr[j] = c * tanhf(xr[j] / c);
+            }
+            if (op->has_alibi) {
+                const struct pe_alibi_op *a = &op->alibi;
+                const int64_t d0 = (q + a->q_offset) - (k0 + a->k_offset);
+                if (d0 > -(int64_t)INT32_MAX / 2 && d0 < (int64_t)INT32_MAX / 2) {
+                    alibi_tile(xr, kt, a->slopes_f32[h], (int32_t)d0, a->symmetric);
+                } else {
+                    for (int64_t j = 0; j < kt; j++) {
+                        int64_t d = d0 - j;
+                        if (a->symmetric && d < 0)
+                            d = -d;
+                        xr[j] -= a->slopes_f32[h] * (float)d;
+                    }
+                }
+                if (a->causal)
+                    for (int64_t j = d0 + 1 > 0 ? d0 + 1 : 0; j < kt; j++)
+                        xr[j] = -INFINITY;
+            }
+            if (op->has_relbias) {
+                const struct pe_relbias_op *rb = &op->relbias;
+                const int64_t rel0 = (k0 + rb->k_offset) - (q + rb->q_offset) - rb->rel_min;
+                for (int64_t j = 0; j < kt; j++) {
+                    const int64_t u = rb->bucket[rel0 + j];
+                    xr[j] += view_f(&rb->table, rb->table.offset + u * rb->table.st[0] +
+                                                    h * rb->table.st[1]);
+                }
+            }
+            if (mk->mem) {
+                const int64_t mi = at4(mk, q, h, b) + k0 * mk->st[0];
+                const float *mr;
+                if (mk->dtype == POSENC_DTYPE_F32 && mk->st[0] == 1) {
+                    mr = (const float *)mk->mem + mi;
+                } else {
+                    pe_cpu_load_row(mk, mi, kt, mbuf);
+                    mr = mbuf;
+                }
+                if (op->mask_slopes_f32) {
+                    const float s = op->mask_slopes_f32[h];
+                    for (int64_t j = 0; j < kt; j++)
+                        xr[j] += s * mr[j];
+                } else {
+                    for (int64_t j = 0; j < kt; j++)
+                        xr[j] += mr[j];
+                }
+            }
+            if (op->causal) {
+                const int64_t last = (q + op->q_offset) - (k0 + op->k_offset); /* last j seen */
+                for (int64_t j = last + 1 > 0 ? last + 1 : 0; j < kt; j++)
+                    xr[j] = -INFINITY;
+            }
+            row_update(xr, kt, vrow, Dv, acc + r * Dv, m + r, l + r);
+        }
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        const int64_t h = h0 + r % gn, q = q0 + r / gn;
+        if (aj->n_kc == 1) {
+            finish_row(aj, h, q, b, m[r], l[r], acc + r * Dv, scratch + aj->off_o);
+        } else {
+            float *p = aj->part + ((h + aj->Hq * (q + aj->Tq * b)) * aj->n_kc + kc) * (Dv + 2);
+            p[0] = m[r];
+            p[1] = l[r];
+            memcpy(p + 2, acc + r * Dv, (size_t)Dv * sizeof(float));
+        }
+    }
+}
+
+static void attn_run(void *arg, int64_t begin, int64_t end, float *scratch)
+{
+    for (int64_t it = begin; it < end; it++)
+        attn_item(arg, it, scratch);
+}
+
+/* Split-K: row it's chunks merged in chunk order, m = max m_c, l = sum l_c exp(m_c - m),
+ * acc likewise, then finish_row. */
+static void merge_run(void *arg, int64_t begin, int64_t end, float *scratch)
+{
+    const struct attn_job *aj = arg;
+    const int64_t Dv = aj->Dv;
+    float *acc = scratch + aj->off_acc;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t h = it % aj->Hq, q = (it / aj->Hq) % aj->Tq, b = it / (aj->Hq * aj->Tq);
+        const float *p = aj->part + it * aj->n_kc * (Dv + 2);
+        float m = -INFINITY, l = 0.0f;
+        for (int64_t c = 0; c < aj->n_kc; c++)
+            m = p[c * (Dv + 2)] > m ? p[c * (Dv + 2)] : m;
+        memset(acc, 0, (size_t)Dv * sizeof(float));
+        if (m != -INFINITY)
+            for (int64_t c = 0; c < aj->n_kc; c++) {
+                const float *pc = p + c * (Dv + 2);
+                if (pc[0] == -INFINITY)
+                    continue;
+                const float a = attn_exp(pc[0] - m);
+                l += pc[1] * a;
+                for (int64_t i = 0; i < Dv; i++)
+                    acc[i] += pc[2 + i] * a;
+            }
+        finish_row(aj, h, q, b, m, l, acc, scratch + aj->off_o);
+    }
+}
+
+static size_t carve(size_t *used, size_t n)
+{
+    size_t at = *used;
+    *used += (n + 15) & ~(size_t)15;
+    return at;
+}
+
+posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn_fused_op *op)
+{
+    struct attn_job aj;
+    memset(&aj, 0, sizeof(aj));
+    aj.op = op;
+    aj.D = op->q.ne[0];
+    aj.Hq = op->q.ne[1];
+    aj.Tq = op->q.ne[2];
+    aj.B = op->q.ne[3];
+    aj.Hk = op->k.ne[1];
+    aj.Tk = op->k.ne[2];
+    aj.Dv = op->v.ne[0];
+    aj.group = op->group;
+    aj.G = aj.group < PE_ATTN_ROWS ? aj.group : PE_ATTN_ROWS;
+    aj.n_gh = (aj.group + aj.G - 1) / aj.G;
+    aj.QB = PE_ATTN_ROWS / aj.G;
+    if (aj.QB > aj.Tq)
+        aj.QB = aj.Tq;
+    if (aj.QB < 1)
+        aj.QB = 1;
+    aj.n_qb = (aj.Tq + aj.QB - 1) / aj.QB;
+    aj.k_direct = op->k.dtype == POSENC_DTYPE_F32 && op->k.st[0] == 1;
+    aj.v_direct = op->v.dtype == POSENC_DTYPE_F32 && op->v.st[0] == 1;
+    const int64_t n_rows = aj.B * aj.Hq * aj.Tq;
+    if (n_rows == 0)
+        return POSENC_OK;
+
+    /* split-K when the items without it leave threads idle */
+    const int64_t base = aj.B * aj.Hk * aj.n_gh * aj.n_qb;
+    const int64_t n_tiles = (aj.Tk + PE_ATTN_KT - 1) / PE_ATTN_KT;
+    const int64_t want = (int64_t)pe_cpu_fast_threads(f) * PE_ATTN_ITEMS_PER_THREAD;
+    int64_t n_kc = 1;
+    if (base < want && n_tiles >= 2 * PE_ATTN_MIN_CHUNK_TILES) {
+        n_kc = (want + base - 1) / base;
+        if (n_kc > n_tiles / PE_ATTN_MIN_CHUNK_TILES)
+            n_kc = n_tiles / PE_ATTN_MIN_CHUNK_TILES;
+    }
+    const int64_t tiles_per_chunk = (n_tiles + n_kc - 1) / n_kc;
+    aj.CK = tiles_per_chunk * PE_ATTN_KT;
+    aj.n_kc = n_tiles > 0 ? (aj.Tk + aj.CK - 1) / aj.CK : 1;
+    if (aj.n_kc < 1)
+        aj.n_kc = 1;
+
+    const int64_t R = aj.G * aj.QB;
+    size_t used = 0;
+    aj.off_q = carve(&used, (size_t)(R * aj.D));
+    aj.off_acc = carve(&used, (size_t)((R > 1 ? R : 1) * aj.Dv));
+    aj.off_m = carve(&used, (size_t)R);
+    aj.off_l = carve(&used, (size_t)R);
+    aj.off_k = carve(&used, (size_t)(PE_ATTN_KT * aj.D));
+    aj.off_v = carve(&used, (size_t)(PE_ATTN_KT * aj.Dv));
+    aj.off_x = carve(&used, (size_t)(R * PE_ATTN_KT));
+    aj.off_mk = carve(&used, PE_ATTN_KT);
+    aj.off_o = carve(&used, (size_t)aj.Dv);
+    PE_RETURN_IF_ERROR(pe_cpu_fast_reserve(f, used));
+    if (aj.n_kc > 1) {
+        const size_t n = (size_t)n_rows * (size_t)aj.n_kc * (size_t)(aj.Dv + 2);
+        aj.part = malloc(n * sizeof(float));
+        if (!aj.part)
+            return pe_error(pe_cpu_fast_context(f), POSENC_ERR_OUT_OF_MEMORY,
+                            "out of host memory for %zu bytes of attention partials",
+                            n * sizeof(float));
+    }
+    /* the work in bytes-equivalent for the thread count: K and V read per item row block,
+     * plus 4 bytes per multiply-add */
+    const double kv_bytes = (double)aj.Tk * (double)aj.Hk * (double)aj.B *
+                            (double)(aj.D * posenc_dtype_size(op->k.dtype) +
+                                     aj.Dv * posenc_dtype_size(op->v.dtype));
+    const double work = kv_bytes * (double)(aj.n_gh * aj.n_qb) +
+                        4.0 * (double)n_rows * (double)aj.Tk * (double)(aj.D + aj.Dv);
+    pe_cpu_fast_parallel(f, attn_run, &aj, base * aj.n_kc, work);
+    if (aj.n_kc > 1) {
+        pe_cpu_fast_parallel(f, merge_run, &aj, n_rows,
+                             (double)n_rows * (double)aj.n_kc * (double)(aj.Dv + 2) * 4.0);
+        free(aj.part);
+    }
+    return POSENC_OK;
+}
