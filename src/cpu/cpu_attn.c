@@ -161,36 +161,74 @@ static void alibi_tile(float *restrict x, int64_t kt, float slope, int32_t d0, i
 }
 
 /* The online-softmax step of one row over one tile (x: the tile's kt logits, -inf for
- * masked keys; overwritten with the p_j). */
+ * masked keys; overwritten with the p_j). The loops run in 8 lanes (j or i mod 8) so that
+ * they vectorise without reassociation: the max and the sum of the p_j by lanes added in
+ * a fixed order; acc in blocks of 8 held in registers across the tile's keys. */
 PE_CLONES
 static void row_update(float *restrict x, int64_t kt, const float *const *vrow, int64_t Dv,
                        float *restrict acc, float *restrict m, float *restrict l)
 {
-    float mt = -INFINITY;
-    for (int64_t j = 0; j < kt; j++)
-        mt = x[j] > mt ? x[j] : mt;
-    const float mn = mt > *m ? mt : *m;
+    float mx[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t j = 0;
+    for (; j + 8 <= kt; j += 8)
+        for (int q = 0; q < 8; q++)
+            mx[q] = x[j + q] > mx[q] ? x[j + q] : mx[q];
+    for (; j < kt; j++)
+        mx[0] = x[j] > mx[0] ? x[j] : mx[0];
+    float mt = *m;
+    for (int q = 0; q < 8; q++)
+        mt = mx[q] > mt ? mx[q] : mt;
+    const float mn = mt;
     if (mn == -INFINITY)
         return; /* every key so far masked */
     const float alpha = *m == -INFINITY ? 0.0f : attn_exp(*m - mn);
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t j = 0; j < kt; j++) {
+    for (j = 0; j + 8 <= kt; j += 8)
+        for (int q = 0; q < 8; q++) {
+            const float p = attn_exp(x[j + q] - mn);
+            x[j + q] = p;
+            s[q] += p;
+        }
+    for (; j < kt; j++) {
         const float p = attn_exp(x[j] - mn);
         x[j] = p;
-        s[j & 7] += p;
+        s[0] += p;
     }
     *l = *l * alpha + (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
     *m = mn;
-    if (alpha != 1.0f)
-        for (int64_t i = 0; i < Dv; i++)
-            acc[i] *= alpha;
-    for (int64_t j = 0; j < kt; j++) {
-        const float p = x[j];
-        if (p == 0.0f)
-            continue;
-        const float *restrict vr = vrow[j];
-        for (int64_t i = 0; i < Dv; i++)
-            acc[i] += p * vr[i];
+    int64_t i = 0;
+    for (; i + 32 <= Dv; i += 32) { /* four independent chains of 8 */
+        float a[32];
+        for (int q = 0; q < 32; q++)
+            a[q] = alpha == 1.0f ? acc[i + q] : acc[i + q] * alpha;
+        for (j = 0; j < kt; j++) {
+            const float p = x[j];
+            const float *restrict vr = vrow[j] + i;
+            for (int q = 0; q < 32; q++)
+                a[q] += p * vr[q];
+        }
+        for (int q = 0; q < 32; q++)
+            acc[i + q] = a[q];
+    }
+    for (; i + 8 <= Dv; i += 8) {
+        float a[8];
+        for (int q = 0; q < 8; q++)
+            a[q] = alpha == 1.0f ? acc[i + q] : acc[i + q] * alpha;
+        for (j = 0; j < kt; j++) {
+            const float p = x[j];
+            const float *restrict vr = vrow[j] + i;
+            for (int q = 0; q < 8; q++)
+                a[q] += p * vr[q];
+        }
+        for (int q = 0; q < 8; q++)
+            acc[i + q] = a[q];
+    }
+    for (; i < Dv; i++) {
+        float a = alpha == 1.0f ? acc[i] : acc[i] * alpha;
+        for (j = 0; j < kt; j++)
+            a += x[j] * vrow[j][i];
+        acc[i] = a;
     }
 }
 
