@@ -304,6 +304,26 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
             break;
         if (op->has_alibi && op->alibi.causal && k0 + op->alibi.k_offset > ap_last)
             break;
+        /* the next tile's rows, a tile ahead: rows of one K/V head are strided (the other
+         * heads lie between them), which the hardware prefetchers follow poorly */
+        if (k0 + PE_ATTN_KT < k_hi) {
+            const int64_t nt = PE_ATTN_KT < k_hi - k0 - PE_ATTN_KT ? PE_ATTN_KT
+                                                                    : k_hi - k0 - PE_ATTN_KT;
+            const size_t kb = (size_t)D * posenc_dtype_size(kv->dtype);
+            const size_t vb = (size_t)Dv * posenc_dtype_size(vv->dtype);
+            for (int64_t j = 0; j < nt; j++) {
+                const char *kp = (const char *)kv->mem +
+                                 (size_t)at4(kv, kvh, k0 + PE_ATTN_KT + j, b) *
+                                     posenc_dtype_size(kv->dtype);
+                const char *vp = (const char *)vv->mem +
+                                 (size_t)at4(vv, kvh, k0 + PE_ATTN_KT + j, b) *
+                                     posenc_dtype_size(vv->dtype);
+                for (size_t o = 0; o < kb; o += 64)
+                    __builtin_prefetch(kp + o);
+                for (size_t o = 0; o < vb; o += 64)
+                    __builtin_prefetch(vp + o);
+            }
+        }
         for (int64_t j = 0; j < kt; j++) {
             const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
             if (aj->k_direct) {
