@@ -50,6 +50,16 @@
 #define PE_CLONES
 #endif
 
+/* 8 floats as one value (GCC / Clang vector extension): the accumulators of the inner
+ * loops stay in registers (arrays of floats were kept in memory, a store per step). The
+ * baseline x86-64 clone runs each as two SSE halves. */
+typedef float pe_v8 __attribute__((vector_size(32)));
+/* the same with the alignment of a float: loads and stores at any float address (GCC lets
+ * a vector of floats access floats; the build has -fno-strict-aliasing besides) */
+typedef float pe_v8u __attribute__((vector_size(32), aligned(4)));
+#define v8_load(p) (*(const pe_v8u *)(const void *)(p))
+#define v8_store(p, v) (*(pe_v8u *)(void *)(p) = (v))
+
 /* exp(x) for x <= 0 (and -inf), branch-free so the loops vectorise: cpu_fast.c's
  * softmax_exp (x = n ln2 + r, Cody-Waite; Cephes' degree-6 polynomial; 2^n in the
  * exponent bits). Within 2e-7 relative on [-87.3, 0]; 0 below (the exact value is under
@@ -81,7 +91,7 @@ struct attn_job {
     int64_t CK, n_kc;    /* keys per chunk (a multiple of PE_ATTN_KT), chunks per row */
     bool k_direct, v_direct; /* f32 with stride 1: rows read in place */
     float *part;         /* n_kc > 1: [row][chunk] (m, l, acc[Dv]), row = h + Hq (q + Tq b) */
-    size_t off_q, off_acc, off_m, off_l, off_k, off_v, off_x, off_mk, off_o;
+    size_t off_q, off_acc, off_m, off_l, off_k, off_kr, off_v, off_x, off_mk, off_o;
 };
 
 static inline int64_t at4(const struct pe_view *v, int64_t i1, int64_t i2, int64_t i3)
@@ -96,55 +106,61 @@ static inline float view_f(const struct pe_view *v, int64_t idx)
     return x;
 }
 
-/* x[r][j] = q_r . k_j for nr rows of q (D floats each) and kt keys, in 8 lanes (i mod 8)
- * added in a fixed order; four rows at a time share each load of k. */
+/* x[r][j] = q_r . k_j for nr rows of q (D floats each) and the PE_ATTN_KT keys of the tile,
+ * K transposed (kT[i][j]: the keys side by side): each step i multiplies four rows' q_i
+ * (broadcast) with 16 keys' k_i, 8 independent accumulators of 8 keys, no horizontal
+ * sums. The sum over i runs in order, one product and one add per term. */
 PE_CLONES
-static void scores(const float *restrict qs, int64_t nr, int64_t D, const float *const *krow,
-                   int64_t kt, float *restrict x)
+static void scores(const float *restrict qs, int64_t nr, int64_t D, const float *restrict kT,
+                   float *restrict x)
 {
-    const int64_t D8 = D & ~(int64_t)7;
-    for (int64_t j = 0; j < kt; j++) {
-        const float *restrict kr = krow[j];
+    enum { KT = PE_ATTN_KT };
+    for (int64_t half = 0; half < KT; half += 16) {
         int64_t r = 0;
         for (; r + 4 <= nr; r += 4) {
-            const float *restrict q0 = qs + r * D, *restrict q1 = q0 + D, *restrict q2 = q1 + D,
-                                  *restrict q3 = q2 + D;
-            float a0[8] = {0}, a1[8] = {0}, a2[8] = {0}, a3[8] = {0};
-            for (int64_t i = 0; i < D8; i += 8)
-                for (int l = 0; l < 8; l++) {
-                    const float kv = kr[i + l];
-                    a0[l] += q0[i + l] * kv;
-                    a1[l] += q1[i + l] * kv;
-                    a2[l] += q2[i + l] * kv;
-                    a3[l] += q3[i + l] * kv;
-                }
-            for (int64_t i = D8; i < D; i++) {
-                a0[i - D8] += q0[i] * kr[i];
-                a1[i - D8] += q1[i] * kr[i];
-                a2[i - D8] += q2[i] * kr[i];
-                a3[i - D8] += q3[i] * kr[i];
+            const float *restrict q0 = qs + r * D;
+            pe_v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+            for (int64_t i = 0; i < D; i++) {
+                const pe_v8 k0 = v8_load(kT + i * KT + half), k1 = v8_load(kT + i * KT + half + 8);
+                const float b0 = q0[i], b1 = q0[D + i], b2 = q0[2 * D + i], b3 = q0[3 * D + i];
+                a0 += b0 * k0;
+                c0 += b0 * k1;
+                a1 += b1 * k0;
+                c1 += b1 * k1;
+                a2 += b2 * k0;
+                c2 += b2 * k1;
+                a3 += b3 * k0;
+                c3 += b3 * k1;
             }
-            x[r * PE_ATTN_KT + j] = ((a0[0] + a0[1]) + (a0[2] + a0[3])) +
-                                    ((a0[4] + a0[5]) + (a0[6] + a0[7]));
-            x[(r + 1) * PE_ATTN_KT + j] = ((a1[0] + a1[1]) + (a1[2] + a1[3])) +
-                                          ((a1[4] + a1[5]) + (a1[6] + a1[7]));
-            x[(r + 2) * PE_ATTN_KT + j] = ((a2[0] + a2[1]) + (a2[2] + a2[3])) +
-                                          ((a2[4] + a2[5]) + (a2[6] + a2[7]));
-            x[(r + 3) * PE_ATTN_KT + j] = ((a3[0] + a3[1]) + (a3[2] + a3[3])) +
-                                          ((a3[4] + a3[5]) + (a3[6] + a3[7]));
+            float *xr = x + r * KT + half;
+            v8_store(xr, a0);
+            v8_store(xr + 8, c0);
+            v8_store(xr + KT, a1);
+            v8_store(xr + KT + 8, c1);
+            v8_store(xr + 2 * KT, a2);
+            v8_store(xr + 2 * KT + 8, c2);
+            v8_store(xr + 3 * KT, a3);
+            v8_store(xr + 3 * KT + 8, c3);
         }
         for (; r < nr; r++) {
             const float *restrict q0 = qs + r * D;
-            float a0[8] = {0};
-            for (int64_t i = 0; i < D8; i += 8)
-                for (int l = 0; l < 8; l++)
-                    a0[l] += q0[i + l] * kr[i + l];
-            for (int64_t i = D8; i < D; i++)
-                a0[i - D8] += q0[i] * kr[i];
-            x[r * PE_ATTN_KT + j] = ((a0[0] + a0[1]) + (a0[2] + a0[3])) +
-                                    ((a0[4] + a0[5]) + (a0[6] + a0[7]));
+            pe_v8 a0 = {0}, c0 = {0};
+            for (int64_t i = 0; i < D; i++) {
+                const float b0 = q0[i];
+                a0 += b0 * v8_load(kT + i * KT + half);
+                c0 += b0 * v8_load(kT + i * KT + half + 8);
+            }
+            v8_store(x + r * KT + half, a0);
+            v8_store(x + r * KT + half + 8, c0);
         }
     }
+}
+
+/* Row j of the K tile (D floats) into column j of kT. */
+static void k_column(float *restrict kT, const float *restrict row, int64_t D, int64_t j)
+{
+    for (int64_t i = 0; i < D; i++)
+        kT[i * PE_ATTN_KT + j] = row[i];
 }
 
 /* x[j] -= slope * (float)(d0 - j): ALiBi's bias for keys k0 + j, d0 = qp - kp of j = 0 (an
@@ -198,31 +214,35 @@ static void row_update(float *restrict x, int64_t kt, const float *const *vrow, 
     *l = *l * alpha + (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
     *m = mn;
     int64_t i = 0;
-    for (; i + 32 <= Dv; i += 32) { /* four independent chains of 8 */
-        float a[32];
-        for (int q = 0; q < 32; q++)
-            a[q] = alpha == 1.0f ? acc[i + q] : acc[i + q] * alpha;
+    for (; i + 32 <= Dv; i += 32) { /* four independent chains of 8, in registers */
+        pe_v8 a0 = v8_load(acc + i), a1 = v8_load(acc + i + 8), a2 = v8_load(acc + i + 16),
+              a3 = v8_load(acc + i + 24);
+        if (alpha != 1.0f) {
+            a0 *= alpha;
+            a1 *= alpha;
+            a2 *= alpha;
+            a3 *= alpha;
+        }
         for (j = 0; j < kt; j++) {
             const float p = x[j];
-            const float *restrict vr = vrow[j] + i;
-            for (int q = 0; q < 32; q++)
-                a[q] += p * vr[q];
+            const float *vr = vrow[j] + i;
+            a0 += p * v8_load(vr);
+            a1 += p * v8_load(vr + 8);
+            a2 += p * v8_load(vr + 16);
+            a3 += p * v8_load(vr + 24);
         }
-        for (int q = 0; q < 32; q++)
-            acc[i + q] = a[q];
+        v8_store(acc + i, a0);
+        v8_store(acc + i + 8, a1);
+        v8_store(acc + i + 16, a2);
+        v8_store(acc + i + 24, a3);
     }
     for (; i + 8 <= Dv; i += 8) {
-        float a[8];
-        for (int q = 0; q < 8; q++)
-            a[q] = alpha == 1.0f ? acc[i + q] : acc[i + q] * alpha;
-        for (j = 0; j < kt; j++) {
-            const float p = x[j];
-            const float *restrict vr = vrow[j] + i;
-            for (int q = 0; q < 8; q++)
-                a[q] += p * vr[q];
-        }
-        for (int q = 0; q < 8; q++)
-            acc[i + q] = a[q];
+        pe_v8 a0 = v8_load(acc + i);
+        if (alpha != 1.0f)
+            a0 *= alpha;
+        for (j = 0; j < kt; j++)
+            a0 += x[j] * v8_load(vrow[j] + i);
+        v8_store(acc + i, a0);
     }
     for (; i < Dv; i++) {
         float a = alpha == 1.0f ? acc[i] : acc[i] * alpha;
@@ -297,7 +317,8 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
     /* the last query's position: causal rows see no key past it */
     const int64_t qp_last = op->q_offset + q0 + qn - 1;
     const int64_t ap_last = op->alibi.q_offset + q0 + qn - 1;
-    const float *krow[PE_ATTN_KT], *vrow[PE_ATTN_KT];
+    const float *vrow[PE_ATTN_KT];
+    float *krow_tmp = scratch + aj->off_kr;
     for (int64_t k0 = k_lo; k0 < k_hi; k0 += PE_ATTN_KT) {
         const int64_t kt = PE_ATTN_KT < k_hi - k0 ? PE_ATTN_KT : k_hi - k0;
         if (op->causal && k0 + op->k_offset > qp_last)
@@ -327,10 +348,10 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
         for (int64_t j = 0; j < kt; j++) {
             const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
             if (aj->k_direct) {
-                krow[j] = (const float *)kv->mem + ki;
+                k_column(kbuf, (const float *)kv->mem + ki, D, j);
             } else {
-                pe_cpu_load_row(kv, ki, D, kbuf + j * D);
-                krow[j] = kbuf + j * D;
+                pe_cpu_load_row(kv, ki, D, krow_tmp);
+                k_column(kbuf, krow_tmp, D, j);
             }
             if (aj->v_direct) {
                 vrow[j] = (const float *)vv->mem + vi;
@@ -339,7 +360,10 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                 vrow[j] = vbuf + j * Dv;
             }
         }
-        scores(qs, nr, D, krow, kt, x);
+        for (int64_t j = kt; j < PE_ATTN_KT; j++) /* a short last tile: zero columns */
+            for (int64_t i = 0; i < D; i++)
+                kbuf[i * PE_ATTN_KT + j] = 0.0f;
+        scores(qs, nr, D, kbuf, x);
         for (int64_t r = 0; r < nr; r++) {
             const int64_t h = h0 + r % gn, q = q0 + r / gn;
             float *xr = x + r * PE_ATTN_KT;
@@ -504,6 +528,7 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
     aj.off_m = carve(&used, (size_t)R);
     aj.off_l = carve(&used, (size_t)R);
     aj.off_k = carve(&used, (size_t)(PE_ATTN_KT * aj.D));
+    aj.off_kr = carve(&used, (size_t)aj.D);
     aj.off_v = carve(&used, (size_t)(PE_ATTN_KT * aj.Dv));
     aj.off_x = carve(&used, (size_t)(R * PE_ATTN_KT));
     aj.off_mk = carve(&used, PE_ATTN_KT);
