@@ -34,7 +34,7 @@
 /* Keys per tile: a tile of K and of V (d 128, f32) is 16 KiB each, in L1 / L2 together. */
 #define PE_ATTN_KT 32
 /* Rows (query heads x queries) per work item: each converted K / V tile serves this many. */
-#define PE_ATTN_ROWS 32
+#define PE_ATTN_ROWS 64
 /* Decode: split the keys until there are this many items per thread (dynamic split). */
 #define PE_ATTN_ITEMS_PER_THREAD 4
 /* ... but no chunk shorter than this many tiles (a chunk's partial costs Dv + 2 floats). */
@@ -280,6 +280,34 @@ static void finish_row(const struct attn_job *aj, int64_t h, int64_t q, int64_t 
     pe_cpu_store_row(&op->dst, at4(&op->dst, h, q, b), Dv, out);
 }
 
+/* Whether the mask is -inf at keys [k0, k0 + kt) for every row of an item (and every row's
+ * mask slope, if any, is > 0). */
+static bool mask_hides_tile(const struct pe_attn_fused_op *op, const struct attn_job *aj,
+                            int64_t h0, int64_t gn, int64_t q0, int64_t nr, int64_t b, int64_t k0,
+                            int64_t kt)
+{
+    (void)aj;
+    const struct pe_view *mk = &op->mask;
+    for (int64_t r = 0; r < nr; r++) {
+        const int64_t h = h0 + r % gn, q = q0 + r / gn;
+        if (op->mask_slopes_f32 && !(op->mask_slopes_f32[h] > 0.0f))
+            return false;
+        const int64_t mi = at4(mk, q, h, b) + k0 * mk->st[0];
+        if (mk->dtype == POSENC_DTYPE_F16) {
+            const uint16_t *p = (const uint16_t *)mk->mem + mi;
+            for (int64_t j = 0; j < kt; j++)
+                if (p[j * mk->st[0]] != 0xfc00u)
+                    return false;
+        } else {
+            const float *p = (const float *)mk->mem + mi;
+            for (int64_t j = 0; j < kt; j++)
+                if (p[j * mk->st[0]] != -INFINITY)
+                    return false;
+        }
+    }
+    return true;
+}
+
 /* Rows (kv's heads [h0, h0 + gn)) x (queries [q0, q0 + qn)) over keys [k_lo, k_hi). */
 static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
 {
@@ -325,6 +353,10 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
             break;
         if (op->has_alibi && op->alibi.causal && k0 + op->alibi.k_offset > ap_last)
             break;
+        /* a tile the mask hides from every row (causal masks, padding) is skipped:
+         * slope * -inf = -inf for a positive (or no) slope, so every x_j is -inf */
+        if (mk->mem && mask_hides_tile(op, aj, h0, gn, q0, nr, b, k0, kt))
+            continue;
         /* the next tile's rows, a tile ahead: rows of one K/V head are strided (the other
          * heads lie between them), which the hardware prefetchers follow poorly */
         if (k0 + PE_ATTN_KT < k_hi) {
