@@ -172,7 +172,7 @@ static void name_case(struct pc_case *c)
         x += (size_t)snprintf(extra + x, sizeof(extra) - x, "/scale=%g", (double)a->scale);
     if (a->mask)
         x += (size_t)snprintf(extra + x, sizeof(extra) - x, "/mask=%s",
-                              a->mask == 1 ? "f32xB" : "f16xH");
+                              a->mask == 1 ? "f32xB" : a->mask == 2 ? "f16xH" : "f16causal");
     if (a->explicit_pos)
         x += (size_t)snprintf(extra + x, sizeof(extra) - x, "/pos_tensors");
     if (a->pe_on_v)
@@ -410,6 +410,12 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.dv = 20;
     finish(&c);
     add_case(cases, n, cap, &c);
+    /* causality as a mask (ggml's KQ mask): whole key tiles hidden from every row */
+    c = blank(POSENC_ATTENTION_NONE, F32, 32, 8, 2, 100, 100, 1, seed++);
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.mask = 3;
+    finish(&c);
+    add_case(cases, n, cap, &c);
     /* long rows: one query against 32768 keys (f16 K/V, ALiBi, causal) and 32771 keys
      * (f32, MQA 2:1, odd D) */
     c = blank(POSENC_ATTENTION_ALIBI, F32, 64, 2, 2, 1, 32768, 1, seed++);
@@ -543,6 +549,17 @@ static bool make_images(const struct pc_case *c, const int64_t *q_perm, const in
                     put(&im->mask, k, q, h, 0,
                         (k + q + h) % 3 == 0 ? -INFINITY : 2.0 * r - 1.0);
                 }
+    }
+    else if (a->mask == 3) {
+        /* [Tk, Tq, 1, 1] f16, causality as a mask (ggml's KQ mask): -inf where kp > qp,
+         * else -(qp - kp) / 16 (distances, as ggml's max_bias ALiBi reads them) */
+        if (!alloc_img(&im->mask, a->tk, Tq, 1, 1, POSENC_DTYPE_F16, c->view))
+            return false;
+        for (int64_t q = 0; q < Tq; q++)
+            for (int64_t k = 0; k < a->tk; k++) {
+                const int64_t d = (q + a->q_offset) - (k + a->k_offset);
+                put(&im->mask, k, q, 0, 0, d < 0 ? -INFINITY : -(double)d / 16.0);
+            }
     }
     if (a->explicit_pos && (!make_positions(&im->qpos, Tq, B, a->q_offset + shift) ||
                             !make_positions(&im->kpos, a->tk, B, a->k_offset + shift)))
