@@ -156,6 +156,57 @@ static void scores(const float *restrict qs, int64_t nr, int64_t D, const float 
     }
 }
 
+/* The same for items with few rows (decode: the query heads of one K/V head): K rows as
+ * they are (krow[j], D floats), a dot product per (row, key) in 8 lanes (i mod 8) added in
+ * a fixed order, four rows sharing each load of k; no transposition, which would cost more
+ * than the few rows' products. D % 8 != 0: the rest in lane order too. */
+PE_CLONES
+static void scores_rows(const float *restrict qs, int64_t nr, int64_t D, const float *const *krow,
+                        int64_t kt, float *restrict x)
+{
+    const int64_t D8 = D & ~(int64_t)7;
+    for (int64_t j = 0; j < kt; j++) {
+        const float *kr = krow[j];
+        int64_t r = 0;
+        for (; r + 4 <= nr; r += 4) {
+            const float *q0 = qs + r * D;
+            pe_v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            for (int64_t i = 0; i < D8; i += 8) {
+                const pe_v8 k8 = v8_load(kr + i);
+                a0 += v8_load(q0 + i) * k8;
+                a1 += v8_load(q0 + D + i) * k8;
+                a2 += v8_load(q0 + 2 * D + i) * k8;
+                a3 += v8_load(q0 + 3 * D + i) * k8;
+            }
+            float t[4][8];
+            v8_store(t[0], a0);
+            v8_store(t[1], a1);
+            v8_store(t[2], a2);
+            v8_store(t[3], a3);
+            for (int u = 0; u < 4; u++) {
+                for (int64_t i = D8; i < D; i++)
+                    t[u][i - D8] += q0[u * D + i] * kr[i];
+                x[(r + u) * PE_ATTN_KT + j] = ((t[u][0] + t[u][1]) + (t[u][2] + t[u][3])) +
+                                              ((t[u][4] + t[u][5]) + (t[u][6] + t[u][7]));
+            }
+        }
+        for (; r < nr; r++) {
+            const float *q0 = qs + r * D;
+            pe_v8 a0 = {0};
+            for (int64_t i = 0; i < D8; i += 8)
+                a0 += v8_load(q0 + i) * v8_load(kr + i);
+            float t[8];
+            v8_store(t, a0);
+            for (int64_t i = D8; i < D; i++)
+                t[i - D8] += q0[i] * kr[i];
+            x[r * PE_ATTN_KT + j] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+        }
+    }
+}
+
+/* Items with fewer rows than this take scores_rows, the others the transposed tile. */
+#define PE_ATTN_ROWS_T 16
+
 /* Row j of the K tile (D floats) into column j of kT. */
 static void k_column(float *restrict kT, const float *restrict row, int64_t D, int64_t j)
 {
@@ -345,8 +396,9 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
     /* the last query's position: causal rows see no key past it */
     const int64_t qp_last = op->q_offset + q0 + qn - 1;
     const int64_t ap_last = op->alibi.q_offset + q0 + qn - 1;
-    const float *vrow[PE_ATTN_KT];
+    const float *vrow[PE_ATTN_KT], *krow[PE_ATTN_KT];
     float *krow_tmp = scratch + aj->off_kr;
+    const bool transposed = nr >= PE_ATTN_ROWS_T;
     for (int64_t k0 = k_lo; k0 < k_hi; k0 += PE_ATTN_KT) {
         const int64_t kt = PE_ATTN_KT < k_hi - k0 ? PE_ATTN_KT : k_hi - k0;
         if (op->causal && k0 + op->k_offset > qp_last)
@@ -379,7 +431,14 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
         }
         for (int64_t j = 0; j < kt; j++) {
             const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
-            if (aj->k_direct) {
+            if (!transposed) {
+                if (aj->k_direct) {
+                    krow[j] = (const float *)kv->mem + ki;
+                } else {
+                    pe_cpu_load_row(kv, ki, D, kbuf + j * D);
+                    krow[j] = kbuf + j * D;
+                }
+            } else if (aj->k_direct) {
                 k_column(kbuf, (const float *)kv->mem + ki, D, j);
             } else {
                 pe_cpu_load_row(kv, ki, D, krow_tmp);
@@ -392,10 +451,14 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                 vrow[j] = vbuf + j * Dv;
             }
         }
-        for (int64_t j = kt; j < PE_ATTN_KT; j++) /* a short last tile: zero columns */
-            for (int64_t i = 0; i < D; i++)
-                kbuf[i * PE_ATTN_KT + j] = 0.0f;
-        scores(qs, nr, D, kbuf, x);
+        if (transposed) {
+            for (int64_t j = kt; j < PE_ATTN_KT; j++) /* a short last tile: zero columns */
+                for (int64_t i = 0; i < D; i++)
+                    kbuf[i * PE_ATTN_KT + j] = 0.0f;
+            scores(qs, nr, D, kbuf, x);
+        } else {
+            scores_rows(qs, nr, D, krow, kt, x);
+        }
         for (int64_t r = 0; r < nr; r++) {
             const int64_t h = h0 + r % gn, q = q0 + r / gn;
             float *xr = x + r * PE_ATTN_KT;
