@@ -416,6 +416,12 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.mask = 3;
     finish(&c);
     add_case(cases, n, cap, &c);
+    /* decode with 12 K/V heads of 8 query heads each, 2 batches: blocks of K/V heads per
+     * work item, the last block short on the CPU */
+    c = blank(POSENC_ATTENTION_NONE, F32, 8, 96, 12, 1, 100, 2, seed++);
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    finish(&c);
+    add_case(cases, n, cap, &c);
     /* long rows: one query against 32768 keys (f16 K/V, ALiBi, causal) and 32771 keys
      * (f32, MQA 2:1, odd D) */
     c = blank(POSENC_ATTENTION_ALIBI, F32, 64, 2, 2, 1, 32768, 1, seed++);

@@ -89,6 +89,8 @@ struct attn_job {
     int64_t G, n_gh;     /* query heads per item, items per K/V head's group */
     int64_t QB, n_qb;    /* queries per item, query blocks */
     int64_t CK, n_kc;    /* keys per chunk (a multiple of PE_ATTN_KT), chunks per row */
+    int64_t NK, n_kvb;   /* K/V heads per item (> 1: every row of their groups fits one
+                          * item of few rows, decode), blocks of them */
     bool k_direct, v_direct; /* f32 with stride 1: rows read in place */
     float *part;         /* n_kc > 1: [row][chunk] (m, l, acc[Dv]), row = h + Hq (q + Tq b) */
     size_t off_q, off_acc, off_m, off_l, off_k, off_kr, off_v, off_x, off_mk, off_o;
@@ -199,7 +201,8 @@ static void scores_rows(const float *restrict qs, int64_t nr, int64_t D, const f
             v8_store(t, a0);
             for (int64_t i = D8; i < D; i++)
                 t[i - D8] += q0[i] * kr[i];
-            x[r * PE_ATTN_KT + j] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+            x[r * PE_ATTN_KT + j] =
+                ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
         }
     }
 }
@@ -372,21 +375,24 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
     t /= aj->n_qb;
     const int64_t gh = t % aj->n_gh;
     t /= aj->n_gh;
-    const int64_t kvh = t % aj->Hk, b = t / aj->Hk;
-    const int64_t h0 = kvh * aj->group + gh * aj->G;
+    const int64_t kvb = t % aj->n_kvb, b = t / aj->n_kvb;
+    const int64_t kvh0 = kvb * aj->NK;
+    const int64_t nk = aj->NK < aj->Hk - kvh0 ? aj->NK : aj->Hk - kvh0; /* K/V heads here */
     const int64_t gn = aj->G < aj->group - gh * aj->G ? aj->G : aj->group - gh * aj->G;
     const int64_t q0 = qb * aj->QB;
     const int64_t qn = aj->QB < aj->Tq - q0 ? aj->QB : aj->Tq - q0;
-    const int64_t nr = gn * qn; /* row r: query q0 + r / gn, head h0 + r % gn */
+    /* per K/V head kvh0 + kl: rows kl nr + r, query q0 + r / gn, head h0 + r % gn */
+    const int64_t nr = gn * qn;
     const int64_t k_lo = kc * aj->CK, k_hi = k_lo + aj->CK < aj->Tk ? k_lo + aj->CK : aj->Tk;
 
     float *qs = scratch + aj->off_q, *acc = scratch + aj->off_acc, *m = scratch + aj->off_m;
     float *l = scratch + aj->off_l, *kbuf = scratch + aj->off_k, *vbuf = scratch + aj->off_v;
     float *x = scratch + aj->off_x, *mbuf = scratch + aj->off_mk;
     const float scale = op->scale_f32;
-    for (int64_t r = 0; r < nr; r++) {
+    for (int64_t r = 0; r < nk * nr; r++) {
+        const int64_t h0 = (kvh0 + r / nr) * aj->group + gh * aj->G;
         float *qr = qs + r * D;
-        pe_cpu_load_row(qv, at4(qv, h0 + r % gn, q0 + r / gn, b), D, qr);
+        pe_cpu_load_row(qv, at4(qv, h0 + (r % nr) % gn, q0 + (r % nr) / gn, b), D, qr);
         for (int64_t i = 0; i < D; i++)
             qr[i] *= scale;
         m[r] = -INFINITY;
@@ -405,122 +411,130 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
             break;
         if (op->has_alibi && op->alibi.causal && k0 + op->alibi.k_offset > ap_last)
             break;
-        /* a tile the mask hides from every row (causal masks, padding) is skipped:
-         * slope * -inf = -inf for a positive (or no) slope, so every x_j is -inf */
-        if (mk->mem && mask_hides_tile(op, aj, h0, gn, q0, nr, b, k0, kt))
-            continue;
-        /* the next tile's rows, a tile ahead: rows of one K/V head are strided (the other
-         * heads lie between them), which the hardware prefetchers follow poorly */
-        if (k0 + PE_ATTN_KT < k_hi) {
-            const int64_t nt = PE_ATTN_KT < k_hi - k0 - PE_ATTN_KT ? PE_ATTN_KT
-                                                                    : k_hi - k0 - PE_ATTN_KT;
-            const size_t kb = (size_t)D * posenc_dtype_size(kv->dtype);
-            const size_t vb = (size_t)Dv * posenc_dtype_size(vv->dtype);
-            for (int64_t j = 0; j < nt; j++) {
-                const char *kp = (const char *)kv->mem +
-                                 (size_t)at4(kv, kvh, k0 + PE_ATTN_KT + j, b) *
-                                     posenc_dtype_size(kv->dtype);
-                const char *vp = (const char *)vv->mem +
-                                 (size_t)at4(vv, kvh, k0 + PE_ATTN_KT + j, b) *
-                                     posenc_dtype_size(vv->dtype);
-                for (size_t o = 0; o < kb; o += 64)
-                    __builtin_prefetch(kp + o);
-                for (size_t o = 0; o < vb; o += 64)
-                    __builtin_prefetch(vp + o);
-            }
-        }
-        for (int64_t j = 0; j < kt; j++) {
-            const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
-            if (!transposed) {
-                if (aj->k_direct) {
-                    krow[j] = (const float *)kv->mem + ki;
-                } else {
-                    pe_cpu_load_row(kv, ki, D, kbuf + j * D);
-                    krow[j] = kbuf + j * D;
+        /* the K/V heads of the item one after the other, each tile of each in turn, so
+         * that decode items reading every head read the memory in order */
+        for (int64_t kl = 0; kl < nk; kl++) {
+            const int64_t kvh = kvh0 + kl, h0 = kvh * aj->group + gh * aj->G;
+            float *qsk = qs + kl * nr * D, *acck = acc + kl * nr * Dv, *mkl = m + kl * nr,
+                  *lkl = l + kl * nr;
+            /* a tile the mask hides from every row (causal masks, padding) is skipped:
+             * slope * -inf = -inf for a positive (or no) slope, so every x_j is -inf */
+            if (mk->mem && mask_hides_tile(op, aj, h0, gn, q0, nr, b, k0, kt))
+                continue;
+            /* the next tile's rows, a tile ahead: rows of one K/V head are strided (the other
+             * heads lie between them), which the hardware prefetchers follow poorly */
+            if (k0 + PE_ATTN_KT < k_hi) {
+                const int64_t nt = PE_ATTN_KT < k_hi - k0 - PE_ATTN_KT ? PE_ATTN_KT
+                                                                        : k_hi - k0 - PE_ATTN_KT;
+                const size_t kb = (size_t)D * posenc_dtype_size(kv->dtype);
+                const size_t vb = (size_t)Dv * posenc_dtype_size(vv->dtype);
+                for (int64_t j = 0; j < nt; j++) {
+                    const char *kp = (const char *)kv->mem +
+                                     (size_t)at4(kv, kvh, k0 + PE_ATTN_KT + j, b) *
+                                         posenc_dtype_size(kv->dtype);
+                    const char *vp = (const char *)vv->mem +
+                                     (size_t)at4(vv, kvh, k0 + PE_ATTN_KT + j, b) *
+                                         posenc_dtype_size(vv->dtype);
+                    for (size_t o = 0; o < kb; o += 64)
+                        __builtin_prefetch(kp + o);
+                    for (size_t o = 0; o < vb; o += 64)
+                        __builtin_prefetch(vp + o);
                 }
-            } else if (aj->k_direct) {
-                k_column(kbuf, (const float *)kv->mem + ki, D, j);
-            } else {
-                pe_cpu_load_row(kv, ki, D, krow_tmp);
-                k_column(kbuf, krow_tmp, D, j);
             }
-            if (aj->v_direct) {
-                vrow[j] = (const float *)vv->mem + vi;
-            } else {
-                pe_cpu_load_row(vv, vi, Dv, vbuf + j * Dv);
-                vrow[j] = vbuf + j * Dv;
-            }
-        }
-        if (transposed) {
-            for (int64_t j = kt; j < PE_ATTN_KT; j++) /* a short last tile: zero columns */
-                for (int64_t i = 0; i < D; i++)
-                    kbuf[i * PE_ATTN_KT + j] = 0.0f;
-            scores(qs, nr, D, kbuf, x);
-        } else {
-            scores_rows(qs, nr, D, krow, kt, x);
-        }
-        for (int64_t r = 0; r < nr; r++) {
-            const int64_t h = h0 + r % gn, q = q0 + r / gn;
-            float *xr = x + r * PE_ATTN_KT;
-            if (op->softcap > 0.0f) {
-                const float c = op->softcap;
-                for (int64_t j = 0; j < kt; j++)
-                    xr[j] = c * tanhf(xr[j] / c);
-            }
-            if (op->has_alibi) {
-                const struct pe_alibi_op *a = &op->alibi;
-                const int64_t d0 = (q + a->q_offset) - (k0 + a->k_offset);
-                if (d0 > -(int64_t)INT32_MAX / 2 && d0 < (int64_t)INT32_MAX / 2) {
-                    alibi_tile(xr, kt, a->slopes_f32[h], (int32_t)d0, a->symmetric);
+            for (int64_t j = 0; j < kt; j++) {
+                const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
+                if (!transposed) {
+                    if (aj->k_direct) {
+                        krow[j] = (const float *)kv->mem + ki;
+                    } else {
+                        pe_cpu_load_row(kv, ki, D, kbuf + j * D);
+                        krow[j] = kbuf + j * D;
+                    }
+                } else if (aj->k_direct) {
+                    k_column(kbuf, (const float *)kv->mem + ki, D, j);
                 } else {
+                    pe_cpu_load_row(kv, ki, D, krow_tmp);
+                    k_column(kbuf, krow_tmp, D, j);
+                }
+                if (aj->v_direct) {
+                    vrow[j] = (const float *)vv->mem + vi;
+                } else {
+                    pe_cpu_load_row(vv, vi, Dv, vbuf + j * Dv);
+                    vrow[j] = vbuf + j * Dv;
+                }
+            }
+            if (transposed) {
+                for (int64_t j = kt; j < PE_ATTN_KT; j++) /* a short last tile: zero columns */
+                    for (int64_t i = 0; i < D; i++)
+                        kbuf[i * PE_ATTN_KT + j] = 0.0f;
+                scores(qsk, nr, D, kbuf, x);
+            } else {
+                scores_rows(qsk, nr, D, krow, kt, x);
+            }
+            for (int64_t r = 0; r < nr; r++) {
+                const int64_t h = h0 + r % gn, q = q0 + r / gn;
+                float *xr = x + r * PE_ATTN_KT;
+                if (op->softcap > 0.0f) {
+                    const float c = op->softcap;
+                    for (int64_t j = 0; j < kt; j++)
+                        xr[j] = c * tanhf(xr[j] / c);
+                }
+                if (op->has_alibi) {
+                    const struct pe_alibi_op *a = &op->alibi;
+                    const int64_t d0 = (q + a->q_offset) - (k0 + a->k_offset);
+                    if (d0 > -(int64_t)INT32_MAX / 2 && d0 < (int64_t)INT32_MAX / 2) {
+                        alibi_tile(xr, kt, a->slopes_f32[h], (int32_t)d0, a->symmetric);
+                    } else {
+                        for (int64_t j = 0; j < kt; j++) {
+                            int64_t d = d0 - j;
+                            if (a->symmetric && d < 0)
+                                d = -d;
+                            xr[j] -= a->slopes_f32[h] * (float)d;
+                        }
+                    }
+                    if (a->causal)
+                        for (int64_t j = d0 + 1 > 0 ? d0 + 1 : 0; j < kt; j++)
+                            xr[j] = -INFINITY;
+                }
+                if (op->has_relbias) {
+                    const struct pe_relbias_op *rb = &op->relbias;
+                    const int64_t rel0 = (k0 + rb->k_offset) - (q + rb->q_offset) - rb->rel_min;
                     for (int64_t j = 0; j < kt; j++) {
-                        int64_t d = d0 - j;
-                        if (a->symmetric && d < 0)
-                            d = -d;
-                        xr[j] -= a->slopes_f32[h] * (float)d;
+                        const int64_t u = rb->bucket[rel0 + j];
+                        xr[j] += view_f(&rb->table, rb->table.offset + u * rb->table.st[0] +
+                                                        h * rb->table.st[1]);
                     }
                 }
-                if (a->causal)
-                    for (int64_t j = d0 + 1 > 0 ? d0 + 1 : 0; j < kt; j++)
+                if (mk->mem) {
+                    const int64_t mi = at4(mk, q, h, b) + k0 * mk->st[0];
+                    const float *mr;
+                    if (mk->dtype == POSENC_DTYPE_F32 && mk->st[0] == 1) {
+                        mr = (const float *)mk->mem + mi;
+                    } else {
+                        pe_cpu_load_row(mk, mi, kt, mbuf);
+                        mr = mbuf;
+                    }
+                    if (op->mask_slopes_f32) {
+                        const float s = op->mask_slopes_f32[h];
+                        for (int64_t j = 0; j < kt; j++)
+                            xr[j] += s * mr[j];
+                    } else {
+                        for (int64_t j = 0; j < kt; j++)
+                            xr[j] += mr[j];
+                    }
+                }
+                if (op->causal) {
+                    const int64_t last = (q + op->q_offset) - (k0 + op->k_offset); /* last j seen */
+                    for (int64_t j = last + 1 > 0 ? last + 1 : 0; j < kt; j++)
                         xr[j] = -INFINITY;
-            }
-            if (op->has_relbias) {
-                const struct pe_relbias_op *rb = &op->relbias;
-                const int64_t rel0 = (k0 + rb->k_offset) - (q + rb->q_offset) - rb->rel_min;
-                for (int64_t j = 0; j < kt; j++) {
-                    const int64_t u = rb->bucket[rel0 + j];
-                    xr[j] += view_f(&rb->table, rb->table.offset + u * rb->table.st[0] +
-                                                    h * rb->table.st[1]);
                 }
+                row_update(xr, kt, vrow, Dv, acck + r * Dv, mkl + r, lkl + r);
             }
-            if (mk->mem) {
-                const int64_t mi = at4(mk, q, h, b) + k0 * mk->st[0];
-                const float *mr;
-                if (mk->dtype == POSENC_DTYPE_F32 && mk->st[0] == 1) {
-                    mr = (const float *)mk->mem + mi;
-                } else {
-                    pe_cpu_load_row(mk, mi, kt, mbuf);
-                    mr = mbuf;
-                }
-                if (op->mask_slopes_f32) {
-                    const float s = op->mask_slopes_f32[h];
-                    for (int64_t j = 0; j < kt; j++)
-                        xr[j] += s * mr[j];
-                } else {
-                    for (int64_t j = 0; j < kt; j++)
-                        xr[j] += mr[j];
-                }
-            }
-            if (op->causal) {
-                const int64_t last = (q + op->q_offset) - (k0 + op->k_offset); /* last j seen */
-                for (int64_t j = last + 1 > 0 ? last + 1 : 0; j < kt; j++)
-                    xr[j] = -INFINITY;
-            }
-            row_update(xr, kt, vrow, Dv, acc + r * Dv, m + r, l + r);
         }
     }
-    for (int64_t r = 0; r < nr; r++) {
-        const int64_t h = h0 + r % gn, q = q0 + r / gn;
+    for (int64_t r = 0; r < nk * nr; r++) {
+        const int64_t h = (kvh0 + r / nr) * aj->group + gh * aj->G + (r % nr) % gn;
+        const int64_t q = q0 + (r % nr) / gn;
         if (aj->n_kc == 1) {
             finish_row(aj, h, q, b, m[r], l[r], acc + r * Dv, scratch + aj->off_o);
         } else {
@@ -601,7 +615,16 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
         return POSENC_OK;
 
     /* split-K when the items without it leave threads idle */
-    const int64_t base = aj.B * aj.Hk * aj.n_gh * aj.n_qb;
+    /* decode-like shapes (a K/V head's rows are few): an item takes several K/V heads, so
+     * that it reads their rows together (rows of one head are strided by the others) */
+    aj.NK = 1;
+    if (aj.n_gh == 1 && aj.n_qb == 1 && aj.group * aj.Tq < PE_ATTN_ROWS_T) {
+        aj.NK = PE_ATTN_ROWS / (aj.group * aj.Tq);
+        if (aj.NK > aj.Hk)
+            aj.NK = aj.Hk;
+    }
+    aj.n_kvb = (aj.Hk + aj.NK - 1) / aj.NK;
+    const int64_t base = aj.B * aj.n_kvb * aj.n_gh * aj.n_qb;
     const int64_t n_tiles = (aj.Tk + PE_ATTN_KT - 1) / PE_ATTN_KT;
     const int64_t want = (int64_t)pe_cpu_fast_threads(f) * PE_ATTN_ITEMS_PER_THREAD;
     int64_t n_kc = 1;
@@ -616,7 +639,9 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
     if (aj.n_kc < 1)
         aj.n_kc = 1;
 
-    const int64_t R = aj.G * aj.QB;
+    int64_t R = aj.G * aj.QB;
+    if (aj.NK * aj.group * aj.Tq > R)
+        R = aj.NK * aj.group * aj.Tq;
     size_t used = 0;
     aj.off_q = carve(&used, (size_t)(R * aj.D));
     aj.off_acc = carve(&used, (size_t)((R > 1 ? R : 1) * aj.Dv));
