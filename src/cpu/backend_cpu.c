@@ -8,7 +8,8 @@
  *
  * Without that flag the context also owns a struct pe_cpu_fast (src/cpu/cpu_fast.c: a
  * thread pool and vectorisable row loops) and the ops that have a fast version (rope,
- * sinusoidal, learned, alibi, copy) go there; the others run the reference loops.
+ * sinusoidal, learned, alibi, copy; attention's one pass in cpu_attn.c) go there; the
+ * others run the reference loops.
  */
 #include "backend.h"
 #include "cpu_fast.h"

@@ -4,26 +4,32 @@
  * sum of V without the logits in memory. The reference loops (backend_cpu.c, in double)
  * stay what posenc_attention runs with `weights` or POSENC_ATTENTION_UNFUSED.
  *
- * Work items: (batch, K/V head, heads of its group, block of queries, chunk of keys). The
- * rows of an item (up to PE_ATTN_ROWS query heads x queries, every head reading the same
- * K/V head) share each tile of PE_ATTN_KT keys: a K / V row is converted from f16 once per
- * tile (F16C where the CPU has it; f32 rows with stride 1 are read in place) and used by
- * every row of the item while it is in L1. Decode (few rows) splits the keys of a row
- * into chunks (split-K) so that every thread has work; each chunk leaves a (max, sum,
- * acc) triple and a second pass merges them in chunk order. Causal items stop at the
- * first tile past their last query.
+ * Work items: (batch, K/V head(s), heads of their group, block of queries, chunk of
+ * keys). The rows of an item (up to PE_ATTN_ROWS query heads x queries reading the same
+ * K/V head; for decode, where a head's rows are few, the rows of several K/V heads, each
+ * tile of each head in turn so their strided rows are read together) share each tile of
+ * PE_ATTN_KT keys: a K / V row is converted from f16 once per tile (F16C where the CPU has
+ * it; f32 V rows with stride 1 are read in place) and used by every row while it is in
+ * L1. Scores: items of PE_ATTN_ROWS_T rows or more multiply against the K tile transposed
+ * (broadcast q, 16 keys per step), fewer rows take dot products against K rows as they
+ * are. The next tile's rows are prefetched. Decode (few items) splits the keys of a row
+ * into chunks (split-K) so that every thread has work; each chunk leaves a (max, sum, acc)
+ * triple and a second pass merges them in chunk order. Causal items stop at the first
+ * tile past their last query, and tiles the mask hides from every row are skipped.
  *
  * Arithmetic, f32 (the bound is in src/check/check_attention.c, "one pass"):
- *  - q is multiplied by scale (f32) when it is loaded; a score is a dot product over D in
- *    8 lanes (i mod 8) added in a fixed order, so the loop vectorises;
+ *  - q is multiplied by scale (f32) when it is loaded; a score is a dot product over D,
+ *    in order (transposed tile) or in 8 lanes (i mod 8) added in a fixed order;
  *  - x = softcap * tanhf(s / softcap) (softcap > 0), + bias (ALiBi: -slope * (float)dist,
  *    dist an exact integer; relative bias: the table value), + slope_h * mask;
  *  - per tile: m' = max(m, tile max), alpha = exp(m - m'), p_j = exp(x_j - m'),
  *    l = l alpha + sum p_j, acc = acc alpha + sum p_j v_j; exp is cpu_fast.c's softmax
  *    exp (Cody-Waite + Cephes polynomial, within 2e-7 relative; 0 below -87.3);
  *  - the end: the sink term, then dst = acc / l (0 for a row with every key masked).
- * The results do not depend on the thread count: items, tiles and chunks are fixed by
- * the shape alone.
+ * Items, tiles and chunks are fixed by the shape and the context's thread count (which
+ * sets how many key chunks split-K makes), not by which thread runs what: a context gives
+ * the same bits every call; contexts with other thread counts may differ in the last
+ * bits of decode-shaped calls (another merge order), within the same bound.
  */
 #include "cpu_fast.h"
 
