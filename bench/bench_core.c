@@ -16,6 +16,16 @@
  *             against the smallest call the backend can make (a one-element copy)
  *   queue     100 decode RoPE calls queued back to back: host microseconds per queued
  *             call, and the queue's wall time against 100 single calls each finished
+ *   attention posenc_attention without weights (the one-pass path where the backend has
+ *             one), ALiBi, causal, q f32 [D, 32, Tq], K/V f16 [D, 8, Tk] (GQA 32/8):
+ *             decode 1 x 4096 keys and prefill 512 x 512, d 128 and 64 (with --long also
+ *             decode 1 x 32768 keys and prefill 2048 x 2048, which take seconds per call
+ *             where the multi-pass path runs: 35 s for 1 x 32768 on lavapipe before its
+ *             one-pass kernel). GB/s counts q, K, V read once and dst written
+ *             once (the ceiling's convention: every byte moved once; K and V are all but
+ *             all of it for decode); prefill rows add GFLOP/s, 2 (D + Dv) multiply-adds
+ *             per (query, visible key, head) pair. Each row times about
+ *             PE_BENCH_ATTN_BUDGET_S seconds of calls after one warm-up (at least one).
  *   cold      (OpenCL, Vulkan, CPU) context creation + the first RoPE, each in a fresh
  *             process: with every cache empty, with only posenc's own cache warm
  *             (POSENC_CACHE_DIR; the driver's cache empty), and with every cache warm
@@ -59,6 +69,7 @@ struct bench_opts {
     int n_threads;         /* CPU */
     int reps, warmup;
     int json, quick, cold;
+    int long_rows;         /* --long: the attention rows that take seconds per call */
     int progress;          /* progress on stderr (a terminal, not --quiet) */
     const char *filter;    /* substring of op names */
     const char *self;      /* this executable, for the cold-start children */
@@ -159,7 +170,11 @@ static posenc_status fill(posenc_buffer *b, posenc_dtype dt)
 /* Cases                                                                                */
 /* ------------------------------------------------------------------------------------ */
 
-enum bench_kind { BK_COPY, BK_ROPE, BK_ROPE_QK, BK_SIN, BK_ALIBI, BK_LEARNED, BK_RELBIAS, BK_MINIMAL };
+enum bench_kind { BK_COPY, BK_ROPE, BK_ROPE_QK, BK_SIN, BK_ALIBI, BK_LEARNED, BK_RELBIAS, BK_MINIMAL,
+                  BK_ATTN };
+
+/* Attention rows: seconds of timed calls per row at most (at least 3 calls). */
+#define PE_BENCH_ATTN_BUDGET_S 2.0
 
 struct bench_case {
     const char *name;
@@ -171,39 +186,49 @@ struct bench_case {
     int64_t ne_quick[4];
     int64_t k_heads;        /* rope_qk */
     int latency;            /* decode rows: us per call against the minimal call */
-    int target;             /* 1: the 90% / same-GB/s targets apply */
+    int target;             /* 1: the 90% / same-GB/s targets apply (attention: >= 70%) */
+    int long_row;           /* attention: only with --long */
 };
 
 #define ROPE_NE {128, 32, 4096, 1}
 #define ROPE_NE_Q {128, 32, 64, 1}
 static const struct bench_case cases[] = {
-    {"copy f32 (ceiling)", BK_COPY, POSENC_DTYPE_F32, 0, 0, {16777216, 1, 1, 1}, {262144, 1, 1, 1}, 0, 0, 0},
-    {"rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope normal f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope neox f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope neox f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope normal f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope normal f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope neox f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1},
-    {"rope_qk gqa neox f32", BK_ROPE_QK, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1},
-    {"rope_qk gqa neox f32 in-place", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1},
-    {"sinusoidal add f32", BK_SIN, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
-    {"sinusoidal add f32 in-place", BK_SIN, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
-    {"sinusoidal add f16", BK_SIN, POSENC_DTYPE_F16, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
-    {"alibi add f32", BK_ALIBI, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
-    {"alibi add f32 in-place", BK_ALIBI, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
-    {"alibi add f16 in-place", BK_ALIBI, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
-    {"learned add f32", BK_LEARNED, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
-    {"learned add f32 in-place", BK_LEARNED, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
-    {"learned add f16 in-place", BK_LEARNED, POSENC_DTYPE_F16, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1},
-    {"relbias add f32", BK_RELBIAS, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
-    {"relbias add f32 in-place", BK_RELBIAS, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
-    {"relbias add f16 in-place", BK_RELBIAS, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1},
-    {"minimal call (1-element copy)", BK_MINIMAL, POSENC_DTYPE_F32, 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, 0, 1, 0},
-    {"decode rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1},
-    {"decode rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1},
-    {"decode rope_qk gqa f32", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 8, 1, 1},
+    {"copy f32 (ceiling)", BK_COPY, POSENC_DTYPE_F32, 0, 0, {16777216, 1, 1, 1}, {262144, 1, 1, 1}, 0, 0, 0, 0},
+    {"rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope normal f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope neox f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope neox f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope normal f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope normal f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope neox f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
+    {"rope_qk gqa neox f32", BK_ROPE_QK, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1, 0},
+    {"rope_qk gqa neox f32 in-place", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1, 0},
+    {"sinusoidal add f32", BK_SIN, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
+    {"sinusoidal add f32 in-place", BK_SIN, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
+    {"sinusoidal add f16", BK_SIN, POSENC_DTYPE_F16, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
+    {"alibi add f32", BK_ALIBI, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
+    {"alibi add f32 in-place", BK_ALIBI, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
+    {"alibi add f16 in-place", BK_ALIBI, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
+    {"learned add f32", BK_LEARNED, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
+    {"learned add f32 in-place", BK_LEARNED, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
+    {"learned add f16 in-place", BK_LEARNED, POSENC_DTYPE_F16, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
+    {"relbias add f32", BK_RELBIAS, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
+    {"relbias add f32 in-place", BK_RELBIAS, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
+    {"relbias add f16 in-place", BK_RELBIAS, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
+    {"minimal call (1-element copy)", BK_MINIMAL, POSENC_DTYPE_F32, 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, 0, 1, 0, 0},
+    {"decode rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1, 0},
+    {"decode rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1, 0},
+    {"decode rope_qk gqa f32", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 8, 1, 1, 0},
+    /* attention: ne = {D, Hq, Tq, Tk}, k_heads = Hk, dt = K/V's dtype */
+    {"attn decode d128 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 1, 0},
+    {"attn decode d128 alibi 32k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 1, 32768}, {64, 8, 1, 1024}, 8, 0, 1, 1},
+    {"attn decode d64 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 1, 0},
+    {"attn decode d64 alibi 32k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 1, 32768}, {64, 8, 1, 1024}, 8, 0, 1, 1},
+    {"attn prefill d128 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 512, 512}, {64, 8, 32, 32}, 8, 0, 0, 0},
+    {"attn prefill d64 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 512, 512}, {64, 8, 32, 32}, 8, 0, 0, 0},
+    {"attn prefill d128 alibi 2k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 2048, 2048}, {64, 8, 64, 64}, 8, 0, 0, 1},
+    {"attn prefill d64 alibi 2k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 2048, 2048}, {64, 8, 64, 64}, 8, 0, 0, 1},
 };
 
 /* The buffers and tensors of one case on one context. */
@@ -211,7 +236,7 @@ struct bench_setup {
     posenc_context *ctx;
     const struct bench_case *c;
     posenc_buffer *x, *y, *k, *ky, *pos, *tab;
-    posenc_tensor tx, ty, tk, tky, tpos, ttab;
+    posenc_tensor tx, ty, tk, tky, tpos, ttab; /* attention: q, dst, k, -, -, v */
     struct posenc_rope_params rope;
 };
 
@@ -242,6 +267,17 @@ static posenc_status setup(struct bench_setup *s, posenc_context *ctx, const str
     memset(s, 0, sizeof(*s));
     s->ctx = ctx;
     s->c = c;
+    if (c->kind == BK_ATTN) {
+        const int64_t qne[4] = {ne[0], ne[1], ne[2], 1}, kne[4] = {ne[0], c->k_heads, ne[3], 1};
+        posenc_status st = make_tensor(ctx, POSENC_DTYPE_F32, qne, &s->x, &s->tx, 1);
+        if (st == POSENC_OK)
+            st = make_tensor(ctx, POSENC_DTYPE_F32, qne, &s->y, &s->ty, 0);
+        if (st == POSENC_OK)
+            st = make_tensor(ctx, c->dt, kne, &s->k, &s->tk, 1);
+        if (st == POSENC_OK)
+            st = make_tensor(ctx, c->dt, kne, &s->tab, &s->ttab, 1);
+        return st;
+    }
     posenc_status st = make_tensor(ctx, c->dt, ne, &s->x, &s->tx, 1);
     if (st == POSENC_OK && !c->in_place && c->kind != BK_MINIMAL)
         st = make_tensor(ctx, c->dt, ne, &s->y, &s->ty, 0);
@@ -306,13 +342,35 @@ static posenc_status run_once(struct bench_setup *s)
         return posenc_learned(s->ctx, &s->tx, &s->tpos, &s->ttab, &s->ty);
     case BK_RELBIAS:
         return posenc_relbias(s->ctx, &s->tx, &s->ttab, &s->ty, NULL);
+    case BK_ATTN: {
+        struct posenc_attention_params p;
+        memset(&p, 0, sizeof(p));
+        p.encoding = POSENC_ATTENTION_ALIBI;
+        p.causal = 1;
+        p.q_offset = (int32_t)(s->tk.ne[2] - s->tx.ne[2]); /* the queries end the sequence */
+        return posenc_attention(s->ctx, &s->tx, &s->tk, &s->ttab, &s->ty, NULL, &p);
+    }
     }
     return POSENC_ERR_INTERNAL;
+}
+
+/* Attention: the (query, key) pairs causality leaves visible, queries at the end. */
+static double attn_pairs(const int64_t ne[4])
+{
+    double pairs = 0.0;
+    for (int64_t q = 0; q < ne[2]; q++) {
+        const int64_t vis = ne[3] - ne[2] + q + 1;
+        pairs += (double)(vis < ne[3] ? vis : ne[3]);
+    }
+    return pairs;
 }
 
 static double case_bytes(const struct bench_case *c, const int64_t ne[4])
 {
     const double es = (double)posenc_dtype_size(c->dt);
+    if (c->kind == BK_ATTN) /* q and dst f32 [D, Hq, Tq], K and V [D, Hk, Tk] once each */
+        return 2.0 * 4.0 * (double)(ne[0] * ne[1] * ne[2]) +
+               2.0 * es * (double)(ne[0] * c->k_heads * ne[3]);
     double n = (double)ne[0] * (double)ne[1] * (double)ne[2] * (double)ne[3];
     if (c->kind == BK_ROPE_QK)
         n += (double)ne[0] * (double)c->k_heads * (double)ne[2] * (double)ne[3];
@@ -431,7 +489,10 @@ static void print_row(const struct row *r)
 
 static void shape_str(char *buf, size_t n, const struct bench_case *c, const int64_t ne[4])
 {
-    if (c->kind == BK_ROPE_QK)
+    if (c->kind == BK_ATTN)
+        snprintf(buf, n, "[%lld,%lld|%lld,%lldx%lld]", (long long)ne[0], (long long)ne[1],
+                 (long long)c->k_heads, (long long)ne[2], (long long)ne[3]);
+    else if (c->kind == BK_ROPE_QK)
         snprintf(buf, n, "[%lld,%lld|%lld,%lld]", (long long)ne[0], (long long)ne[1],
                  (long long)c->k_heads, (long long)ne[2]);
     else if (ne[3] > 1 || c->kind == BK_SIN || c->kind == BK_ALIBI || c->kind == BK_LEARNED ||
@@ -575,11 +636,14 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
     const double ceil_bytes = case_bytes(&cases[0], o->quick ? cases[0].ne_quick : cases[0].ne);
     size_t total = 0, done = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        total += !o->filter || cases[i].kind == BK_COPY || cases[i].kind == BK_MINIMAL ||
-                 strstr(cases[i].name, o->filter);
+        total += (!cases[i].long_row || o->long_rows) &&
+                 (!o->filter || cases[i].kind == BK_COPY || cases[i].kind == BK_MINIMAL ||
+                  strstr(cases[i].name, o->filter));
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct bench_case *c = &cases[i];
         if (o->filter && c->kind != BK_COPY && c->kind != BK_MINIMAL && !strstr(c->name, o->filter))
+            continue;
+        if (c->long_row && !o->long_rows)
             continue;
         progress(o, bname, done++, total, c->name);
         const int64_t *ne = o->quick ? c->ne_quick : c->ne;
@@ -596,8 +660,19 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
                                   : c->latency ? (have_min ? &min_s : NULL)
                                                : (have_ceil ? &ceil_s : NULL);
         double ref_median = 0.0;
+        int warmup = o->warmup;
+        if (st == POSENC_OK && c->kind == BK_ATTN) {
+            /* one warm-up call, timed: as many calls as fit the row's budget */
+            double t1 = 0.0;
+            st = timed_call(&s, &t1);
+            warmup = 0;
+            if (t1 > 0.0 && (double)reps * t1 > PE_BENCH_ATTN_BUDGET_S)
+                reps = (int)(PE_BENCH_ATTN_BUDGET_S / t1);
+            if (reps < 1)
+                reps = 1; /* a call past the budget: one timed call after the warm-up */
+        }
         if (st == POSENC_OK)
-            st = time_case(&s, ref, o->warmup, reps, &r->median_s, &r->best_s, &ref_median);
+            st = time_case(&s, ref, warmup, reps, &r->median_s, &r->best_s, &ref_median);
         if (st == POSENC_OK && c->kind == BK_COPY) {
             ceil_s = s; /* kept: the reference of every bandwidth row */
             have_ceil = true;
@@ -638,7 +713,19 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
                 r->ceiling_gbs = ceil_bytes / ref_median / 1e9;
                 r->pct = 100.0 * r->gbs / r->ceiling_gbs;
             }
-            if (c->dt == POSENC_DTYPE_F32) {
+            if (c->kind == BK_ATTN) {
+                /* decode: >= 70% of the ceiling (issue #20); prefill: GFLOP/s, no target */
+                if (c->target && r->pct >= 0)
+                    r->target = r->pct >= 70.0;
+                if (ne[2] > 1)
+                    snprintf(r->note, sizeof(r->note), "%.1f GFLOP/s (%d call%s)",
+                             2.0 * attn_pairs(ne) * (double)ne[1] * 2.0 * (double)ne[0] /
+                                 r->median_s / 1e9,
+                             reps, reps == 1 ? "" : "s");
+                else
+                    snprintf(r->note, sizeof(r->note), "(%d call%s)", reps,
+                             reps == 1 ? "" : "s");
+            } else if (c->dt == POSENC_DTYPE_F32) {
                 f32_pct[i] = r->pct;
                 if (r->pct >= 0)
                     r->target = r->pct >= 90.0;
@@ -698,7 +785,7 @@ static int cold_child(posenc_backend_kind kind, int n_threads)
     }
     double t1 = now_s();
     static const struct bench_case c = {"cold", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL,
-                                        {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 0};
+                                        {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 0, 0};
     struct bench_setup s;
     posenc_status st = setup(&s, ctx, &c, c.ne);
     if (st == POSENC_OK)
@@ -941,7 +1028,7 @@ static void print_json(const struct bench_opts *o)
 static void usage(const char *prog)
 {
     printf("usage: %s [--backend cpu|opencl|vulkan]... [--threads N] [--reps N] [--warmup N]\n"
-           "       [--op TEXT] [--no-cold] [--quick] [--json] [--quiet]\n\n"
+           "       [--op TEXT] [--no-cold] [--quick] [--long] [--json] [--quiet]\n\n"
            "Measures, per backend, the copy ceiling (posenc_copy of 64 MiB) and every\n"
            "memory-bound op at the issue's shapes: GB/s (bytes read + written), the share of\n"
            "the ceiling, microseconds per call (median of --reps timed calls after --warmup),\n"
@@ -953,6 +1040,8 @@ static void usage(const char *prog)
            "  --op TEXT    only ops whose name contains TEXT (the ceiling always runs)\n"
            "  --no-cold    skip the cold-start processes\n"
            "  --quick      small shapes, few calls: a smoke test; no met/MISSED verdicts\n"
+           "  --long       also the long attention rows (decode 1 x 32768 keys, prefill\n"
+           "               2048 x 2048): seconds per call on some backends\n"
            "  --json       one JSON document instead of the tables\n"
            "  --quiet      no progress on stderr (it is shown only on a terminal anyway)\n",
            prog);
@@ -1023,6 +1112,8 @@ int bench_main(int argc, char **argv, const char *subcommand)
             o.cold = 0;
         } else if (!strcmp(a, "--quick")) {
             o.quick = 1;
+        } else if (!strcmp(a, "--long")) {
+            o.long_rows = 1;
         } else if (!strcmp(a, "--json")) {
             o.json = 1;
         } else if (!strcmp(a, "--quiet")) {

@@ -295,6 +295,147 @@ static void gp_softmax(struct gp_device *dev, const struct ggml_tensor *node)
              "posenc_softmax");
 }
 
+/* ---- flash_attn_ext ------------------------------------------------------------------------ */
+
+/*
+ * ggml_flash_attn_ext(q, k, v, mask, scale, max_bias, logit_softcap) (+ add_sinks) as
+ * posenc_attention without weights (the one-pass path; devices without it refuse in
+ * supports_op, since the extras need it and the multi-pass path would materialise the
+ * logits). ggml's shapes: q [D, Tq, Hq, B] f32, k [D, Tk, Hk, B], v [Dv, Tk, Hk, B] f16 or
+ * f32, mask [Tk, >= Tq (padded), 1 or Hq, 1 or B] f16, sinks [Hq] f32, result
+ * [Dv, Hq, Tq, B] f32 -- posenc's q / k / v are the same memory with dims 1 and 2
+ * swapped (strides permuted), the result is posenc's dst as is, the mask a view of its
+ * first Tq rows (and Tk columns).
+ *
+ * ggml's CPU backend: s = q.k * scale; with logit_softcap c != 0 it divides scale by c
+ * first and takes c * tanh(s): c * tanh(q.k * scale / c), which is posenc's softcap
+ * (c * tanh(s / c) of the scaled score). With max_bias > 0 the mask is multiplied by the
+ * head's ALiBi slope, h < n = 2^floor(log2 Hq): 2^(-max_bias (h + 1) / n), else
+ * 2^(-max_bias / 2 (2 (h - n) + 1) / n): posenc_alibi_slopes' rule (in double; ggml's
+ * powf in f32), given as mask_slopes. A row whose every key is masked gives 0 in both.
+ * scale = 0 has no posenc spelling (0 means 1/sqrt(D) there): refused.
+ */
+struct gp_fa {
+    float scale, max_bias, softcap;
+    float slopes[512];
+};
+
+static bool gp_fa_params(const struct ggml_tensor *op, struct gp_fa *f)
+{
+    f->scale = ggml_get_op_params_f32(op, 0);
+    f->max_bias = ggml_get_op_params_f32(op, 1);
+    f->softcap = ggml_get_op_params_f32(op, 2);
+    const int64_t Hq = op->src[0]->ne[2];
+    if (f->scale == 0.0f || !isfinite(f->scale) || !isfinite(f->max_bias) ||
+        f->max_bias < 0.0f || !isfinite(f->softcap) || f->softcap < 0.0f)
+        return false;
+    if (f->max_bias > 0.0f) {
+        double d[512];
+        struct posenc_alibi_params ap;
+        memset(&ap, 0, sizeof(ap));
+        ap.max_bias = f->max_bias;
+        if (Hq > 512 || posenc_alibi_slopes(Hq, &ap, d) != POSENC_OK)
+            return false;
+        for (int64_t h = 0; h < Hq; h++)
+            f->slopes[h] = (float)d[h];
+    }
+    return true;
+}
+
+/* The node's posenc views (check-only descriptions when c is set). */
+static void gp_fa_views(const struct ggml_tensor *op, struct gp_check *c, posenc_tensor *q,
+                        posenc_tensor *k, posenc_tensor *v, posenc_tensor *m, posenc_tensor *s,
+                        posenc_tensor *d)
+{
+    const struct ggml_tensor *src[3] = {op->src[0], op->src[1], op->src[2]};
+    posenc_tensor *out[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        posenc_tensor t = c ? gp_check_view(c, src[i]) : gp_view(src[i]);
+        /* [D, T, H, B] -> [D, H, T, B] */
+        const int64_t ne1 = t.ne[1], nb1 = t.nb[1];
+        t.ne[1] = t.ne[2];
+        t.nb[1] = t.nb[2];
+        t.ne[2] = ne1;
+        t.nb[2] = nb1;
+        *out[i] = t;
+    }
+    *d = c ? gp_check_view(c, op) : gp_view(op);
+    const struct ggml_tensor *mask = op->src[3], *sinks = op->src[4];
+    if (mask) {
+        *m = c ? gp_check_view(c, mask) : gp_view(mask);
+        m->ne[0] = op->src[1]->ne[1]; /* Tk */
+        m->ne[1] = op->src[0]->ne[1]; /* Tq: the rows past it are padding */
+    }
+    if (sinks)
+        *s = c ? gp_check_view(c, sinks) : gp_view(sinks);
+}
+
+static posenc_status gp_fa_call(posenc_context *ctx, const struct ggml_tensor *op,
+                                const struct gp_fa *f, const posenc_tensor *q,
+                                const posenc_tensor *k, const posenc_tensor *v,
+                                const posenc_tensor *m, const posenc_tensor *s,
+                                const posenc_tensor *d)
+{
+    struct posenc_attention_params p;
+    memset(&p, 0, sizeof(p));
+    p.encoding = POSENC_ATTENTION_NONE;
+    p.scale = f->scale;
+    p.softcap = f->softcap;
+    if (op->src[3])
+        p.mask = m;
+    if (op->src[3] && f->max_bias > 0.0f)
+        p.mask_slopes = f->slopes;
+    if (op->src[4])
+        p.sinks = s;
+    return posenc_attention(ctx, q, k, v, d, NULL, &p);
+}
+
+static bool gp_supports_fa(const struct gp_device *dev, const struct ggml_tensor *op)
+{
+    const struct ggml_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2];
+    const struct ggml_tensor *mask = op->src[3], *sinks = op->src[4];
+    struct gp_fa f;
+    if (q->type != GGML_TYPE_F32 || !gp_is_float(k) || !gp_is_float(v) ||
+        op->type != GGML_TYPE_F32 || !gp_fa_params(op, &f))
+        return false; /* quantized and bf16 K / V among them */
+    if (f.max_bias > 0.0f && !mask)
+        return false;
+    if (k->ne[3] != q->ne[3] || v->ne[3] != q->ne[3] || k->ne[2] != v->ne[2] ||
+        k->ne[1] != v->ne[1] || k->ne[2] == 0 || q->ne[2] % k->ne[2] != 0)
+        return false;
+    if (mask && (mask->type != GGML_TYPE_F16 || mask->ne[0] < k->ne[1] ||
+                 mask->ne[1] < q->ne[1] || (mask->ne[2] != 1 && mask->ne[2] != q->ne[2]) ||
+                 (mask->ne[3] != 1 && mask->ne[3] != q->ne[3])))
+        return false;
+    if (sinks && (sinks->type != GGML_TYPE_F32 || sinks->ne[0] != q->ne[2] ||
+                  ggml_nelements(sinks) != sinks->ne[0]))
+        return false;
+    struct gp_check c = {{NULL}, 0};
+    posenc_tensor qv, kv, vv, mv, sv, dv;
+    gp_fa_views(op, &c, &qv, &kv, &vv, &mv, &sv, &dv);
+    struct gp_device *d = gp_check_begin(dev);
+    /* a device without a one-pass kernel: posenc refuses the extras; without extras it
+     * would take the multi-pass path (the logits in memory), which this op should not */
+    const bool has_extras = f.softcap > 0.0f || (mask && f.max_bias > 0.0f) || sinks;
+    posenc_status st = gp_fa_call(d->ctx, op, &f, &qv, &kv, &vv, &mv, &sv, &dv);
+    if (st == POSENC_OK && !has_extras) {
+        /* ask with a softcap to learn whether the device has the one-pass path */
+        struct gp_fa probe = f;
+        probe.softcap = 1.0f;
+        st = gp_fa_call(d->ctx, op, &probe, &qv, &kv, &vv, &mv, &sv, &dv);
+    }
+    return gp_check_end(d, st);
+}
+
+static void gp_flash_attn(struct gp_device *dev, const struct ggml_tensor *node)
+{
+    struct gp_fa f;
+    GGML_ASSERT(gp_fa_params(node, &f));
+    posenc_tensor q, k, v, m, s, d;
+    gp_fa_views(node, NULL, &q, &k, &v, &m, &s, &d);
+    GP_CHECK(dev, gp_fa_call(dev->ctx, node, &f, &q, &k, &v, &m, &s, &d), "posenc_attention");
+}
+
 /* ---- set_rows ---------------------------------------------------------------------------- */
 
 /* ggml_set_rows(a, b, c): the node is a view of a, src[0] = b (rows to write), src[1] = c
@@ -451,6 +592,8 @@ bool gp_supports_op(const struct gp_device *dev, const struct ggml_tensor *op)
         return gp_supports_softmax(dev, op);
     case GGML_OP_SET_ROWS:
         return gp_supports_set_rows(dev, op);
+    case GGML_OP_FLASH_ATTN_EXT:
+        return gp_supports_fa(dev, op);
     default:
         return false;
     }
@@ -488,6 +631,9 @@ enum ggml_status gp_graph_compute(struct gp_device *dev, struct ggml_cgraph *cgr
             break;
         case GGML_OP_TIMESTEP_EMBEDDING:
             gp_timestep(dev, node);
+            break;
+        case GGML_OP_FLASH_ATTN_EXT:
+            gp_flash_attn(dev, node);
             break;
         default:
             GGML_LOG_ERROR("%s: op %s reached graph_compute but supports_op refuses it\n",

@@ -15,6 +15,10 @@
  *  - the decay curve (posenc_attention_decay): the device against the reference, NoPE
  *    flat, ALiBi exactly exponential, RoPE decaying;
  *  - rows whose every key is masked give zeros, not NaN;
+ *  - the one-pass path's extras (softcap, mask_slopes, sinks) against the formula in
+ *    double, on the device and the reference context; the same call one pass and with
+ *    POSENC_ATTENTION_UNFUSED on the same backend (the shared cases without weights run
+ *    the one-pass kernel where the backend has one);
  *  - bad input: exact statuses, a message naming the argument, outputs untouched.
  */
 #include "check.h"
@@ -488,6 +492,287 @@ static void test_all_masked(void **state)
     th_check_warnings();
 }
 
+/* ---- the one-pass path: softcap, mask_slopes, sinks; fused against UNFUSED ------------ */
+
+/*
+ * q [D, Hq, Tq, B] f32, k [D, Hk, Tk, B] f16, v [D, Hk, Tk, B] f32 (so both K/V dtypes are
+ * read), a mask [Tk, Tq, 1, B] f16 broadcast over heads, a decoding chunk (Tq queries at
+ * the end of Tk keys, causal), GQA 4:2, several key tiles. Every input is a multiple of
+ * 1/64 in [-2, 2] (exact in f16), a tenth of the mask is -inf, and query 1 of batch 1 sees
+ * no key at all (its mask row is all -inf).
+ */
+static void check_poison(posenc_buffer *b, const char *what);
+
+enum { XD = 20, XHQ = 4, XHK = 2, XTQ = 5, XTK = 70, XB = 2 };
+static const float x_mask_slopes[XHQ] = {0.5f, 0.25f, 0.125f, 2.0f};
+static const float x_sinks[XHQ] = {0.3f, -1.0f, 2.0f, -INFINITY};
+static const float x_alibi[XHQ] = {0.25f, 0.0625f, 0.5f, 0.01f};
+
+struct x_inputs {
+    float q[XD * XHQ * XTQ * XB], v[XD * XHK * XTK * XB];
+    uint16_t k[XD * XHK * XTK * XB], mask[XTK * XTQ * XB];
+    double kd[XD * XHK * XTK * XB], maskd[XTK * XTQ * XB];
+};
+
+static double x_grid(uint64_t *rng)
+{
+    return (double)((int)(pc_rand_uniform(rng) * 257.0) - 128) / 64.0;
+}
+
+static void x_make(struct x_inputs *in)
+{
+    uint64_t rng = 4242;
+    for (int i = 0; i < XD * XHQ * XTQ * XB; i++)
+        in->q[i] = (float)x_grid(&rng);
+    for (int i = 0; i < XD * XHK * XTK * XB; i++) {
+        in->kd[i] = x_grid(&rng);
+        in->k[i] = posenc_f32_to_f16((float)in->kd[i]);
+        in->v[i] = (float)x_grid(&rng);
+    }
+    for (int b = 0; b < XB; b++)
+        for (int q = 0; q < XTQ; q++)
+            for (int k = 0; k < XTK; k++) {
+                const int at = k + XTK * (q + XTQ * b);
+                double m = pc_rand_uniform(&rng) < 0.1 ? -INFINITY : x_grid(&rng) / 2.0;
+                if (b == 1 && q == 1)
+                    m = -INFINITY;
+                in->maskd[at] = m;
+                in->mask[at] = posenc_f32_to_f16((float)m);
+            }
+}
+
+/* What to run: the extras (softcap, mask_slopes, sinks) or ALiBi with the user slopes
+ * above; flags: POSENC_ATTENTION_UNFUSED or 0. */
+struct x_setup {
+    float softcap;
+    int mask_slopes, sinks, alibi;
+    uint32_t flags;
+};
+
+/* posenc_attention on the device: returns its status, the output in o (its message in
+ * x_msg when it fails). */
+static char x_msg[512];
+static posenc_context *x_ctx; /* th.dut, or th.ref for the reference's double loops */
+
+static posenc_status x_run(const struct x_inputs *in, const struct x_setup *xs, float *o)
+{
+    posenc_buffer *qb = th_upload(x_ctx, in->q, sizeof(in->q));
+    posenc_buffer *kb = th_upload(x_ctx, in->k, sizeof(in->k));
+    posenc_buffer *vb = th_upload(x_ctx, in->v, sizeof(in->v));
+    posenc_buffer *mb = th_upload(x_ctx, in->mask, sizeof(in->mask));
+    posenc_buffer *sb = th_upload(x_ctx, x_sinks, sizeof(x_sinks));
+    unsigned char poison[4 * XD * XHQ * XTQ * XB];
+    memset(poison, 0xA5, sizeof(poison));
+    posenc_buffer *ob = th_upload(x_ctx, poison, sizeof(poison));
+    posenc_tensor q = posenc_tensor_contiguous(qb, 0, POSENC_DTYPE_F32, XD, XHQ, XTQ, XB);
+    posenc_tensor k = posenc_tensor_contiguous(kb, 0, POSENC_DTYPE_F16, XD, XHK, XTK, XB);
+    posenc_tensor v = posenc_tensor_contiguous(vb, 0, POSENC_DTYPE_F32, XD, XHK, XTK, XB);
+    posenc_tensor m = posenc_tensor_contiguous(mb, 0, POSENC_DTYPE_F16, XTK, XTQ, 1, XB);
+    posenc_tensor sk = posenc_tensor_contiguous(sb, 0, POSENC_DTYPE_F32, XHQ, 1, 1, 1);
+    posenc_tensor d = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, XD, XHQ, XTQ, XB);
+    struct posenc_attention_params p;
+    memset(&p, 0, sizeof(p));
+    p.causal = 1;
+    p.q_offset = XTK - XTQ;
+    p.mask = &m;
+    p.flags = xs->flags;
+    p.softcap = xs->softcap;
+    if (xs->mask_slopes)
+        p.mask_slopes = x_mask_slopes;
+    if (xs->sinks)
+        p.sinks = &sk;
+    if (xs->alibi) {
+        p.encoding = POSENC_ATTENTION_ALIBI;
+        p.alibi.slopes = x_alibi;
+    }
+    posenc_status st = posenc_attention(x_ctx, &q, &k, &v, &d, NULL, &p);
+    if (st == POSENC_OK) {
+        float *oh = th_download(ob);
+        memcpy(o, oh, sizeof(poison));
+        free(oh);
+    } else {
+        snprintf(x_msg, sizeof(x_msg), "%s", posenc_context_last_error(x_ctx));
+        check_poison(ob, "one pass");
+    }
+    posenc_buffer_destroy(&qb);
+    posenc_buffer_destroy(&kb);
+    posenc_buffer_destroy(&vb);
+    posenc_buffer_destroy(&mb);
+    posenc_buffer_destroy(&sb);
+    posenc_buffer_destroy(&ob);
+    return st;
+}
+
+/*
+ * pe_attn_fused_op's formula in double (o) and a bound on |f32 one pass - o| (ob), per
+ * output element. With S_k = sum_i |q_i k_i|, c the scale, x_k the logit:
+ *   eps_k = |c| (D + 2) 1.01 u S_k   (the f32 dot product and scale, as check_attention.c 2)
+ *         + 16 u softcap             (softcap: the division and product round (2u |x|), an
+ *                                     f32 tanh within a few ulp of 1 (OpenCL 5 ulp; a
+ *                                     GLSL tanh from exp is absolute, near 0): <= 16 u c;
+ *                                     the cap's slope is <= 1, so errors in s do not grow)
+ *         + 4 u (|x_k| + |slope mask_k| + |bias_k|)   (bias, mask product and two adds)
+ * and the softmax (check_attention.c 3 and 5, with every key counted as passed by the
+ * running max, n_k <= Tk, and the sink as one more rescale):
+ *   R_k = expm1(eps_k + eps_max) + (6 (|ln p_k| + ln(Tk + 1)) + Tk + 16 + 14.2 (Tk + 1)) u
+ *   |o' - o| <= sum_k p_k |v_k| (R_k + u) + (Tk + 3) 1.01 u sum_k p_k |v_k|.
+ */
+static void x_exact(const struct x_inputs *in, const struct x_setup *xs, double *o, double *ob)
+{
+    const double u = U32, c = 1.0 / sqrt((double)XD);
+    double x[XTK], eps[XTK], pk[XTK];
+    for (int b = 0; b < XB; b++)
+        for (int q = 0; q < XTQ; q++)
+            for (int h = 0; h < XHQ; h++) {
+                const int kvh = h / (XHQ / XHK), qp = q + XTK - XTQ;
+                double m = xs->sinks ? (double)x_sinks[h] : -INFINITY, eps_max = 0.0;
+                for (int k = 0; k < XTK; k++) {
+                    double dot = 0.0, S = 0.0;
+                    for (int i = 0; i < XD; i++) {
+                        const double a = (double)in->q[i + XD * (h + XHQ * (q + XTQ * b))];
+                        const double kk = in->kd[i + XD * (kvh + XHK * (k + XTK * b))];
+                        dot += a * kk;
+                        S += fabs(a * kk);
+                    }
+                    double s = c * dot, bias = 0.0;
+                    if (xs->softcap > 0.0f)
+                        s = xs->softcap * tanh(s / xs->softcap);
+                    if (xs->alibi)
+                        bias = -(double)x_alibi[h] * (double)(qp - k);
+                    const double mk = (xs->mask_slopes ? (double)x_mask_slopes[h] : 1.0) *
+                                      in->maskd[k + XTK * (q + XTQ * b)];
+                    x[k] = k > qp ? -INFINITY : s + bias + mk;
+                    eps[k] = -1.0;
+                    if (x[k] == -INFINITY)
+                        continue;
+                    eps[k] = c * (XD + 2) * 1.01 * u * S + 16.0 * u * xs->softcap +
+                             4.0 * u * (fabs(s) + fabs(bias) + fabs(mk));
+                    eps_max = eps[k] > eps_max ? eps[k] : eps_max;
+                    m = x[k] > m ? x[k] : m;
+                }
+                double z = 0.0;
+                if (m != -INFINITY) {
+                    z = xs->sinks ? exp((double)x_sinks[h] - m) : 0.0;
+                    for (int k = 0; k < XTK; k++)
+                        z += exp(x[k] - m);
+                }
+                for (int k = 0; k < XTK; k++)
+                    pk[k] = m == -INFINITY ? 0.0 : exp(x[k] - m) / z;
+                for (int i = 0; i < XD; i++) {
+                    double acc = 0.0, A = 0.0, E = 0.0;
+                    for (int k = 0; k < XTK; k++) {
+                        const double vv = (double)in->v[i + XD * (kvh + XHK * (k + XTK * b))];
+                        acc += pk[k] * vv;
+                        if (eps[k] < 0.0)
+                            continue;
+                        const double lnp = pk[k] > 0.0 ? fabs(log(pk[k])) : 0.0;
+                        const double R = expm1(eps[k] + eps_max) +
+                                         (6.0 * (lnp + log(XTK + 1.0)) + XTK + 16.0 +
+                                          14.2 * (XTK + 1.0)) * u;
+                        A += pk[k] * fabs(vv);
+                        E += pk[k] * fabs(vv) * (R + u);
+                    }
+                    const int at = i + XD * (h + XHQ * (q + XTQ * b));
+                    o[at] = acc;
+                    ob[at] = E + (XTK + 3.0) * 1.01 * u * A + 0x1p-125;
+                }
+            }
+}
+
+static double x_compare(const char *what, const float *got, const double *o, const double *ob)
+{
+    double worst = 0.0;
+    for (int i = 0; i < XD * XHQ * XTQ * XB; i++) {
+        const double err = fabs((double)got[i] - o[i]);
+        if (!(err <= ob[i]))
+            fail_msg("%s: output %d = %.9g, double %.9g, |err| %.3g > bound %.3g", what, i,
+                     (double)got[i], o[i], err, ob[i]);
+        if (ob[i] > 0.0 && err / ob[i] > worst)
+            worst = err / ob[i];
+    }
+    return worst;
+}
+
+/* softcap, mask_slopes and sinks (one pass only: no multi-pass reference to compare with)
+ * against x_exact, alone and together. A backend without a one-pass kernel refuses them
+ * with POSENC_ERR_UNSUPPORTED and a message naming them, its output untouched. */
+static void test_one_pass_extras(void **state)
+{
+    (void)state;
+    static struct x_inputs in;
+    x_make(&in);
+    x_ctx = th.dut;
+    const struct x_setup setups[] = {
+        {2.5f, 0, 0, 0, 0}, {0, 1, 0, 0, 0}, {0, 0, 1, 0, 0}, {1.5f, 1, 1, 1, 0},
+    };
+    static float o[XD * XHQ * XTQ * XB];
+    static double want[XD * XHQ * XTQ * XB], bound[XD * XHQ * XTQ * XB];
+    for (size_t i = 0; i < sizeof(setups) / sizeof(setups[0]); i++) {
+        posenc_status st = x_run(&in, &setups[i], o);
+        th_check_warnings();
+        if (st == POSENC_ERR_UNSUPPORTED && strstr(x_msg, "no one-pass attention")) {
+            print_message("%s: no one-pass kernel; refused: %s\n", posenc_backend_name(th.kind),
+                          x_msg);
+            continue;
+        }
+        if (st != POSENC_OK)
+            fail_msg("setup %zu: %s: %s", i, posenc_status_string(st), x_msg);
+        x_exact(&in, &setups[i], want, bound);
+        char what[64];
+        snprintf(what, sizeof(what), "softcap %g mask_slopes %d sinks %d alibi %d",
+                 (double)setups[i].softcap, setups[i].mask_slopes, setups[i].sinks,
+                 setups[i].alibi);
+        print_message("%s: worst |err| / bound = %.3g\n", what, x_compare(what, o, want, bound));
+    }
+    /* the CPU reference context computes them too (in double, backend_cpu.c) */
+    x_ctx = th.ref;
+    for (size_t i = 0; i < sizeof(setups) / sizeof(setups[0]); i++) {
+        x_make(&in);
+        if (x_run(&in, &setups[i], o) != POSENC_OK)
+            fail_msg("reference, setup %zu: %s", i, x_msg);
+        x_exact(&in, &setups[i], want, bound);
+        print_message("reference, setup %zu: worst |err| / bound = %.3g\n", i,
+                      x_compare("reference", o, want, bound));
+    }
+    x_ctx = th.dut;
+}
+
+/* The same call (ALiBi, mask, causal, GQA, f16 K) one pass and with
+ * POSENC_ATTENTION_UNFUSED on the same backend: each within x_exact's bound of the double
+ * result (the multi-pass path's own bound is smaller), so within the sum of the two of
+ * each other, which is checked as well. */
+static void test_fused_vs_unfused(void **state)
+{
+    (void)state;
+    static struct x_inputs in;
+    x_make(&in);
+    x_ctx = th.dut;
+    static float of[XD * XHQ * XTQ * XB], ou[XD * XHQ * XTQ * XB];
+    static double want[XD * XHQ * XTQ * XB], bound[XD * XHQ * XTQ * XB];
+    const struct x_setup fused = {0, 0, 0, 1, 0}, unfused = {0, 0, 0, 1, POSENC_ATTENTION_UNFUSED};
+    posenc_status st = x_run(&in, &fused, of);
+    th_check_warnings();
+    if (st != POSENC_OK)
+        fail_msg("fused: %s", x_msg);
+    st = x_run(&in, &unfused, ou);
+    th_check_warnings();
+    if (st != POSENC_OK)
+        fail_msg("unfused: %s", x_msg);
+    x_exact(&in, &fused, want, bound);
+    const double wf = x_compare("one pass", of, want, bound);
+    const double wu = x_compare("UNFUSED", ou, want, bound);
+    double diff = 0.0;
+    for (int i = 0; i < XD * XHQ * XTQ * XB; i++) {
+        const double d = fabs((double)of[i] - (double)ou[i]);
+        if (!(d <= 2.0 * bound[i]))
+            fail_msg("output %d: one pass %.9g, UNFUSED %.9g differ by %.3g > %.3g", i,
+                     (double)of[i], (double)ou[i], d, 2.0 * bound[i]);
+        diff = d > diff ? d : diff;
+    }
+    print_message("worst |err| / bound: one pass %.3g, UNFUSED %.3g; max |one pass - UNFUSED| "
+                  "%.3g\n", wf, wu, diff);
+}
+
 /* ---- bad input --------------------------------------------------------------------------- */
 
 static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
@@ -675,6 +960,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_permutation),    cmocka_unit_test(test_shift),
         cmocka_unit_test(test_decay),          cmocka_unit_test(test_all_masked),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_one_pass_extras), cmocka_unit_test(test_fused_vs_unfused),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
     struct CMUnitTest *tests = calloc(nfixed + n, sizeof(*tests));

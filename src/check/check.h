@@ -55,7 +55,8 @@ struct pc_attn_case {
     int32_t causal, q_offset, k_offset;
     float scale;                 /* params->scale (0: default) */
     int weights;                 /* 0: no weights output; 1: f32; 2: f16 */
-    int mask;                    /* 0: none; 1: f32 [Tk, Tq, 1, B]; 2: f16 [Tk, Tq, Hq, 1] */
+    int mask;                    /* 0: none; 1: f32 [Tk, Tq, 1, B]; 2: f16 [Tk, Tq, Hq, 1];
+                                    3: f16 [Tk, Tq, 1, 1] causal (ggml's KQ mask) */
     int explicit_pos;            /* q_pos / k_pos tensors (i32, per batch, 4 streams) */
     int pe_on_v;                 /* POSENC_ATTENTION_PE_ON_V */
     int big;                     /* a large case: run by `posenc verify`, not the suites */

@@ -60,6 +60,23 @@
  *    products and the device's and reference's final roundings add
  *    (Tk + 3) 1.01 u sum_k p_k V^_k. f16 dst adds one f16 rounding.
  *
+ * 5. One pass (no weights asked: a backend's attn_fused, pe_attn_fused_op). The logits
+ *    carry the same roundings as in 2 (dot product, scale, bias and mask adds; a device
+ *    may fold the f32 scale into q first: one rounding per product, within the 2u |c| S).
+ *    The softmax is online: key k's term exp(x_k - m_1) is formed against the running max
+ *    m_1 <= m of its tile, then multiplied by alpha = exp(m_i - m_(i+1)) each time the
+ *    running max (or, split-K, the merge's max) rises above it, which takes a key x_j >
+ *    x_k. Per rescale: exp of a rounded argument and one product, 6u + u relative (the
+ *    arguments' parts, 2u |arg| + 4u |arg| per exp in 3, telescope: their |arg| add up to
+ *    m - x_k, so the 6 |x_k - m| u of 3 still covers them). With n_k = #{j != k: x_j >=
+ *    x_k} (counted on the reference's p, p_j >= p_k (1 - 2^-10), which can only count
+ *    more), key k's term has 7 n_k u more; the sum l (the softmax's denominator) carries
+ *    N = sum_j p_j 7 n_j u relative; acc / l replaces the normalisation's division (in 3).
+ *    So a one-pass run's R_k gets 1.01 (7 n_k u + N) more; the rest of 3 and 4 is
+ *    unchanged. Keys the running max never passes (n_k = 0) add nothing: the exact
+ *    exp(0) = 1 and x 1 of a non-rising max are not roundings. A run without weights gets
+ *    this bound whether or not the backend has a one-pass kernel (it is the larger).
+ *
  * pc_attn_eval uses the same bounds as a bound on |device - exact| (they include the
  * reference's own f32 roundings, so they are larger than that), computed from the run's
  * own weights.
@@ -155,7 +172,7 @@ static void name_case(struct pc_case *c)
         x += (size_t)snprintf(extra + x, sizeof(extra) - x, "/scale=%g", (double)a->scale);
     if (a->mask)
         x += (size_t)snprintf(extra + x, sizeof(extra) - x, "/mask=%s",
-                              a->mask == 1 ? "f32xB" : "f16xH");
+                              a->mask == 1 ? "f32xB" : a->mask == 2 ? "f16xH" : "f16causal");
     if (a->explicit_pos)
         x += (size_t)snprintf(extra + x, sizeof(extra) - x, "/pos_tensors");
     if (a->pe_on_v)
@@ -360,6 +377,62 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.big = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
+
+    /* Without weights, so a backend with a one-pass kernel runs it (section 5's bound);
+     * seeds of their own, so the cases above keep theirs. Every encoding: GQA 6:2, odd
+     * D, several key tiles and query blocks, a decoding chunk at the end of the keys
+     * (q_offset), f16 K/V, both mask kinds, padded or permuted views, f32 or f16 dst. */
+    seed = 9500;
+    for (int e = 0; e <= (int)POSENC_ATTENTION_RELBIAS; e++) {
+        posenc_attention_encoding enc = (posenc_attention_encoding)e;
+        c = blank(enc, F32, 24, 6, 2, 13, 70, 2, seed++);
+        c.attn.k_dtype = c.attn.v_dtype = F16;
+        c.attn.causal = 1;
+        c.attn.q_offset = 57;
+        c.attn.mask = 1 + e % 2;
+        c.view = e % 2 ? PC_VIEW_PERMUTED : PC_VIEW_PADDED;
+        if (e % 3 == 1)
+            c.dtype = F16;
+        if (enc == POSENC_ATTENTION_RELBIAS)
+            c.relbias.causal = 1;
+        finish(&c);
+        add_case(cases, n, cap, &c);
+    }
+    /* prefill: causal, GQA 8:2, queries and keys over several blocks / tiles */
+    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 8, 2, 77, 77, 1, seed++);
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    /* f16 everywhere, one head per K/V head, keys ahead of the queries (k_offset) */
+    c = blank(POSENC_ATTENTION_ALIBI, F16, 32, 3, 3, 40, 100, 1, seed++);
+    c.view = PC_VIEW_PERMUTED;
+    c.attn.k_offset = 3;
+    c.attn.dv = 20;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    /* causality as a mask (ggml's KQ mask): whole key tiles hidden from every row */
+    c = blank(POSENC_ATTENTION_NONE, F32, 32, 8, 2, 100, 100, 1, seed++);
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.mask = 3;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    /* decode with 12 K/V heads of 8 query heads each, 2 batches: blocks of K/V heads per
+     * work item, the last block short on the CPU */
+    c = blank(POSENC_ATTENTION_NONE, F32, 8, 96, 12, 1, 100, 2, seed++);
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    /* long rows: one query against 32768 keys (f16 K/V, ALiBi, causal) and 32771 keys
+     * (f32, MQA 2:1, odd D) */
+    c = blank(POSENC_ATTENTION_ALIBI, F32, 64, 2, 2, 1, 32768, 1, seed++);
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.q_offset = 32767;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_NONE, F32, 40, 2, 1, 1, 32771, 1, seed++);
+    finish(&c);
+    add_case(cases, n, cap, &c);
 }
 
 /* ---- images -------------------------------------------------------------------------- */
@@ -482,6 +555,17 @@ static bool make_images(const struct pc_case *c, const int64_t *q_perm, const in
                     put(&im->mask, k, q, h, 0,
                         (k + q + h) % 3 == 0 ? -INFINITY : 2.0 * r - 1.0);
                 }
+    }
+    else if (a->mask == 3) {
+        /* [Tk, Tq, 1, 1] f16, causality as a mask (ggml's KQ mask): -inf where kp > qp,
+         * else -(qp - kp) / 16 (distances, as ggml's max_bias ALiBi reads them) */
+        if (!alloc_img(&im->mask, a->tk, Tq, 1, 1, POSENC_DTYPE_F16, c->view))
+            return false;
+        for (int64_t q = 0; q < Tq; q++)
+            for (int64_t k = 0; k < a->tk; k++) {
+                const int64_t d = (q + a->q_offset) - (k + a->k_offset);
+                put(&im->mask, k, q, 0, 0, d < 0 ? -INFINITY : -(double)d / 16.0);
+            }
     }
     if (a->explicit_pos && (!make_positions(&im->qpos, Tq, B, a->q_offset + shift) ||
                             !make_positions(&im->kpos, a->tk, B, a->k_offset + shift)))
@@ -746,8 +830,47 @@ static void free_enc(struct enc_bound *e)
  * doubles, the reference's or the run's own): w_bound (f32 weights) and o_bound (f32
  * output), packed like p and like the output [Dv, Hq, Tq, B].
  */
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Section 5's extra relative error of each unmasked key of a row (p: the row's Tk
+ * weights, eps[k] < 0 for masked keys): out[k] = 1.01 (7 n_k u + N). sorted: Tk doubles. */
+static void one_pass_terms(const double *p, const double *eps, int64_t Tk, double *sorted,
+                           double *out)
+{
+    int64_t n = 0;
+    for (int64_t k = 0; k < Tk; k++)
+        if (eps[k] >= 0.0)
+            sorted[n++] = p[k];
+    qsort(sorted, (size_t)n, sizeof(double), cmp_double);
+    double N = 0.0;
+    for (int64_t k = 0; k < Tk; k++) {
+        out[k] = 0.0;
+        if (eps[k] < 0.0)
+            continue;
+        /* keys with p_j >= p_k (1 - 2^-10), k itself excluded */
+        const double lo = p[k] * (1.0 - 0x1p-10);
+        int64_t a = 0, b = n;
+        while (a < b) {
+            int64_t mid = a + (b - a) / 2;
+            if (sorted[mid] < lo)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        out[k] = 7.0 * (double)(n - a - 1) * U32;
+        N += fabs(p[k]) * out[k];
+    }
+    for (int64_t k = 0; k < Tk; k++)
+        if (eps[k] >= 0.0)
+            out[k] = 1.01 * (out[k] + N);
+}
+
 static bool attn_bounds(const struct pc_case *c, const struct att_images *im, int32_t shift,
-                        const double *p, double *w_bound, double *o_bound)
+                        const double *p, bool one_pass, double *w_bound, double *o_bound)
 {
     const struct pc_attn_case *a = &c->attn;
     const int64_t D = c->ne[0], Hq = c->ne[1], Tq = c->ne[2], B = c->ne[3];
@@ -755,7 +878,9 @@ static bool attn_bounds(const struct pc_case *c, const struct att_images *im, in
     struct att_host h;
     struct enc_bound eq = {0}, ek = {0}, ev = {0};
     double *eps = malloc(sizeof(double) * (size_t)Tk);
-    bool ok = eps && make_host(c, im, shift, &h) &&
+    double *extra = malloc(sizeof(double) * (size_t)Tk);
+    double *sorted = malloc(sizeof(double) * (size_t)Tk);
+    bool ok = eps && extra && sorted && make_host(c, im, shift, &h) &&
               enc_bounds(c, im, &h, &im->q, 1, 1, shift, &eq) &&
               enc_bounds(c, im, &h, &im->k, 0, 1, shift, &ek) &&
               enc_bounds(c, im, &h, &im->v, 0, a->pe_on_v, shift, &ev);
@@ -801,12 +926,15 @@ static bool attn_bounds(const struct pc_case *c, const struct att_images *im, in
                     if (ek_ > eps_max)
                         eps_max = ek_;
                 }
+                if (one_pass)
+                    one_pass_terms(p + row, eps, Tk, sorted, extra);
                 for (int64_t ik = 0; ik < Tk; ik++) {
                     double pk = p[row + ik], b_ = 0.0;
                     if (eps[ik] >= 0.0) {
                         double lnp = pk > 0.0 ? fabs(log(pk)) : 0.0;
                         double R = expm1(eps[ik] + eps_max) +
-                                   (6.0 * (lnp + lnT) + (double)Tk + 16.0) * U32;
+                                   (6.0 * (lnp + lnT) + (double)Tk + 16.0) * U32 +
+                                   (one_pass ? extra[ik] : 0.0);
                         b_ = fabs(pk) * (R + U32) * (1.0 + 4.0 * U32) + 0x1p-125;
                     }
                     w_bound[row + ik] = b_;
@@ -827,10 +955,12 @@ static bool attn_bounds(const struct pc_case *c, const struct att_images *im, in
             }
 done:
     free(eps);
+    free(extra);
+    free(sorted);
     free_enc(&eq);
     free_enc(&ek);
     free_enc(&ev);
-    if (eps) /* make_host ran (or failed with everything NULL) */
+    if (eps && extra && sorted) /* make_host ran (or failed with everything NULL) */
         free_host(&h);
     return ok;
 }
@@ -946,7 +1076,8 @@ void pc_run_attention_case(posenc_context *ref, posenc_context *dut, const struc
         goto done;
     }
     p = unpack(&ref_w);
-    if (!p || !attn_bounds(c, &im, 0, p, w_bound, o_bound)) {
+    /* without weights the device may have run its one-pass kernel: section 5's bound */
+    if (!p || !attn_bounds(c, &im, 0, p, !a->weights, w_bound, o_bound)) {
         r->status = POSENC_ERR_OUT_OF_MEMORY;
         snprintf(r->msg, sizeof(r->msg), "computing the bounds failed");
         goto done;
@@ -1043,7 +1174,7 @@ posenc_status pc_attn_eval(posenc_context *ctx, const struct pc_case *c, const i
         goto done;
     st = POSENC_ERR_OUT_OF_MEMORY;
     out->w = unpack(&w);
-    if (!out->w || !attn_bounds(c, &im, shift, out->w, out->w_bound, out->o_bound))
+    if (!out->w || !attn_bounds(c, &im, shift, out->w, false, out->w_bound, out->o_bound))
         goto done;
     for (int64_t b = 0; b < B; b++)
         for (int64_t iq = 0; iq < Tq; iq++)

@@ -8,7 +8,8 @@
  *
  * Without that flag the context also owns a struct pe_cpu_fast (src/cpu/cpu_fast.c: a
  * thread pool and vectorisable row loops) and the ops that have a fast version (rope,
- * sinusoidal, learned, alibi, copy) go there; the others run the reference loops.
+ * sinusoidal, learned, alibi, copy; attention's one pass in cpu_attn.c) go there; the
+ * others run the reference loops.
  */
 #include "backend.h"
 #include "cpu_fast.h"
@@ -495,6 +496,78 @@ static posenc_status cpu_attn_output(struct pe_backend *be, const struct pe_attn
     return POSENC_OK;
 }
 
+/* posenc_attention's one pass (pe_attn_fused_op): the fast path's f32 online softmax
+ * (cpu_attn.c), or, in a reference context, the same math row by row in double (logits
+ * of the row, max, exp, sums; one rounding per output), which is what the extras
+ * (softcap, mask_slopes, sinks) are computed with there: the multi-pass path has none. */
+static posenc_status cpu_attn_fused(struct pe_backend *be, const struct pe_attn_fused_op *op)
+{
+    if (fast_of(be))
+        return pe_cpu_fast_attn_fused(fast_of(be), op);
+    const struct pe_view *q = &op->q, *k = &op->k, *v = &op->v, *d = &op->dst, *mk = &op->mask;
+    const int64_t D = q->ne[0], Tk = k->ne[2], Dv = v->ne[0];
+    double *x = cpu_scratch(be, (size_t)(Tk + Dv), "a row of logits");
+    if (!x)
+        return POSENC_ERR_OUT_OF_MEMORY;
+    double *o = x + Tk;
+    for (int64_t b = 0; b < d->ne[3]; b++)
+        for (int64_t iq = 0; iq < d->ne[2]; iq++)
+            for (int64_t h = 0; h < d->ne[1]; h++) {
+                const int64_t kvh = h / op->group, qp = iq + op->q_offset;
+                double m = op->sinks.mem ? load(&op->sinks, op->sinks.offset +
+                                                                h * op->sinks.st[0])
+                                         : -INFINITY;
+                const double sink = m;
+                for (int64_t ik = 0; ik < Tk; ik++) {
+                    double acc = 0.0;
+                    for (int64_t i = 0; i < D; i++)
+                        acc += load(q, elem(q, i, h, iq, b)) * load(k, elem(k, i, kvh, ik, b));
+                    double s = op->scale * acc;
+                    if (op->softcap > 0.0f)
+                        s = op->softcap * tanh(s / op->softcap);
+                    if (op->has_alibi) {
+                        const struct pe_alibi_op *a = &op->alibi;
+                        int64_t dist = (iq + a->q_offset) - (ik + a->k_offset);
+                        if (a->causal && dist < 0)
+                            s = -INFINITY;
+                        if (a->symmetric && dist < 0)
+                            dist = -dist;
+                        s -= a->slopes[h] * (double)dist;
+                    }
+                    if (op->has_relbias) {
+                        const struct pe_relbias_op *r = &op->relbias;
+                        int64_t rel = (ik + r->k_offset) - (iq + r->q_offset);
+                        s += load(&r->table, elem(&r->table, r->bucket[rel - r->rel_min], h, 0, 0));
+                    }
+                    if (mk->mem)
+                        s += (op->mask_slopes ? op->mask_slopes[h] : 1.0) *
+                             load(mk, elem(mk, ik, iq, h, b));
+                    if (op->causal && ik + op->k_offset > qp)
+                        s = -INFINITY;
+                    x[ik] = s;
+                    if (s > m)
+                        m = s;
+                }
+                double sum = 0.0;
+                for (int64_t i = 0; i < Dv; i++)
+                    o[i] = 0.0;
+                if (m != -INFINITY) {
+                    if (op->sinks.mem)
+                        sum = exp(sink - m);
+                    for (int64_t ik = 0; ik < Tk; ik++) {
+                        const double p = exp(x[ik] - m); /* exp(-inf) = 0 */
+                        sum += p;
+                        if (p != 0.0)
+                            for (int64_t i = 0; i < Dv; i++)
+                                o[i] += p * load(v, elem(v, i, kvh, ik, b));
+                    }
+                }
+                for (int64_t i = 0; i < Dv; i++)
+                    store(d, elem(d, i, h, iq, b), m == -INFINITY ? 0.0 : o[i] / sum);
+            }
+    return POSENC_OK;
+}
+
 /* ---- fill, set_rows -------------------------------------------------------------------- */
 
 /* Every element gets the bits the front end converted (the same on every backend). Both
@@ -733,4 +806,5 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .buffer_wrap_host = cpu_buffer_wrap_host,
     .buffer_unwrap_host = cpu_buffer_unwrap_host,
     .flush = cpu_flush,
+    .attn_fused = cpu_attn_fused,
 };

@@ -1861,3 +1861,51 @@ posenc_status pe_cpu_fast_copy(struct pe_cpu_fast *f, const struct pe_copy_op *o
     fast_run(f, &cj.base, bytes);
     return POSENC_OK;
 }
+
+/* ------------------------------------------------------------------------------------ */
+/* The pool and rows for the other fast-path files (cpu_attn.c)                          */
+/* ------------------------------------------------------------------------------------ */
+
+struct task_job {
+    struct pe_fast_job base;
+    pe_cpu_task_fn fn;
+    void *arg;
+};
+
+static void task_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
+{
+    const struct task_job *tj = (const struct task_job *)job;
+    tj->fn(tj->arg, begin, end, scratch);
+}
+
+posenc_status pe_cpu_fast_reserve(struct pe_cpu_fast *f, size_t n_floats)
+{
+    return fast_reserve(f, n_floats);
+}
+
+void pe_cpu_fast_parallel(struct pe_cpu_fast *f, pe_cpu_task_fn fn, void *arg, int64_t n_items,
+                          double bytes)
+{
+    struct task_job tj;
+    tj.base.fn = task_run;
+    tj.base.op = NULL;
+    tj.base.n_items = n_items;
+    tj.fn = fn;
+    tj.arg = arg;
+    fast_run(f, &tj.base, bytes);
+}
+
+void pe_cpu_load_row(const struct pe_view *v, int64_t idx, int64_t n, float *out)
+{
+    load_row(v, idx, n, out);
+}
+
+void pe_cpu_store_row(const struct pe_view *v, int64_t idx, int64_t n, const float *in)
+{
+    store_row(v, idx, n, in);
+}
+
+posenc_context *pe_cpu_fast_context(const struct pe_cpu_fast *f)
+{
+    return f->ctx;
+}

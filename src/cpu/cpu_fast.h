@@ -28,4 +28,23 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
 posenc_status pe_cpu_fast_copy(struct pe_cpu_fast *f, const struct pe_copy_op *op);
 posenc_status pe_cpu_fast_softmax(struct pe_cpu_fast *f, const struct pe_softmax_op *op);
 
+/* For the fast-path files other than cpu_fast.c (cpu_attn.c): */
+/* Items [begin, end) of a parallel job; scratch is the thread's own (pe_cpu_fast_reserve). */
+typedef void (*pe_cpu_task_fn)(void *arg, int64_t begin, int64_t end, float *scratch);
+/* Make every thread's scratch hold at least n_floats (64-byte aligned). Call between jobs. */
+posenc_status pe_cpu_fast_reserve(struct pe_cpu_fast *f, size_t n_floats);
+/* Run fn over [0, n_items) on the pool, in chunks the threads take in turn; `bytes` (the
+ * work, in bytes moved or the equivalent) decides how many threads are worth waking. */
+void pe_cpu_fast_parallel(struct pe_cpu_fast *f, pe_cpu_task_fn fn, void *arg, int64_t n_items,
+                          double bytes);
+/* n elements of v from element index idx (stride v->st[0]) to / from floats (f16 converted,
+ * with F16C where the CPU has it; f32 -> f16 rounds to nearest even). */
+void pe_cpu_load_row(const struct pe_view *v, int64_t idx, int64_t n, float *out);
+void pe_cpu_store_row(const struct pe_view *v, int64_t idx, int64_t n, const float *in);
+/* The context the pool reports errors to. */
+posenc_context *pe_cpu_fast_context(const struct pe_cpu_fast *f);
+
+/* posenc_attention's one pass (cpu_attn.c). */
+posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn_fused_op *op);
+
 #endif

@@ -32,6 +32,10 @@
  * steps are per-row double loops; the input encodings run once over whole Q / K / V
  * before the blocks, and the fast path's row loops do not depend on how a limit cuts an op
  * into launches; ALiBi / relative biases are made once for the caller's whole range).
+ * Calls without weights run that comparison with POSENC_ATTENTION_UNFUSED on both sides
+ * (the one-pass path rounds differently, and a binding limit sends a call back to the
+ * multi-pass path); the one-pass call itself runs on the unlimited context and must
+ * return the oracle's status.
  *
  * Work is bounded: a call whose tensors would pass validation with more than 2^14 elements
  * (stride-0 broadcasts, overlapping input views) is skipped, as are host helpers asked for
@@ -662,7 +666,19 @@ static void run_attention(struct rd *r, int o)
     p.learned_table = P(&a[8]); /* read only by LEARNED / RELBIAS */
     p.relbias_table = P(&a[9]);
     const struct posenc_attention_params *pp = (fl & 32) ? NULL : &p;
-    posenc_status st = posenc_attention(ctx, P(&a[0]), P(&a[1]), P(&a[2]), P(&a[3]), P(&a[4]), pp);
+    /* Without weights a backend with a one-pass kernel runs it when every view fits one
+     * binding, and the multi-pass path otherwise: other roundings, so the blocked call and
+     * its oracle both take the multi-pass path (POSENC_ATTENTION_UNFUSED; NULL params as
+     * the zero struct they mean), and the one-pass path is run on its own below. */
+    struct posenc_attention_params pu, p0;
+    memset(&p0, 0, sizeof(p0));
+    const int no_weights = !a[4].present;
+    if (no_weights) {
+        pu = pp ? p : p0;
+        pu.flags |= POSENC_ATTENTION_UNFUSED;
+    }
+    const struct posenc_attention_params *pb = no_weights ? &pu : pp;
+    posenc_status st = posenc_attention(ctx, P(&a[0]), P(&a[1]), P(&a[2]), P(&a[3]), P(&a[4]), pb);
     check_untouched(ctx, st);
 
     /* the oracle: the same call, unblocked, on the same bytes */
@@ -672,7 +688,7 @@ static void run_attention(struct rd *r, int o)
     posenc_tensor m[10], mask_m, qpos_m, kpos_m, lt_m, rt_m;
     for (int i = 0; i < 10; i++)
         m[i] = remap(&a[i].t, o);
-    struct posenc_attention_params op = p;
+    struct posenc_attention_params op = pb == pp ? p : pu;
     op.mask = remap_opt(p.mask, &mask_m, o);
     op.q_pos = remap_opt(p.q_pos, &qpos_m, o);
     op.k_pos = remap_opt(p.k_pos, &kpos_m, o);
@@ -680,7 +696,31 @@ static void run_attention(struct rd *r, int o)
     op.relbias_table = remap_opt(p.relbias_table, &rt_m, o);
 #define PM(i) (a[i].present ? &m[i] : NULL)
     posenc_status ost = posenc_attention(octx, PM(0), PM(1), PM(2), PM(3), PM(4),
-                                         pp ? &op : NULL);
+                                         pb ? &op : NULL);
+    if (no_weights) {
+        /* the one-pass path on the unlimited context, the caller's params as they are: the
+         * oracle's status (its bytes are held to their bound by the suites, not here); then
+         * the buffers back to the pattern for the oracle's own run */
+        struct posenc_attention_params fp = p;
+        fp.mask = op.mask;
+        fp.q_pos = op.q_pos;
+        fp.k_pos = op.k_pos;
+        fp.learned_table = op.learned_table;
+        fp.relbias_table = op.relbias_table;
+        for (int b = 0; b < NBUF; b++)
+            posenc_buffer_write(obufs[o][b], 0, pattern[b], BUF_BYTES);
+        posenc_status fst = posenc_attention(octx, PM(0), PM(1), PM(2), PM(3), PM(4),
+                                             pp ? &fp : NULL);
+        if (fst != ost) {
+            fprintf(stderr, "attention: %s one pass: status %d (%s); multi-pass: %d\n",
+                    o ? "fast" : "reference", (int)fst, posenc_context_last_error(octx),
+                    (int)ost);
+            abort();
+        }
+        for (int b = 0; b < NBUF; b++)
+            posenc_buffer_write(obufs[o][b], 0, pattern[b], BUF_BYTES);
+        ost = posenc_attention(octx, PM(0), PM(1), PM(2), PM(3), PM(4), pb ? &op : NULL);
+    }
 #undef PM
     if (st != ost && !(st == POSENC_ERR_UNSUPPORTED && ost == POSENC_OK)) {
         fprintf(stderr, "attention: %s blocked: status %d (%s); unblocked: %d (%s)\n",
