@@ -2076,4 +2076,5 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,
     .softmax = pe_cl_softmax,
+    .attn_fused = pe_cl_attn_fused,
 };

@@ -65,6 +65,13 @@ struct pe_cl_backend {
     unsigned cache_seq;             /* cache files written (temporary names) */
     bool cache_warned;              /* an untrusted cache folder was reported (once) */
     int fp64;                       /* cl_khr_fp64 (reported; no kernel needs it) */
+    /* CL_DEVICE_LOCAL_MEM_SIZE and CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (bytes), lowered by
+     * POSENC_DEVICE_PRESET like info.max_workgroup_size, max_item_size,
+     * info.max_buffer_size, info.f16_native (cl_khr_fp16), fp64 and info.type: a built
+     * kernel whose CL_KERNEL_LOCAL_MEM_SIZE is over local_mem is refused (get_program).
+     * No kernel uses __constant buffers. */
+    uint64_t local_mem;
+    uint64_t const_buf;
     int hw_fma;                     /* CL_FP_FMA in CL_DEVICE_SINGLE_FP_CONFIG (fma in
                                      * hardware): the angle code of rope.cl and
                                      * sinusoidal.cl uses fma (-DPE_FMA=1, common.cl);
@@ -184,6 +191,9 @@ void pe_cl_attn_end(struct pe_backend *be);
 
 /* posenc_softmax (src/opencl/ops_softmax.c). */
 posenc_status pe_cl_softmax(struct pe_backend *be, const struct pe_softmax_op *op);
+
+/* posenc_attention in one pass (src/opencl/ops_flash.c). */
+posenc_status pe_cl_attn_fused(struct pe_backend *be, const struct pe_attn_fused_op *op);
 
 /* Small helpers shared by the op files: a view's element strides as a kernel argument,
  * whether a view is f16, and one kernel argument from a variable. */
