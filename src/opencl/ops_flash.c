@@ -60,10 +60,15 @@
 
 #define PE_FA_WG_MAX 128
 #define PE_FA_R_MAX 16
+#define PE_FA_CPU_ROWS 32   /* rows per group (all heads) of decode on CPU devices */
 #define PE_FA_LOCAL_SLACK 512 /* bytes of local memory left to the implementation */
 #define PE_FA_TARGET_PER_CU 8
 #define PE_FA_TARGET_MIN 16
 #define PE_FA_MIN_CHUNK 512
+
+/* Bits of FA_FLAGS (cl/flash.cl). */
+enum { FA_Q_F16, FA_K_F16, FA_V_F16, FA_M_F16, FA_T_F16, FA_O_F16, FA_ALIBI, FA_RELBIAS,
+       FA_MASK, FA_MSLOPE, FA_SOFTCAP, FA_SINKS, FA_SPLIT };
 
 static posenc_status fa_fail(struct pe_cl_backend *be, const char *call, cl_int err)
 {
@@ -87,38 +92,64 @@ static uint64_t local_mem(struct pe_cl_backend *be)
     return be->local_mem;
 }
 
-/* Bytes of local memory pe_flash declares for (wg, r, dq) (cl/flash.cl). */
-static uint64_t flash_local_bytes(uint64_t wg, uint64_t r, uint64_t dq)
+/* The widest of 16 (CPU devices: AVX-512), 8, 4, 1 elements that every row of v (dims 1-3
+ * and offset) starts on, with unit stride and n0 a multiple of it: the width of the
+ * kernel's loads along dim 0. */
+static int load_width(const struct pe_cl_backend *be, const struct pe_view *v)
 {
-    return 4 * (r * dq + r * wg + 3 * r) + 8 * 2 * r + 4 * r;
+    static const int w[3] = {16, 8, 4};
+    for (int i = pe_cl_is_cpu(be) ? 0 : 1; i < 3; i++)
+        if (v->ne[0] % w[i] == 0 && pe_cl_rows_aligned(v, w[i]))
+            return w[i];
+    return 1;
 }
 
 struct fa_plan {
     size_t wg;
-    int64_t r, dq, dpw;
+    int64_t hb, rg, r, dq, kw, vw, nvg, lanes, vgpw, sc;
     int64_t n_blocks, n_chunks, chunk;
 };
 
+/* The lanes, groups and score-tile size for wg, hb and rg (cl/flash.cl, above pe_flash). */
+static void plan_groups(struct fa_plan *pl, int64_t Dv)
+{
+    const int64_t wg = (int64_t)pl->wg;
+    pl->r = pl->hb * pl->rg;
+    pl->nvg = (Dv + pl->vw - 1) / pl->vw;
+    const int64_t ng = pl->hb * pl->nvg;
+    pl->lanes = ng >= wg ? 1 : wg / ng;
+    pl->vgpw = (ng + wg - 1) / wg;
+    pl->sc = pl->r * wg;
+    if (pl->lanes * ng * pl->vw > pl->sc)
+        pl->sc = pl->lanes * ng * pl->vw;
+}
+
+/* Bytes of local memory pe_flash declares for pl (cl/flash.cl). */
+static uint64_t flash_local_bytes(const struct fa_plan *pl)
+{
+    return (uint64_t)(4 * (pl->r * pl->dq + pl->sc + 3 * pl->r) + 8 * 2 * pl->r + 4 * pl->r);
+}
+
 /* The -D options of pe_flash for plan pl (split: with partials). */
 static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_plan *pl,
-                          bool split, char *out, size_t n)
+                          bool split, int fma, char *out, size_t n)
 {
-    const struct pe_view *k = &op->k, *v = &op->v;
-    const int64_t D = op->q.ne[0];
-    const bool k4 = D % 4 == 0 && k->st[0] == 1 && k->offset % 4 == 0 && k->st[1] % 4 == 0 &&
-                    k->st[2] % 4 == 0 && k->st[3] % 4 == 0;
     const bool has_mask = op->mask.mem != NULL;
+    const unsigned flags =
+        (unsigned)is_f16(&op->q) << FA_Q_F16 | (unsigned)is_f16(&op->k) << FA_K_F16 |
+        (unsigned)is_f16(&op->v) << FA_V_F16 |
+        (unsigned)(has_mask && is_f16(&op->mask)) << FA_M_F16 |
+        (unsigned)(op->has_relbias && is_f16(&op->relbias.table)) << FA_T_F16 |
+        (unsigned)is_f16(&op->dst) << FA_O_F16 | (unsigned)(op->has_alibi != 0) << FA_ALIBI |
+        (unsigned)(op->has_relbias != 0) << FA_RELBIAS | (unsigned)has_mask << FA_MASK |
+        (unsigned)(has_mask && op->mask_slopes_f32 != NULL) << FA_MSLOPE |
+        (unsigned)(op->softcap > 0.0f) << FA_SOFTCAP | (unsigned)(op->sinks.mem != NULL)
+        << FA_SINKS | (unsigned)split << FA_SPLIT;
     snprintf(out, n,
-             "-DFA_Q_F16=%d -DFA_K_F16=%d -DFA_V_F16=%d -DFA_M_F16=%d -DFA_T_F16=%d "
-             "-DFA_O_F16=%d -DFA_K4=%d -DFA_V1=%d -DFA_ALIBI=%d -DFA_RELBIAS=%d -DFA_MASK=%d "
-             "-DFA_MSLOPE=%d -DFA_SOFTCAP=%d -DFA_SINKS=%d -DFA_SPLIT=%d -DFA_WG=%zu "
-             "-DFA_R=%lld -DFA_DQ=%lld -DFA_DPW=%lld",
-             is_f16(&op->q), is_f16(k), is_f16(v), has_mask && is_f16(&op->mask),
-             op->has_relbias && is_f16(&op->relbias.table), is_f16(&op->dst), k4,
-             v->st[0] == 1, op->has_alibi, op->has_relbias, has_mask,
-             has_mask && op->mask_slopes_f32 != NULL, op->softcap > 0.0f,
-             op->sinks.mem != NULL, split, pl->wg, (long long)pl->r, (long long)pl->dq,
-             (long long)pl->dpw);
+             "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_KW=%d -DFA_VW=%d -DFA_WG=%zu -DFA_HB=%d -DFA_RG=%d "
+             "-DFA_DQ=%lld -DFA_NVG=%lld -DFA_LANES=%lld -DFA_VGPW=%lld -DFA_SC=%lld",
+             flags, fma, (int)pl->kw, (int)pl->vw, pl->wg, (int)pl->hb, (int)pl->rg, (long long)pl->dq,
+             (long long)pl->nvg, (long long)pl->lanes, (long long)pl->vgpw, (long long)pl->sc);
 }
 
 /* The work-group size, rows per group and pe_flash's program (built) for op. */
@@ -134,33 +165,48 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
         cap = be->info.max_workgroup_size;
     if (be->max_item_size[0] && be->max_item_size[0] < cap)
         cap = be->max_item_size[0];
-    size_t wg = 1;
-    while (wg * 2 <= cap)
-        wg *= 2;
-    int64_t r = 1;
-    while (r < rows && r < PE_FA_R_MAX)
-        r *= 2;
-    const int64_t dq = D;
+    pl->wg = 1;
+    while (pl->wg * 2 <= cap)
+        pl->wg *= 2;
+    /* rows of one head per group: all of them up to PE_FA_R_MAX (a power of two) */
+    pl->rg = 1;
+    while (pl->rg < rows && pl->rg < PE_FA_R_MAX)
+        pl->rg *= 2;
+    /* CPU devices with few rows per head (decode): several heads per group, so that the
+     * group reads whole key rows (every head's slice, contiguous) */
+    pl->hb = 1;
+    if (pe_cl_is_cpu(be) && rows <= PE_FA_R_MAX / 2)
+        pl->hb = PE_FA_CPU_ROWS / pl->rg < Hk ? PE_FA_CPU_ROWS / pl->rg : Hk;
+    if (pl->hb < 1)
+        pl->hb = 1;
+    pl->dq = D;
+    pl->kw = load_width(be, &op->k);
+    pl->vw = load_width(be, &op->v);
     const uint64_t lm = local_mem(be);
     const uint64_t budget = lm > 2 * PE_FA_LOCAL_SLACK ? lm - PE_FA_LOCAL_SLACK : lm / 2;
-    while (r > 1 && flash_local_bytes(wg, (uint64_t)r, (uint64_t)dq) > budget)
-        r /= 2;
-    while (wg > 1 && flash_local_bytes(wg, (uint64_t)r, (uint64_t)dq) > budget)
-        wg /= 2;
-    if (flash_local_bytes(wg, (uint64_t)r, (uint64_t)dq) > budget)
+    plan_groups(pl, Dv);
+    while ((pl->hb > 1 || pl->rg > 1) &&
+           (flash_local_bytes(pl) > budget || pl->r > (int64_t)pl->wg)) {
+        if (pl->hb > 1)
+            pl->hb--;
+        else
+            pl->rg /= 2;
+        plan_groups(pl, Dv);
+    }
+    while (pl->wg > 1 && flash_local_bytes(pl) > budget) {
+        pl->wg /= 2;
+        plan_groups(pl, Dv);
+    }
+    if (flash_local_bytes(pl) > budget)
         return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
-                        "attention: one-pass kernel needs %llu bytes of local memory for "
+                        "attention: the one-pass kernel needs %llu bytes of local memory for "
                         "head_dim %lld, more than this device's %llu",
-                        (unsigned long long)flash_local_bytes(1, 1, (uint64_t)dq),
-                        (long long)D, (unsigned long long)lm);
+                        (unsigned long long)flash_local_bytes(pl), (long long)D,
+                        (unsigned long long)lm);
     for (;;) {
-        pl->wg = wg;
-        pl->r = r;
-        pl->dq = dq;
-        pl->dpw = (Dv + (int64_t)wg - 1) / (int64_t)wg;
-        pl->n_blocks = (rows + r - 1) / r;
+        pl->n_blocks = (rows + pl->rg - 1) / pl->rg;
         /* split-K: enough work-groups for the device */
-        const int64_t base = pl->n_blocks * Hk * B;
+        const int64_t base = pl->n_blocks * ((Hk + pl->hb - 1) / pl->hb) * B;
         int64_t target = (int64_t)PE_FA_TARGET_PER_CU * (int64_t)be->info.compute_units;
         if (target < PE_FA_TARGET_MIN)
             target = PE_FA_TARGET_MIN;
@@ -173,26 +219,30 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
             if (nc < 1)
                 nc = 1;
         }
+        const int64_t wg = (int64_t)pl->wg;
         int64_t chunk = (Tk + nc - 1) / nc;
-        chunk = (chunk + (int64_t)wg - 1) / (int64_t)wg * (int64_t)wg;
+        chunk = (chunk + wg - 1) / wg * wg;
         pl->chunk = chunk;
         pl->n_chunks = (Tk + chunk - 1) / chunk;
         *split = pl->n_chunks > 1;
         char defines[PE_CL_OPTS_MAX + 64];
-        flash_defines(op, pl, *split, defines, sizeof(defines));
+        flash_defines(op, pl, *split, be->hw_fma, defines, sizeof(defines));
         if (strlen(defines) >= PE_CL_OPTS_MAX)
             return pe_error(ctx, POSENC_ERR_INTERNAL, "attention: build options too long");
         PE_RETURN_IF_ERROR(pe_cl_get_program(be, "flash.cl", "pe_flash", defines, out));
-        if ((*out)->kernel_wg_size >= wg || wg == 1)
+        if ((*out)->kernel_wg_size >= pl->wg || pl->wg == 1)
             break;
-        while (wg > 1 && wg > (*out)->kernel_wg_size) /* the compiler allows fewer */
-            wg /= 2;
+        while (pl->wg > 1 && pl->wg > (*out)->kernel_wg_size) /* the compiler allows fewer */
+            pl->wg /= 2;
+        while (pl->r > (int64_t)pl->wg && (pl->hb > 1 || pl->rg > 1)) {
+            if (pl->hb > 1)
+                pl->hb--;
+            else
+                pl->rg /= 2;
+            plan_groups(pl, Dv);
+        }
+        plan_groups(pl, Dv);
     }
-    if ((*out)->kernel_wg_size < pl->wg)
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
-                        "attention: the one-pass kernel allows %zu work-items per group on "
-                        "this device",
-                        (*out)->kernel_wg_size);
     return POSENC_OK;
 }
 
@@ -215,8 +265,8 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
     const uint64_t n_rows = (uint64_t)Hq * (uint64_t)Tq * (uint64_t)B;
     if (split) {
         char defines[PE_CL_OPTS_MAX];
-        snprintf(defines, sizeof(defines), "-DFA_O_F16=%d -DFA_SINKS=%d -DFA_WG=1 -DFA_R=1 "
-                 "-DFA_DQ=1 -DFA_DPW=1", is_f16(o), has_sinks);
+        snprintf(defines, sizeof(defines), "-DFA_FLAGS=%u",
+                 (unsigned)is_f16(o) << FA_O_F16 | (unsigned)has_sinks << FA_SINKS);
         PE_RETURN_IF_ERROR(pe_cl_get_program(be, "flash.cl", "pe_flash_merge", defines, &pm));
     }
 
@@ -306,7 +356,7 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
         ARG(part),   ARG(dims),   ARG(shape),  ARG(offs),    ARG(aoffs), ARG(scale),
         ARG(softcap)};
     const uint64_t g[3] = {(uint64_t)pl.wg * (uint64_t)pl.n_chunks, (uint64_t)pl.n_blocks,
-                           (uint64_t)Hk * (uint64_t)B};
+                           (uint64_t)((Hk + pl.hb - 1) / pl.hb) * (uint64_t)B};
     for (int i = 0; i < 3; i++)
         if (g[i] > (uint64_t)SIZE_MAX || (i > 0 && g[i] > (uint64_t)UINT32_MAX))
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
