@@ -4,17 +4,23 @@
  * pe_flash_merge when the keys of a row are split across work-groups.
  *
  * Sizes, from what the device reports (struct pe_cl_backend: info.max_workgroup_size,
- * max_item_size, local_mem, info.compute_units) and the built kernel's
+ * max_item_size, local_mem, info.compute_units, info.type) and the built kernel's
  * CL_KERNEL_WORK_GROUP_SIZE:
  *   FA_WG   work-group size and key tile: the largest power of two <= PE_FA_WG_MAX within
- *           the device's and the kernel's limits (a kernel that reports less is rebuilt
- *           with half);
- *   FA_R    rows (query x query-head pairs of one K/V head) per work-group: the power of
- *           two covering group * Tq, at most PE_FA_R_MAX, halved until the work-group's
- *           local memory (q rows R*D, the score tile R*FA_WG, per-row scalars) fits the
- *           device's with PE_FA_LOCAL_SLACK to spare; then FA_WG is halved if needed;
+ *           the device's limits (rebuilt with fewer when the kernel allows fewer);
+ *   FA_RG   rows (query x query-head pairs of one K/V head) per head and work-group: the
+ *           power of two covering group * Tq, at most PE_FA_R_MAX;
+ *   FA_HB   K/V heads per work-group: 1, except decode on CPU devices (rows per head <=
+ *           PE_FA_R_MAX / 2), PE_FA_CPU_ROWS / FA_RG of them (at most Hk): the group then
+ *           reads whole key rows, contiguous, instead of one head's slices a key stride
+ *           apart, which CPU prefetchers miss (PoCL: 3.6x slower at the same bytes);
+ *           FA_HB, then FA_RG, then FA_WG shrink until the work-group's local memory (q
+ *           rows, the score tile, per-row scalars) fits the device's with
+ *           PE_FA_LOCAL_SLACK to spare, and FA_HB * FA_RG <= FA_WG;
+ *   FA_KW / FA_VW  the k / v load widths: 16 (CPU devices), 8 or 4 where every row is
+ *           unit-stride and aligned to it, else 1;
  *   chunks  the keys of a row are split into chunks (split-K) when the work-groups
- *           (row blocks x K/V heads x batches) are fewer than PE_FA_TARGET_PER_CU per
+ *           (row blocks x head blocks x batches) are fewer than PE_FA_TARGET_PER_CU per
  *           compute unit (at least PE_FA_TARGET_MIN), keeping at least PE_FA_MIN_CHUNK
  *           keys per chunk: decode (one query) fills the device this way. Each chunk's
  *           (max, sum, acc[Dv]) goes to a temporary and pe_flash_merge writes dst.
@@ -32,9 +38,8 @@
  * Kernel argument order (cl/flash.cl; every "mem, long, long4" triple is a tensor:
  * buffer, offset and strides in its own elements; an absent tensor gets q's triple):
  *
- *   pe_flash  (-DFA_Q_F16 -DFA_K_F16 -DFA_V_F16 -DFA_M_F16 -DFA_T_F16 -DFA_O_F16 -DFA_K4
- *              -DFA_V1 -DFA_ALIBI -DFA_RELBIAS -DFA_MASK -DFA_MSLOPE -DFA_SOFTCAP
- *              -DFA_SINKS -DFA_SPLIT -DFA_WG -DFA_R -DFA_DQ -DFA_DPW)
+ *   pe_flash  (-DFA_FLAGS (the FA_* bits below) -DFA_FMA -DFA_KW -DFA_VW -DFA_WG -DFA_HB
+ *              -DFA_RG -DFA_DQ -DFA_NVG -DFA_LANES -DFA_VGPW -DFA_SC, cl/flash.cl)
  *     0-2   dst [Dv, Hq, Tq, B]         3-5   q [D, Hq, Tq, B]
  *     6-8   k [D, Hk, Tk, B]            9-11  v [Dv, Hk, Tk, B]
  *    12-14  mask (logits' shape, st 0 where broadcast)
@@ -46,9 +51,10 @@
  *    27     long4 offs (q_offset, k_offset, causal, rel_min)
  *    28     long4 aoffs (ALiBi q_offset, k_offset, causal, symmetric)
  *    29     float scale   30 float softcap
- *   NDRange (FA_WG * n_chunks, ceil(group*Tq / FA_R), Hk*B), local (FA_WG, 1, 1).
+ *   NDRange (FA_WG * n_chunks, ceil(group*Tq / FA_RG), ceil(Hk / FA_HB) * B), local
+ *   (FA_WG, 1, 1).
  *
- *   pe_flash_merge  (-DFA_O_F16 -DFA_SINKS; the sizes as pe_flash, unused)
+ *   pe_flash_merge  (-DFA_FLAGS with the FA_O_F16 and FA_SINKS bits only)
  *     0-2   dst   3 mem partials   4-6 sinks, off, st   7 long4 dims (Dv, Hq, Tq, n_chunks)
  *     8     long n_rows (Hq*Tq*B)
  *   NDRange (Dv, Hq*Tq*B, 1).
