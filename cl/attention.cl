@@ -18,8 +18,11 @@
 #ifndef HAS_W
 #define HAS_W 0
 #endif
-/* Work-group size of pe_attn_softmax: at most this; the host launches a power of two. */
+/* Work-group size of pe_attn_softmax: at most this (-D, chosen by the host from the
+ * device's work-group and local-memory limits); the host launches a power of two. */
+#ifndef PE_ATTN_WG
 #define PE_ATTN_WG 64
+#endif
 
 /* The max (is_max) or the sum of v over the work-group, for every work-item. The local
  * size must be a power of two; every work-item must call it (it has barriers). */

@@ -27,8 +27,6 @@
 #ifndef SM_SLOPES
 #define SM_SLOPES 0
 #endif
-/* Work-group size: at most this; the host launches a power of two. */
-#define PE_SM_WG 256
 
 /* The max (is_max) or the sum of v over the work-group, for every work-item. The local
  * size must be a power of two; every work-item must call it (it has barriers). */
@@ -55,16 +53,17 @@ float pe_sm_reduce(__local float *red, float v, int is_max)
 /*
  * shape = (n, rows, H, B) of this launch; bcast = (mask ne[2], mask ne[3], h_off, b_off):
  * the global head h = h_off + i2 picks the slope, the sink and the mask plane h % ne[2]
- * (batch likewise). NDRange (wg, rows*H*B, 1), local (wg, 1, 1).
+ * (batch likewise). NDRange (wg, rows*H*B, 1), local (wg, 1, 1), wg a power of two; red is
+ * wg floats of local memory, sized by the host at launch from the device's limits (one
+ * program for every work-group size).
  */
 __kernel void pe_softmax(__global DST_T *dst, const long d_off, const long4 d_st,
                          __global const X_T *x, const long x_off, const long4 x_st,
                          __global const TAB_T *mk, const long m_off, const long4 m_st,
                          __global const float *sk, const long s_off, const long s_st,
                          __global const float *slopes, const long4 shape, const long4 bcast,
-                         const float scale)
+                         const float scale, __local float *red)
 {
-    __local float red[PE_SM_WG];
     const long lid = (long)get_local_id(0);
     const long nl = (long)get_local_size(0);
     const long row = (long)get_group_id(1);

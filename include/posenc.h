@@ -11,7 +11,8 @@
  *                   posenc_context_destroy().
  *   posenc_buffer   a block of device memory owned by one context. Created with
  *                   posenc_buffer_create(), or wrapping the application's cl_mem /
- *                   VkBuffer with posenc_buffer_wrap_opencl() / _vulkan(); destroyed with
+ *                   VkBuffer with posenc_buffer_wrap_opencl() / _vulkan(), or its host
+ *                   memory with posenc_buffer_wrap_host(); destroyed with
  *                   posenc_buffer_destroy(). Every buffer must be destroyed before its
  *                   context.
  *   posenc_tensor   a plain struct (not a handle): a typed, strided view into a buffer,
@@ -337,8 +338,11 @@ struct posenc_context_params {
  * NULL; the reason is logged through params->log_fn (as POSENC_LOG_ERROR) and, when
  * `out_error` is not NULL, copied into out_error[0 .. error_size-1] (NUL-terminated).
  *
- * Returns POSENC_ERR_UNAVAILABLE when the requested backend is not compiled in or has no
- * usable device (forced backends never fall back), POSENC_ERR_INVALID_ARGUMENT for a bad
+ * Returns POSENC_ERR_UNAVAILABLE when the requested backend is not compiled in, its
+ * library cannot be loaded (the OpenCL ICD loader or the Vulkan loader, opened on first
+ * use: the message names the files tried and the environment variable that points at
+ * another one, see docs/loading.md) or has no usable device (forced backends never fall
+ * back), POSENC_ERR_INVALID_ARGUMENT for a bad
  * params field (device index past the last device, unknown backend, reserved not zero),
  * POSENC_ERR_OUT_OF_MEMORY or POSENC_ERR_BACKEND.
  */
@@ -412,12 +416,13 @@ struct posenc_device_info {
                                  * converts in its kernels when 0 */
     uint64_t max_buffer_size;   /* largest single buffer, bytes */
     /* The most bytes one tensor view may span in one launch, 0 = no limit below
-     * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; lowered
-     * by POSENC_MAX_BINDING). posenc cuts copy, sinusoidal, RoPE, learned, ALiBi and
-     * relative-bias ops over larger views into several launches along their outer
-     * dimensions and runs attention's queries in blocks; what cannot be cut that way
-     * (one row over the limit; learned and relative-bias backward, resize_2d) returns
-     * POSENC_ERR_UNSUPPORTED naming the limit. */
+     * max_buffer_size (Vulkan: maxStorageBufferRange less the offset alignment; OpenCL:
+     * CL_DEVICE_MAX_MEM_ALLOC_SIZE; lowered by POSENC_MAX_BINDING). posenc cuts copy,
+     * sinusoidal, RoPE, learned, ALiBi and relative-bias ops over larger views into
+     * several launches along their outer dimensions and runs attention's queries in
+     * blocks; what cannot be cut that way (one row over the limit; learned and
+     * relative-bias backward, resize_2d) returns POSENC_ERR_UNSUPPORTED naming the
+     * limit. */
     uint64_t max_binding_size;
     uint32_t max_workgroup_size;
     uint32_t compute_units;     /* compute units / host threads */
@@ -432,7 +437,8 @@ POSENC_API posenc_status posenc_context_get_info(const posenc_context *ctx,
  * Count the devices `backend` (CPU, OPENCL or VULKAN, not AUTO) can open, without
  * creating a context. On POSENC_ERR_UNAVAILABLE, `out_reason` (if not NULL) receives the
  * driver's reason. The CPU backend has exactly one device.
- * Returns POSENC_OK (*out_count >= 1), POSENC_ERR_UNAVAILABLE (not compiled in, no
+ * Returns POSENC_OK (*out_count >= 1), POSENC_ERR_UNAVAILABLE (not compiled in, its
+ * library cannot be loaded -- the reason names it, as for posenc_context_create() --, no
  * driver or no device; *out_count = 0), POSENC_ERR_INVALID_ARGUMENT for a NULL out_count
  * or a backend that is not CPU, OPENCL or VULKAN, or POSENC_ERR_OUT_OF_MEMORY.
  */
@@ -553,7 +559,17 @@ struct posenc_host_device {
     void *vk_device;
     void *vk_queue;
     uint32_t vk_queue_family;
-    uint32_t reserved[7]; /* must be zero */
+    /* Must be zero. (Seven words before vk_get_instance_proc_addr took its share: the
+     * struct keeps its size and every other offset on 32- and 64-bit targets.) */
+    uint32_t reserved[7 - sizeof(void (*)(void)) / sizeof(uint32_t)];
+    /* VULKAN, optional: the application's vkGetInstanceProcAddr, cast to this type
+     * (`(void (*)(void))vkGetInstanceProcAddr`, or what the application's own loader
+     * returned). posenc then takes every Vulkan function of this context from it (device
+     * functions through the vkGetDeviceProcAddr it returns), so it calls the loader and
+     * layers the application uses and needs no Vulkan loader of its own. NULL: posenc
+     * opens the Vulkan loader itself on first use (docs/loading.md). Must be NULL for
+     * OPENCL. */
+    void (*vk_get_instance_proc_addr)(void);
 };
 
 /*
@@ -572,8 +588,10 @@ struct posenc_host_device {
  * handle (a queue of another cl_context, a physical device not of vk_instance, a queue
  * family out of range or without compute), an out-of-order OpenCL queue, a field of the
  * other backend set, reserved not zero, or a bad params field; POSENC_ERR_UNSUPPORTED for
- * host->backend CPU; POSENC_ERR_UNAVAILABLE when the backend is not compiled in or the
- * device is too old (OpenCL < 1.2, no compiler, Vulkan < 1.1); POSENC_ERR_OUT_OF_MEMORY
+ * host->backend CPU; POSENC_ERR_UNAVAILABLE when the backend is not compiled in, its
+ * library cannot be loaded (OpenCL; Vulkan without vk_get_instance_proc_addr), a Vulkan
+ * 1.1 function cannot be had through the instance or device, or the device is too old
+ * (OpenCL < 1.2, no compiler, Vulkan < 1.1); POSENC_ERR_OUT_OF_MEMORY
  * or POSENC_ERR_BACKEND.
  */
 POSENC_API posenc_status posenc_context_create_from_host(
@@ -619,6 +637,110 @@ POSENC_API posenc_status posenc_buffer_wrap_opencl(posenc_context *ctx, void *cl
  */
 POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
                                                    uint64_t size, posenc_buffer **out_buffer);
+
+/* ------------------------------------------------------------------------------------ */
+/* The application's host memory as a buffer (zero copy)                                */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * Wrap `size` bytes of the caller's host memory at `ptr` as a posenc buffer, without
+ * copying: ops on its tensors read and write that memory itself (what a CPU runtime such
+ * as ggml's needs to run posenc ops on its own tensors). Works on any context (posenc's
+ * own or host-owned) of:
+ *   - the CPU backend: the buffer's memory is `ptr` itself;
+ *   - OpenCL on a device that shares the host's memory: a CPU device (PoCL) or one with
+ *     CL_DEVICE_HOST_UNIFIED_MEMORY. posenc creates a CL_MEM_USE_HOST_PTR buffer on it.
+ *     On other OpenCL devices (a discrete GPU) it returns POSENC_ERR_UNSUPPORTED: every
+ *     kernel access would cross the bus or the driver would keep a copy; use
+ *     posenc_buffer_create and posenc_buffer_write / _read there.
+ *   - Vulkan: not available (POSENC_ERR_UNSUPPORTED); use posenc_buffer_wrap_vulkan.
+ * `ptr` must be a multiple of posenc_buffer_host_alignment() bytes (CPU: 8, the largest
+ * element, so that every element of every dtype is naturally aligned; OpenCL: the
+ * device's CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes, 128 on PoCL), and [ptr, ptr + size)
+ * must not wrap around the address space. Tensor offsets and strides are then checked as
+ * on any buffer (multiples of the element size, inside `size`).
+ *
+ * When the host may touch the memory. posenc never frees it, and the caller must keep it
+ * allocated until posenc_buffer_destroy() has returned. The host may read and write it
+ * directly (not through posenc):
+ *   - CPU backend: between posenc calls (every op finishes before it returns);
+ *   - OpenCL: from the wrap until the next posenc call on the context that uses the
+ *     device's memory (any op, posenc_buffer_write / _read on any buffer of the context),
+ *     and again after each posenc_context_finish() that returns POSENC_OK, until the next
+ *     such call. The OpenCL spec defines host access to a CL_MEM_USE_HOST_PTR buffer
+ *     only while it is mapped: posenc maps every wrapped host buffer of the context
+ *     (clEnqueueMapBuffer, read + write, the whole buffer, complete before the call
+ *     returns) when it is wrapped and in posenc_context_finish(), and unmaps it before it
+ *     queues its next command. On a CPU device neither copies anything. (The map at the
+ *     wrap waits for the commands already on the queue: the application's too, on a
+ *     host-owned queue.) Waiting for an op's event (posenc_opencl_last_event) does not
+ *     give the memory back to the host: call posenc_context_finish().
+ * posenc_buffer_write / _read work on it as on any buffer. posenc_buffer_destroy() waits
+ * for posenc's queued work (OpenCL: the whole queue, and the memory then holds the
+ * buffer's final contents) and releases only posenc's handle; the memory is the caller's
+ * again, never touched by posenc afterwards. posenc never caches what it reads from a
+ * wrapped buffer (e.g. RoPE freq_factors): it may change behind posenc's back.
+ * On failure *out_buffer is NULL.
+ *
+ * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / ptr / out_buffer, size 0, ptr
+ * not a multiple of the alignment, a range that wraps around), POSENC_ERR_UNSUPPORTED
+ * (Vulkan, an OpenCL device that does not share the host's memory, larger than the
+ * device's largest buffer), POSENC_ERR_OUT_OF_MEMORY or POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_buffer_wrap_host(posenc_context *ctx, void *ptr, size_t size,
+                                                 posenc_buffer **out_buffer);
+
+/* The alignment in bytes posenc_buffer_wrap_host() needs of `ptr` on ctx's device (a power
+ * of two). Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / out_alignment) or
+ * POSENC_ERR_UNSUPPORTED (the device cannot wrap host memory; *out_alignment = 0 and the
+ * message says why). */
+POSENC_API posenc_status posenc_buffer_host_alignment(posenc_context *ctx,
+                                                      size_t *out_alignment);
+
+/* ------------------------------------------------------------------------------------ */
+/* OpenCL events                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/*
+ * For an OpenCL context (posenc's own or host-owned): an event that completes when every
+ * command posenc has enqueued on the context so far has completed -- the cl_event of
+ * posenc's last command (the queue is in order, so that command completes after every
+ * earlier one; the application's commands enqueued after it on a host-owned queue are
+ * not waited for). After an op, it is the op's last kernel (or CLBlast GEMM), so a
+ * runtime waits for one op (clWaitForEvents) or makes work on another queue of the same
+ * cl_context depend on it, without finishing the queue. An op that enqueued nothing (an
+ * empty tensor, check-only mode) leaves it at the previous command; before posenc's first
+ * command it is a marker (clEnqueueMarkerWithWaitList) enqueued now. The call flushes the
+ * queue (clFlush), as OpenCL requires for an event another queue waits on.
+ * *out_cl_event is a cl_event (as void *) that posenc retained for the caller: release it
+ * with clReleaseEvent. It belongs to ctx's cl_context (for a context posenc created, read
+ * it with clGetEventInfo(CL_EVENT_CONTEXT)). It says when posenc's device work is done; it
+ * does not give wrapped host memory back to the host (see posenc_buffer_wrap_host).
+ * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / out_cl_event),
+ * POSENC_ERR_UNSUPPORTED (a CPU or Vulkan context) or POSENC_ERR_BACKEND; on failure
+ * *out_cl_event is NULL.
+ */
+POSENC_API posenc_status posenc_opencl_last_event(posenc_context *ctx, void **out_cl_event);
+
+/*
+ * For an OpenCL context: make every command enqueued on ctx's queue after this call --
+ * posenc's next ops, and on a host-owned queue the application's commands too -- wait
+ * until the n_events events in cl_events (cl_event values as void *) have completed. It
+ * enqueues one barrier now (clEnqueueBarrierWithWaitList; it becomes the last event, see
+ * posenc_opencl_last_event), so the queue keeps its in-order semantics; posenc does not
+ * keep the events (release yours whenever you like). Events must belong to ctx's
+ * cl_context (any queue of it, or user events). n_events 0 does nothing.
+ * A posenc call that waits for the device (posenc_context_finish, posenc_buffer_read /
+ * _write, an op that reads back its arguments, posenc_buffer_wrap_host and the destroy of
+ * such a buffer, posenc_context_destroy) blocks until the
+ * events complete: set a user event complete from another thread or before such a call.
+ * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx, n_events < 0, cl_events NULL
+ * with n_events > 0, a NULL element or one that is not an event of ctx's cl_context; the
+ * message names cl_events[i]), POSENC_ERR_UNSUPPORTED (a CPU or Vulkan context) or
+ * POSENC_ERR_BACKEND.
+ */
+POSENC_API posenc_status posenc_opencl_wait_events(posenc_context *ctx, int32_t n_events,
+                                                   void *const *cl_events);
 
 /* ------------------------------------------------------------------------------------ */
 /* Copy and convert                                                                     */

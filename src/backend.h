@@ -120,6 +120,22 @@ struct pe_backend_vtable {
      * pe_attn_fused_op). Without it (or with POSENC_ATTENTION_UNFUSED) the three steps
      * above run. */
     posenc_status (*attn_fused)(struct pe_backend *be, const struct pe_attn_fused_op *op);
+
+    /* posenc_buffer_wrap_host (all three NULL: the backend cannot wrap host memory).
+     * host_alignment gives the alignment `ptr` needs, or UNSUPPORTED with the reason when
+     * this device cannot do it. buffer_wrap_host is called after the front end checked
+     * ptr, size > 0, the alignment and the range; it checks the device's size limit and
+     * makes a `mem` object over the memory itself (no copy). buffer_unwrap_host replaces
+     * buffer_destroy for such a buffer: it waits until the device no longer uses the
+     * memory, leaves the buffer's final contents in it and never frees it. */
+    posenc_status (*host_alignment)(struct pe_backend *be, size_t *out_alignment);
+    posenc_status (*buffer_wrap_host)(struct pe_backend *be, void *ptr, size_t size,
+                                      void **out_mem);
+    void (*buffer_unwrap_host)(struct pe_backend *be, void *mem);
+    /* posenc_opencl_last_event / _wait_events (NULL: UNSUPPORTED). The front end checked
+     * out_event, n >= 0 and, for n > 0, events != NULL. */
+    posenc_status (*last_event)(struct pe_backend *be, void **out_event);
+    posenc_status (*wait_events)(struct pe_backend *be, int32_t n, void *const *events);
 };
 
 extern const struct pe_backend_vtable pe_cpu_vtable;

@@ -2,6 +2,7 @@
  * selection, dispatch through the vtable. */
 #include "backend.h"
 #include "split.h"
+#include "preset.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -138,6 +139,14 @@ static posenc_status context_begin(const struct posenc_context_params *params,
         }
         ctx->max_binding_env = (uint64_t)v;
     }
+    /* POSENC_DEVICE_PRESET (test only): a small device's limits, applied by the GPU
+     * backends when they open their device (src/preset.h) */
+    st = pe_preset_from_env(ctx, &ctx->preset);
+    if (st != POSENC_OK) {
+        pe_strlcpy(out_error, ctx->last_error, error_size);
+        free(ctx);
+        return st;
+    }
     *out = ctx;
     return POSENC_OK;
 }
@@ -235,6 +244,8 @@ static posenc_status check_host_fields(posenc_context *ctx, const struct posenc_
         {"vk_device", h->vk_device != NULL, POSENC_BACKEND_VULKAN, true},
         {"vk_queue", h->vk_queue != NULL, POSENC_BACKEND_VULKAN, true},
         {"vk_queue_family", h->vk_queue_family != 0, POSENC_BACKEND_VULKAN, false},
+        {"vk_get_instance_proc_addr", h->vk_get_instance_proc_addr != NULL,
+         POSENC_BACKEND_VULKAN, false},
     };
     for (size_t i = 0; i < PE_ARRAY_SIZE(fields); i++) {
         if (fields[i].user == h->backend && fields[i].required && !fields[i].set)
@@ -346,7 +357,10 @@ void posenc_context_destroy(posenc_context **pctx)
                "posenc_context_destroy: %lld buffers of this context were not destroyed first",
                (long long)ctx->live_buffers);
         for (posenc_buffer *b = ctx->buffers; b; b = b->next) {
-            ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
+            if (b->host_memory)
+                ctx->backend->vt->buffer_unwrap_host(ctx->backend, b->mem);
+            else
+                ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
             b->mem = NULL;
             b->ctx = NULL;
         }
@@ -580,6 +594,128 @@ posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t vk_buffer,
     return POSENC_OK;
 }
 
+/* The alignment posenc_buffer_wrap_host needs on ctx, or UNSUPPORTED naming why (fn is
+ * the public function, for the message). */
+static posenc_status host_alignment(posenc_context *ctx, const char *fn, size_t *out)
+{
+    *out = 0;
+    const struct pe_backend_vtable *vt = ctx->backend->vt;
+    if (!vt->host_alignment || !vt->buffer_wrap_host || !vt->buffer_unwrap_host)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "%s: the %s backend cannot wrap host memory%s", fn, vt->name,
+                        ctx->kind == POSENC_BACKEND_VULKAN
+                            ? " (it would need VK_EXT_external_memory_host, which posenc does "
+                              "not use); use posenc_buffer_create + posenc_buffer_write / "
+                              "_read, or posenc_buffer_wrap_vulkan on a host-owned device"
+                            : "");
+    return vt->host_alignment(ctx->backend, out);
+}
+
+posenc_status posenc_buffer_host_alignment(posenc_context *ctx, size_t *out_alignment)
+{
+    if (out_alignment)
+        *out_alignment = 0;
+    if (!ctx)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER(ctx);
+    if (!out_alignment)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_alignment is NULL");
+    return host_alignment(ctx, "posenc_buffer_host_alignment", out_alignment);
+}
+
+posenc_status posenc_buffer_wrap_host(posenc_context *ctx, void *ptr, size_t size,
+                                      posenc_buffer **out_buffer)
+{
+    if (out_buffer)
+        *out_buffer = NULL;
+    if (!ctx)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER(ctx);
+    if (!out_buffer)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_buffer is NULL");
+    if (!ptr)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "ptr is NULL");
+    if (size == 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "size = 0: buffers must be non-empty");
+    size_t align;
+    PE_RETURN_IF_ERROR(host_alignment(ctx, "posenc_buffer_wrap_host", &align));
+    if ((uintptr_t)ptr % align != 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "ptr = %p is not a multiple of %zu bytes, the alignment this %s device "
+                        "needs for host memory (posenc_buffer_host_alignment)",
+                        ptr, align, ctx->backend->vt->name);
+    if (size > UINTPTR_MAX - (uintptr_t)ptr)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
+                        "ptr = %p + size = %zu wraps around the address space", ptr, size);
+    posenc_buffer *b = calloc(1, sizeof(*b));
+    if (!b)
+        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for a buffer handle");
+    posenc_status st;
+    if (pe_fault_device_alloc()) /* test-only: a device object (OpenCL) or a handle */
+        st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                      "out of device memory wrapping %zu bytes of host memory (injected fault)",
+                      size);
+    else
+        st = ctx->backend->vt->buffer_wrap_host(ctx->backend, ptr, size, &b->mem);
+    if (st != POSENC_OK) {
+        free(b);
+        return st;
+    }
+    /* The host writes it behind posenc's back: never cache what is read from it. */
+    b->wrapped = true;
+    b->host_memory = true;
+    buffer_link(ctx, b, size);
+    *out_buffer = b;
+    return POSENC_OK;
+}
+
+/* The front end of posenc_opencl_last_event / _wait_events on a backend without them. */
+static posenc_status no_events(posenc_context *ctx, const char *fn)
+{
+    return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                    "%s: ctx is a %s context; events are OpenCL cl_events (%s)", fn,
+                    posenc_backend_name(ctx->kind),
+                    ctx->kind == POSENC_BACKEND_CPU
+                        ? "CPU ops have finished when they return"
+                        : "wait with posenc_context_finish");
+}
+
+posenc_status posenc_opencl_last_event(posenc_context *ctx, void **out_cl_event)
+{
+    if (out_cl_event)
+        *out_cl_event = NULL;
+    if (!ctx)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER(ctx);
+    if (!out_cl_event)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_cl_event is NULL");
+    if (!ctx->backend->vt->last_event)
+        return no_events(ctx, "posenc_opencl_last_event");
+    return ctx->backend->vt->last_event(ctx->backend, out_cl_event);
+}
+
+posenc_status posenc_opencl_wait_events(posenc_context *ctx, int32_t n_events,
+                                        void *const *cl_events)
+{
+    if (!ctx)
+        return pe_error(NULL, POSENC_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    PE_ENTER(ctx);
+    if (!ctx->backend->vt->wait_events)
+        return no_events(ctx, "posenc_opencl_wait_events");
+    if (n_events < 0)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "n_events = %d is negative",
+                        (int)n_events);
+    if (n_events > 0 && !cl_events)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "cl_events is NULL with n_events = %d",
+                        (int)n_events);
+    for (int32_t i = 0; i < n_events; i++)
+        if (!cl_events[i])
+            return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "cl_events[%d] is NULL", (int)i);
+    if (n_events == 0)
+        return POSENC_OK;
+    return ctx->backend->vt->wait_events(ctx->backend, n_events, cl_events);
+}
+
 void posenc_buffer_destroy(posenc_buffer **pbuf)
 {
     if (!pbuf || !*pbuf)
@@ -588,7 +724,10 @@ void posenc_buffer_destroy(posenc_buffer **pbuf)
     posenc_context *ctx = b->ctx;
     if (ctx) { /* else an orphan of a destroyed context: only the handle is left */
         pe_enter_wait(ctx); /* cannot refuse: waits for a call on another thread */
-        ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
+        if (b->host_memory)
+            ctx->backend->vt->buffer_unwrap_host(ctx->backend, b->mem);
+        else
+            ctx->backend->vt->buffer_destroy(ctx->backend, b->mem);
         if (b->prev)
             b->prev->next = b->next;
         else

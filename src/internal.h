@@ -60,6 +60,9 @@ struct posenc_context {
      * buffer (pe_check_tensor). */
     bool check_only;
     uint64_t next_buffer_id;          /* serial numbers of this context's buffers */
+    /* POSENC_DEVICE_PRESET (test only, src/preset.h): the limits the OpenCL and Vulkan
+     * backends lower theirs to at device discovery; NULL = the device's own. */
+    const struct pe_preset *preset;
 };
 
 struct posenc_buffer {
@@ -75,6 +78,9 @@ struct posenc_buffer {
     uint64_t id;
     uint64_t generation;
     bool wrapped;
+    /* posenc_buffer_wrap_host: the caller's host memory (also `wrapped`); destroyed through
+     * the backend's buffer_unwrap_host, which never frees it. */
+    bool host_memory;
 };
 
 /* A view of `b` is about to be written by posenc: cached read-backs of it are stale. */

@@ -514,6 +514,22 @@ static posenc_status c_decay(struct sc *s)
     return posenc_attention_decay(s->ctx, 8, 6, 3, 11, &p, s->host_out);
 }
 
+/* posenc_buffer_wrap_host (issue #17): wrap the test's own memory, fill it (the host's
+ * turn after the wrap), copy from it into an output, destroy. Vulkan: UNSUPPORTED. */
+static posenc_status c_wrap_host(struct sc *s)
+{
+    static _Alignas(4096) unsigned char host[4096];
+    posenc_buffer *b = NULL;
+    posenc_status st = posenc_buffer_wrap_host(s->ctx, host, sizeof(host), &b);
+    if (st != POSENC_OK)
+        return st;
+    memcpy(host, s->init[0], sizeof(host));
+    posenc_tensor src = TC(b, 256, F32, 8, 4, 3, 1), dst = TC(s->b[3], 64, F16, 8, 4, 3, 1);
+    st = posenc_copy(s->ctx, &src, &dst);
+    posenc_buffer_destroy(&b);
+    return st;
+}
+
 static const struct scenario scenarios[] = {
     {"buffers", prep_basic, c_buffers, 0, 0},
     {"copy", prep_basic, c_copy, 0, 0},
@@ -539,6 +555,7 @@ static const struct scenario scenarios[] = {
     {"relbias cut in 4 launches", prep_basic, c_relbias_cut, 0, 1024},
     {"alibi cut in 3 launches", prep_basic, c_alibi_cut, 0, 1024},
     {"rope cut in several launches", prep_basic, c_rope_cut, 0, 1024},
+    {"wrap_host", prep_basic, c_wrap_host, 0, 0},
 };
 
 static posenc_context *new_ctx(unsigned long max_binding)

@@ -665,6 +665,36 @@ static posenc_status cpu_buffer_read(struct pe_backend *be, void *mem, size_t of
     return POSENC_OK;
 }
 
+/* posenc_buffer_wrap_host: the caller's memory is the buffer. Every op reads and writes
+ * through the view's pointer with unaligned vector loads / stores (the streaming stores
+ * check their own alignment), so only the elements need their natural alignment: 8 bytes,
+ * the largest element (i64 row indices), makes every legal offset of every dtype aligned. */
+static posenc_status cpu_host_alignment(struct pe_backend *be, size_t *out_alignment)
+{
+    (void)be;
+    *out_alignment = 8;
+    return POSENC_OK;
+}
+
+static posenc_status cpu_buffer_wrap_host(struct pe_backend *be, void *ptr, size_t size,
+                                          void **out_mem)
+{
+    if (size > PE_CPU_MAX_BUFFER)
+        return pe_error(be->ctx, POSENC_ERR_UNSUPPORTED,
+                        "size = %zu bytes exceeds the CPU backend's largest buffer "
+                        "(%zu bytes, PTRDIFF_MAX)",
+                        size, (size_t)PE_CPU_MAX_BUFFER);
+    *out_mem = ptr;
+    return POSENC_OK;
+}
+
+/* Ops finish before they return: nothing uses the memory any more, and it is not ours. */
+static void cpu_buffer_unwrap_host(struct pe_backend *be, void *mem)
+{
+    (void)be;
+    (void)mem;
+}
+
 const struct pe_backend_vtable pe_cpu_vtable = {
     .kind = POSENC_BACKEND_CPU,
     .name = "cpu",
@@ -692,4 +722,7 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .attn_output = cpu_attn_output,
     .fill = cpu_fill,
     .set_rows = cpu_set_rows,
+    .host_alignment = cpu_host_alignment,
+    .buffer_wrap_host = cpu_buffer_wrap_host,
+    .buffer_unwrap_host = cpu_buffer_unwrap_host,
 };

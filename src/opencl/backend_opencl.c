@@ -167,12 +167,9 @@
 #define _XOPEN_SOURCE 700
 #endif
 #include "backend_opencl.h"
+#include "preset.h"
 #include "cl_kernels.h"
 #include "posenc_config.h"
-
-#if POSENC_HAVE_CLBLAST
-#include <clblast_c.h>
-#endif
 
 #include <errno.h>
 #include <stdio.h>
@@ -287,6 +284,17 @@ static posenc_status cl_fail_mem(posenc_context *ctx, const char *call, cl_int e
     return cl_fail(ctx, call, err);
 }
 
+/* The two above for the other files of the backend (backend_opencl.h). */
+const char *pe_cl_err_name(cl_int err)
+{
+    return cl_err_name(err);
+}
+
+posenc_status pe_cl_fail(posenc_context *ctx, const char *call, cl_int err)
+{
+    return cl_fail(ctx, call, err);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Platforms and devices                                                                */
 /* ------------------------------------------------------------------------------------ */
@@ -347,6 +355,7 @@ static posenc_status cl_device_count(int32_t *out_count, char *reason, size_t re
         reason_size = sizeof(scratch);
     }
     *out_count = 0;
+    PE_RETURN_IF_ERROR(pe_cl_load(reason, reason_size));
     cl_platform_id *plats;
     cl_uint np;
     posenc_status st = list_platforms(&plats, &np, reason, reason_size);
@@ -410,6 +419,47 @@ static bool device_has_extension(cl_device_id dev, const char *ext)
     return found;
 }
 
+/* POSENC_DEVICE_PRESET (src/preset.h): lower what query_device stored, in place, so that
+ * every later reader (launch sizes, get_program's local-memory check, get_info) sees the
+ * preset's device. Never raises a value. */
+static void apply_preset(struct pe_cl_backend *be)
+{
+    const struct pe_preset *pr = be->base.ctx->preset;
+    struct posenc_device_info *info = &be->info;
+    if (!pr)
+        return;
+    const struct pe_preset_cl *c = &pr->cl;
+    char was[160];
+    snprintf(was, sizeof(was),
+             "max work-group %u, work-item sizes %zu x %zu x %zu, local memory %llu, "
+             "allocation %llu, fp16 %d, fp64 %d",
+             (unsigned)info->max_workgroup_size, be->max_item_size[0], be->max_item_size[1],
+             be->max_item_size[2], (unsigned long long)be->local_mem,
+             (unsigned long long)info->max_buffer_size, info->f16_native, be->fp64);
+    uint64_t wg = info->max_workgroup_size;
+    pe_lower_u64(&wg, c->max_wg);
+    info->max_workgroup_size = (uint32_t)wg;
+    for (int k = 0; k < 3; k++)
+        pe_lower_size(&be->max_item_size[k], c->item_size[k]);
+    pe_lower_u64(&be->local_mem, c->local_mem);
+    pe_lower_u64(&be->const_buf, c->const_buf);
+    pe_lower_u64(&info->max_buffer_size, c->max_alloc);
+    if (!c->fp16)
+        info->f16_native = 0;
+    if (!c->fp64)
+        be->fp64 = 0;
+    /* The kind of device decides among kernel variants (pe_cl_is_cpu): a preset's device
+     * is a GPU, so its variants run even on a CPU implementation such as PoCL. */
+    info->type = pr->type;
+    pe_log(be->base.ctx, POSENC_LOG_INFO,
+           "opencl: " PE_PRESET_ENV "=%s (%s): max work-group %u, work-item sizes %zu x %zu "
+           "x %zu, local memory %llu, allocation %llu bytes, fp16 %d, fp64 %d (the device: "
+           "%s)",
+           pr->name, pr->what, (unsigned)info->max_workgroup_size, be->max_item_size[0],
+           be->max_item_size[1], be->max_item_size[2], (unsigned long long)be->local_mem,
+           (unsigned long long)info->max_buffer_size, info->f16_native, be->fp64, was);
+}
+
 /* Query everything get_info reports, once. */
 static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
 {
@@ -471,6 +521,17 @@ static posenc_status query_device(struct pe_cl_backend *be, int32_t index)
     info->max_buffer_size = max_alloc;
     info->max_workgroup_size = max_wg > UINT32_MAX ? UINT32_MAX : (uint32_t)max_wg;
     info->compute_units = cus;
+    {
+        cl_ulong lm = 0, cb = 0;
+        if (clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(lm), &lm, NULL) != CL_SUCCESS)
+            lm = 32 * 1024; /* OpenCL 1.2's minimum */
+        if (clGetDeviceInfo(dev, CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE, sizeof(cb), &cb, NULL) !=
+            CL_SUCCESS)
+            cb = 64 * 1024;
+        be->local_mem = lm;
+        be->const_buf = cb;
+    }
+    apply_preset(be);
     char pname[128] = "", pversion[120] = "";
     clGetPlatformInfo(be->platform, CL_PLATFORM_NAME, sizeof(pname) - 1, pname, NULL);
     clGetPlatformInfo(be->platform, CL_PLATFORM_VERSION, sizeof(pversion) - 1, pversion, NULL);
@@ -491,6 +552,8 @@ static posenc_status find_device(posenc_context *ctx, int32_t index, bool gpu_on
                                  cl_platform_id *out_plat, cl_device_id *out_dev)
 {
     char reason[PE_ERR_MAX];
+    if (pe_cl_load(reason, sizeof(reason)) != POSENC_OK)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", reason);
     cl_platform_id *plats;
     cl_uint np;
     posenc_status st = list_platforms(&plats, &np, reason, sizeof(reason));
@@ -541,12 +604,27 @@ static posenc_status check_device(struct pe_cl_backend *be, int32_t index)
 {
     posenc_context *ctx = be->base.ctx;
     PE_RETURN_IF_ERROR(query_device(be, index));
+    /* A kernel sees a whole cl_mem, which is at most CL_DEVICE_MAX_MEM_ALLOC_SIZE (or a
+     * preset's lower figure): the binding limit src/split.c cuts ops by. */
+    be->base.max_binding = be->info.max_buffer_size;
+    be->base.max_binding_name =
+        ctx->preset ? "OpenCL CL_DEVICE_MAX_MEM_ALLOC_SIZE (" PE_PRESET_ENV ")"
+                    : "OpenCL CL_DEVICE_MAX_MEM_ALLOC_SIZE";
     int major = 0, minor = 0;
     if (sscanf(be->info.api_version, "OpenCL %d.%d", &major, &minor) != 2 ||
         major * 100 + minor < 102)
         return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
                         "OpenCL device %d (%s) reports \"%s\"; posenc needs OpenCL 1.2 or later",
                         (int)index, be->info.device_name, be->info.api_version);
+    /* The kernels index with 64-bit `long`, which the full profile requires and the
+     * embedded profile has only with cles_khr_int64. */
+    char profile[64] = "";
+    if (device_string(be->device, CL_DEVICE_PROFILE, profile, sizeof(profile)) == CL_SUCCESS &&
+        strstr(profile, "EMBEDDED") && !device_has_extension(be->device, "cles_khr_int64"))
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "OpenCL device %d (%s) has the embedded profile without cles_khr_int64; "
+                        "posenc's kernels need 64-bit integers",
+                        (int)index, be->info.device_name);
     cl_bool compiler = CL_FALSE;
     cl_int err = clGetDeviceInfo(be->device, CL_DEVICE_COMPILER_AVAILABLE, sizeof(compiler),
                                  &compiler, NULL);
@@ -618,6 +696,9 @@ static posenc_status cl_create_from_host(posenc_context *ctx,
                                          struct pe_backend **out)
 {
     *out = NULL;
+    char why[PE_ERR_MAX];
+    if (pe_cl_load(why, sizeof(why)) != POSENC_OK)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", why);
     cl_context context = (cl_context)host->cl_context;
     cl_command_queue queue = (cl_command_queue)host->cl_queue;
     /* The queue first: its context tells whether host->cl_context is the right one
@@ -712,6 +793,7 @@ static void cl_destroy(struct pe_backend *base)
     table_free(&be->tab_alibi);
     table_free(&be->tab_relbias);
     pe_cl_attn_end(&be->base);
+    pe_cl_sync_free(be);
     free(be->rope_scratch);
     free(be->gemm_scratch);
     if (be->queue)
@@ -730,8 +812,13 @@ static void cl_get_info(const struct pe_backend *base, struct posenc_device_info
 static posenc_status cl_finish(struct pe_backend *base)
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
+    /* wrapped host memory goes back to the host (posenc_buffer_wrap_host): maps enqueued
+     * behind the queued work, waited for by the clFinish */
+    posenc_status st = pe_cl_map_hosts(be);
     cl_int err = clFinish(be->queue);
-    return err == CL_SUCCESS ? POSENC_OK : cl_fail(be->base.ctx, "clFinish", err);
+    if (err != CL_SUCCESS)
+        return cl_fail(be->base.ctx, "clFinish", err);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -819,11 +906,15 @@ static posenc_status cl_buffer_write(struct pe_backend *base, void *mem, size_t 
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     if (size == 0)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
     /* Blocking: the caller may free or reuse `src` as soon as this returns. */
+    cl_event ev = NULL;
     cl_int err =
-        clEnqueueWriteBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, src, 0, NULL, NULL);
-    return err == CL_SUCCESS ? POSENC_OK
-                             : cl_fail_mem(be->base.ctx, "clEnqueueWriteBuffer", err);
+        clEnqueueWriteBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, src, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return cl_fail_mem(be->base.ctx, "clEnqueueWriteBuffer", err);
+    pe_cl_track(be, ev);
+    return POSENC_OK;
 }
 
 static posenc_status cl_buffer_read(struct pe_backend *base, void *mem, size_t offset, void *dst,
@@ -832,10 +923,14 @@ static posenc_status cl_buffer_read(struct pe_backend *base, void *mem, size_t o
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     if (size == 0)
         return cl_finish(base);
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err =
-        clEnqueueReadBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, dst, 0, NULL, NULL);
-    return err == CL_SUCCESS ? POSENC_OK
-                             : cl_fail_mem(be->base.ctx, "clEnqueueReadBuffer", err);
+        clEnqueueReadBuffer(be->queue, (cl_mem)mem, CL_TRUE, offset, size, dst, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return cl_fail_mem(be->base.ctx, "clEnqueueReadBuffer", err);
+    pe_cl_track(be, ev);
+    return POSENC_OK;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1381,6 +1476,21 @@ built:;
         clReleaseProgram(prog);
         return cl_fail(ctx, "clGetKernelWorkGroupInfo", err);
     }
+    /* The local memory the kernel declares, against what the device (or its
+     * POSENC_DEVICE_PRESET) offers: a kernel that does not fit is refused here, before any
+     * launch, instead of failing to enqueue on a smaller device. */
+    cl_ulong lm = 0;
+    if (clGetKernelWorkGroupInfo(kernel, be->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof(lm), &lm,
+                                 NULL) == CL_SUCCESS &&
+        be->local_mem && lm > be->local_mem) {
+        clReleaseKernel(kernel);
+        clReleaseProgram(prog);
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
+                        "opencl: kernel %s uses %llu bytes of local memory, more than this "
+                        "device's CL_DEVICE_LOCAL_MEM_SIZE = %llu%s",
+                        kernel_name, (unsigned long long)lm, (unsigned long long)be->local_mem,
+                        ctx->preset ? " (lowered by " PE_PRESET_ENV ")" : "");
+    }
 
     /* A full cache (many dtype combinations) recycles its slots in turn: releasing a
      * kernel that is still enqueued is fine, OpenCL keeps it until the command is done. */
@@ -1566,13 +1676,16 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     if (be->base.prepare_only)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err =
-        clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
+        clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, &ev);
     if (err != CL_SUCCESS) {
         char call[96];
         snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
         return cl_fail_mem(ctx, call, err);
     }
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 
@@ -1599,6 +1712,20 @@ bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n)
 }
 
 
+size_t pe_cl_reduce_wg(const struct pe_cl_backend *be, size_t cap, size_t bytes_per_item)
+{
+    if (be->info.max_workgroup_size && be->info.max_workgroup_size < cap)
+        cap = be->info.max_workgroup_size;
+    if (be->max_item_size[0] && be->max_item_size[0] < cap)
+        cap = be->max_item_size[0];
+    if (be->local_mem && bytes_per_item && be->local_mem / bytes_per_item < cap)
+        cap = (size_t)(be->local_mem / bytes_per_item);
+    size_t wg = 1;
+    while (wg * 2 <= cap)
+        wg *= 2;
+    return wg;
+}
+
 /* The largest work-group p's kernel may run here (at most 1024). */
 static size_t wg_limit(const struct pe_cl_backend *be, const struct pe_cl_program *p)
 {
@@ -1623,13 +1750,16 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     if (be->base.prepare_only)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
-    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, NULL);
+    cl_event ev = NULL;
+    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, &ev);
     if (err != CL_SUCCESS) {
         char call[96];
         snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
         return cl_fail_mem(ctx, call, err);
     }
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 
@@ -2076,5 +2206,10 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .fill = pe_cl_fill,
     .set_rows = pe_cl_set_rows,
     .softmax = pe_cl_softmax,
+    .host_alignment = pe_cl_host_alignment,
+    .buffer_wrap_host = pe_cl_buffer_wrap_host,
+    .buffer_unwrap_host = pe_cl_buffer_unwrap_host,
+    .last_event = pe_cl_last_event,
+    .wait_events = pe_cl_wait_events,
     .attn_fused = pe_cl_attn_fused,
 };

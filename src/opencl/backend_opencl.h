@@ -7,7 +7,9 @@
 #define POSENC_BACKEND_OPENCL_H
 
 #define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
+/* <CL/cl.h>, with every OpenCL function called through the table the ICD loader was
+ * opened into at run time (cl_loader.h) */
+#include "cl_loader.h"
 
 #include "backend.h"
 
@@ -107,6 +109,7 @@ struct pe_cl_backend {
     float *rope_scratch; /* host staging of the rope table */
     size_t rope_scratch_size;
     int used_clblast;    /* a CLBlast routine ran on this context (cleared at destroy) */
+    int clblast_logged;  /* the DEBUG line saying why CLBlast is not used was logged */
     /* The program each (op, variant key) resolved to last (pe_cl_memo_find): the hot ops
      * skip formatting their -D options and searching the program list. An entry is valid
      * while the slot's serial is the one recorded (a recycled slot gets a new serial). */
@@ -117,6 +120,19 @@ struct pe_cl_backend {
         uint64_t serial;
     } memo[16];
     int memo_next;
+    /* The event of posenc's last command on the queue (cl_sync.c, pe_cl_track): NULL
+     * before the first. posenc_opencl_last_event hands out a reference to it. */
+    cl_event last_event;
+    /* posenc_buffer_wrap_host buffers (cl_sync.c): the cl_mem (CL_MEM_USE_HOST_PTR), the
+     * host memory, its size, and whether the host holds it mapped now; n_mapped counts
+     * the mapped ones (pe_cl_before_enqueue unmaps them). */
+    struct pe_cl_host {
+        cl_mem mem;
+        void *ptr;
+        size_t size;
+        bool mapped;
+    } *hosts;
+    int n_hosts, cap_hosts, n_mapped;
 };
 
 /* One kernel argument (clSetKernelArg's size and value). */
@@ -167,6 +183,14 @@ posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const
  * work-items (each rounded up to the local size; the kernel checks its bounds). */
 posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
                            const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3]);
+
+/* The work-group size of a reduction kernel (one group per row, `bytes_per_item` of
+ * __local memory per work-item): the largest power of two <= cap that the device's
+ * CL_DEVICE_MAX_WORK_GROUP_SIZE, CL_DEVICE_MAX_WORK_ITEM_SIZES[0] and
+ * CL_DEVICE_LOCAL_MEM_SIZE (as lowered by POSENC_DEVICE_PRESET) allow. The kernel's
+ * __local array gets that size (a -D define, or a __local argument set at launch); the
+ * launch may lower it further to the built kernel's CL_KERNEL_WORK_GROUP_SIZE. */
+size_t pe_cl_reduce_wg(const struct pe_cl_backend *be, size_t cap, size_t bytes_per_item);
 
 /* The ops of src/opencl/ops_encodings.c. */
 posenc_status pe_cl_learned(struct pe_backend *be, const struct pe_learned_op *op);
@@ -232,5 +256,48 @@ static inline void pe_cl_release_mem(struct pe_cl_backend *be, cl_mem mem)
 
 /* CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES, CL_OUT_OF_HOST_MEMORY. */
 bool pe_cl_err_is_oom(cl_int err);
+
+/* An OpenCL error code's name ("CL_INVALID_VALUE"), and a failed cl* call reported as
+ * POSENC_ERR_BACKEND (OUT_OF_MEMORY for CL_OUT_OF_HOST_MEMORY) with the call and code. */
+const char *pe_cl_err_name(cl_int err);
+posenc_status pe_cl_fail(posenc_context *ctx, const char *call, cl_int err);
+
+/* ---- events and wrapped host memory (src/opencl/cl_sync.c) ---- */
+
+/* Give the wrapped host buffers the host holds mapped back to the device (unmap them). */
+posenc_status pe_cl_unmap_hosts(struct pe_cl_backend *be);
+
+/* Every command posenc enqueues goes between these two: before, wrapped host memory the
+ * host holds mapped is unmapped (the spec's rule for CL_MEM_USE_HOST_PTR memory a command
+ * uses; one compare when there is none); after a successful enqueue, its event `ev` (the
+ * command's, asked for with a non-NULL event argument) becomes the last event. */
+static inline posenc_status pe_cl_before_enqueue(struct pe_cl_backend *be)
+{
+    return be->n_mapped > 0 ? pe_cl_unmap_hosts(be) : POSENC_OK;
+}
+
+static inline void pe_cl_track(struct pe_cl_backend *be, cl_event ev)
+{
+    if (!ev)
+        return;
+    if (be->last_event)
+        clReleaseEvent(be->last_event);
+    be->last_event = ev;
+}
+
+/* cl_finish, before its clFinish: map every wrapped host buffer for the host again
+ * (non-blocking maps; the clFinish makes their contents current). */
+posenc_status pe_cl_map_hosts(struct pe_cl_backend *be);
+/* cl_destroy: release the last event and the host-buffer list (the buffers themselves
+ * were unwrapped by the front end first). */
+void pe_cl_sync_free(struct pe_cl_backend *be);
+
+/* The vtable slots of backend.h. */
+posenc_status pe_cl_host_alignment(struct pe_backend *be, size_t *out_alignment);
+posenc_status pe_cl_buffer_wrap_host(struct pe_backend *be, void *ptr, size_t size,
+                                     void **out_mem);
+void pe_cl_buffer_unwrap_host(struct pe_backend *be, void *mem);
+posenc_status pe_cl_last_event(struct pe_backend *be, void **out_event);
+posenc_status pe_cl_wait_events(struct pe_backend *be, int32_t n, void *const *events);
 
 #endif

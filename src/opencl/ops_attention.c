@@ -1,9 +1,10 @@
 /*
  * ops_attention.c - the OpenCL host side of posenc_attention's three steps (internal.h).
  *
- * The two matrix products go through CLBlast when posenc was built with it
- * (POSENC_HAVE_CLBLAST), on the backend's own in-order queue, so they are ordered with
- * posenc's kernels like any other launch:
+ * The two matrix products go through CLBlast when posenc was built with its header
+ * (POSENC_HAVE_CLBLAST) and libclblast loads at run time (pe_clblast_load, on the first
+ * attention call of the process), on the backend's own in-order queue, so they are
+ * ordered with posenc's kernels like any other launch:
  *
  *   scores  for every (h, b):  L_hb (Tq x Tk) = scale * Q_hb (Tq x D) . K_hb^T
  *           Q_hb row q = q[:, h, q, b], K_hb row k = k[:, h / group, k, b]
@@ -24,20 +25,22 @@
  * accumulates in half precision (and returns CLBlastNoHalfPrecision on devices without
  * cl_khr_fp16, such as PoCL).
  *
- * Without CLBlast (or with POSENC_CL_NO_CLBLAST=1 in the environment, to test this path),
- * pe_attn_scores / pe_attn_output compute one element per work-item over strided views.
+ * Without CLBlast (not built, not loadable, or POSENC_CL_NO_CLBLAST=1 in the environment,
+ * to test this path), pe_attn_scores / pe_attn_output compute one element per work-item
+ * over strided views.
  * The softmax is always posenc's pe_attn_softmax (one work-group per row).
  *
  * Kernel argument order (cl/attention.cl; every "mem, long, long4" triple is a tensor:
  * buffer, offset and strides in its own elements):
  *
- *   pe_attn_softmax  (-DHAS_X (mask) -DX_F16 -DHAS_W -DDST_F16 (weights))
+ *   pe_attn_softmax  (-DHAS_X (mask) -DX_F16 -DHAS_W -DDST_F16 (weights), -DPE_ATTN_WG
+ *                    (pe_cl_reduce_wg: its __local array))
  *     0-2   logits             f32 [Tk, Tq, Hq, B], read and written
  *     3-5   mask               f32 or f16, strides 0 where broadcast; logits again without
  *     6-8   weights            f32 or f16; logits again without
  *     9     long4 shape        (Tk, Tq, Hq, B)
  *    10     long4 offs         (q_offset, k_offset, causal, 0)
- *   NDRange (wg, Tq*Hq*B, 1), local (wg, 1, 1), wg a power of two <= 64.
+ *   NDRange (wg, Tq*Hq*B, 1), local (wg, 1, 1), wg a power of two <= PE_ATTN_WG <= 64.
  *
  *   pe_attn_copy  (-DHAS_X=1 -DX_F16 (src) -DDST_F16 (dst))
  *     0-2   dst;  3-5 src;  6 long4 shape (n0, n1, n2, n3).  NDRange (n0, n1, n2*n3).
@@ -57,11 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if POSENC_HAVE_CLBLAST
-#include <clblast_c.h>
-#endif
-
-#define PE_ATTN_WG 64 /* must match cl/attention.cl */
+#define PE_ATTN_WG 64 /* the largest work-group asked for (cl/attention.cl's default) */
 
 static posenc_status fail(struct pe_cl_backend *be, const char *call, cl_int err)
 {
@@ -130,10 +129,23 @@ static struct pe_view packed_view(cl_mem mem, const int64_t ne[4])
 
 #if POSENC_HAVE_CLBLAST
 
-static int use_clblast(void)
+/* Whether the GEMMs go through CLBlast: not with POSENC_CL_NO_CLBLAST=1, and only when
+ * libclblast loads (once per process); otherwise posenc's own kernels, and one DEBUG line
+ * per context names what was looked for. */
+static int use_clblast(struct pe_cl_backend *be)
 {
     const char *e = getenv("POSENC_CL_NO_CLBLAST");
-    return !(e && e[0] && strcmp(e, "0") != 0);
+    if (e && e[0] && strcmp(e, "0") != 0)
+        return 0;
+    const char *why = NULL;
+    if (pe_clblast_load(&why))
+        return 1;
+    if (!be->clblast_logged) {
+        be->clblast_logged = 1;
+        pe_log(be->base.ctx, POSENC_LOG_DEBUG, "opencl: %s; attention uses posenc's own GEMM "
+               "kernels", why);
+    }
+    return 0;
 }
 
 /* The packed-logits guarantee of internal.h, checked (a GEMM writes C with ldc = Tk). */
@@ -283,11 +295,15 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
         if (batches == 1)
             sc = 1;
         be->used_clblast = 1;
+        PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+        /* CLBlast's event is its last kernel's: on the in-order queue, the whole GEMM's */
+        cl_event ev = NULL;
         code = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k,
                                           alpha, a, a_off[0], lda, sa, b, b_off[0], ldb, sb, 0.0f,
-                                          c, c_off[0], ldc, sc, batches, &be->queue, NULL);
+                                          c, c_off[0], ldc, sc, batches, &be->queue, &ev);
         if (code != CLBlastSuccess)
             return clblast_fail(be, "CLBlastSgemmStridedBatched", what, m, n, k, batches, code);
+        pe_cl_track(be, ev);
         return POSENC_OK;
     }
     float *alphas, *betas;
@@ -297,11 +313,14 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
         betas[i] = 0.0f;
     }
     be->used_clblast = 1;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     code = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alphas, a,
                                a_off, lda, b, b_off, ldb, betas, c, c_off, ldc, batches,
-                               &be->queue, NULL);
+                               &be->queue, &ev);
     if (code != CLBlastSuccess)
         return clblast_fail(be, "CLBlastSgemmBatched", what, m, n, k, batches, code);
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 
@@ -386,7 +405,7 @@ posenc_status pe_cl_attn_scores(struct pe_backend *base, const struct pe_attn_sc
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     const struct pe_view *l = &op->logits, *q = &op->q, *k = &op->k;
 #if POSENC_HAVE_CLBLAST
-    if (use_clblast() && logits_packed(l) && int_indexed(l) && int_indexed(q) && int_indexed(k))
+    if (use_clblast(be) && logits_packed(l) && int_indexed(l) && int_indexed(q) && int_indexed(k))
         return clblast_scores(be, op);
 #endif
     char defines[PE_CL_OPTS_MAX];
@@ -407,6 +426,21 @@ posenc_status pe_cl_attn_scores(struct pe_backend *base, const struct pe_attn_sc
     return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);
 }
 
+/* pe_attn_softmax's -D options (the same for pe_cl_attn_prepare and the launch); returns
+ * the reduction's largest work-group, from the device's limits (the __local array's size). */
+static size_t attn_softmax_defines(const struct pe_cl_backend *be,
+                                   const struct pe_attn_softmax_op *op, char *defines,
+                                   size_t size)
+{
+    const struct pe_view *l = &op->logits;
+    const bool has_mask = op->mask.mem != NULL, has_w = op->weights.mem != NULL;
+    const struct pe_view *mk = has_mask ? &op->mask : l, *w = has_w ? &op->weights : l;
+    const size_t wg_max = pe_cl_reduce_wg(be, PE_ATTN_WG, sizeof(cl_float));
+    snprintf(defines, size, "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d -DPE_ATTN_WG=%zu",
+             has_mask, has_mask && is_f16(mk), has_w, has_w && is_f16(w), wg_max);
+    return wg_max;
+}
+
 posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_softmax_op *op)
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
@@ -414,8 +448,7 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
     const bool has_mask = op->mask.mem != NULL, has_w = op->weights.mem != NULL;
     const struct pe_view *mk = has_mask ? &op->mask : l, *w = has_w ? &op->weights : l;
     char defines[PE_CL_OPTS_MAX];
-    snprintf(defines, sizeof(defines), "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d",
-             has_mask, has_mask && is_f16(mk), has_w, has_w && is_f16(w));
+    const size_t wg_max = attn_softmax_defines(be, op, defines, sizeof(defines));
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_softmax", defines, &p));
 
@@ -428,14 +461,10 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
                                      ARG(mk_off), ARG(mk_st), ARG(w_mem), ARG(w_off),
                                      ARG(w_st),  ARG(shape), ARG(offs)};
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args)));
-    /* one work-group per row: the largest power of two <= 64 the kernel and device allow */
-    size_t cap = PE_ATTN_WG;
+    /* one work-group per row: the largest power of two <= wg_max the kernel allows */
+    size_t cap = wg_max;
     if (p->kernel_wg_size < cap)
         cap = p->kernel_wg_size;
-    if (be->info.max_workgroup_size && be->info.max_workgroup_size < cap)
-        cap = be->info.max_workgroup_size;
-    if (be->max_item_size[0] && be->max_item_size[0] < cap)
-        cap = be->max_item_size[0];
     size_t wg = 1;
     while (wg * 2 <= cap)
         wg *= 2;
@@ -447,10 +476,13 @@ posenc_status pe_cl_attn_softmax(struct pe_backend *base, const struct pe_attn_s
     const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
     if (be->base.prepare_only)
         return POSENC_OK;
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
-                                        NULL);
+                                        &ev);
     if (err != CL_SUCCESS)
         return fail(be, "clEnqueueNDRangeKernel(pe_attn_softmax)", err);
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }
 
@@ -459,7 +491,7 @@ posenc_status pe_cl_attn_output(struct pe_backend *base, const struct pe_attn_ou
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
     const struct pe_view *d = &op->dst, *pv = &op->p, *v = &op->v;
 #if POSENC_HAVE_CLBLAST
-    if (use_clblast() && logits_packed(pv) && int_indexed(pv) && int_indexed(v) &&
+    if (use_clblast(be) && logits_packed(pv) && int_indexed(pv) && int_indexed(v) &&
         int_indexed(d))
         return clblast_output(be, op);
 #endif
@@ -500,17 +532,13 @@ posenc_status pe_cl_attn_prepare(struct pe_backend *base, const struct pe_attn_s
     be->pinning = 1;
     char defines[PE_CL_OPTS_MAX];
     struct pe_cl_program *p = NULL;
-    const struct pe_view *l = &sm->logits, *mk = sm->mask.mem ? &sm->mask : l,
-                         *w = sm->weights.mem ? &sm->weights : l;
-    snprintf(defines, sizeof(defines), "-DHAS_X=%d -DX_F16=%d -DHAS_W=%d -DDST_F16=%d",
-             sm->mask.mem != NULL, sm->mask.mem != NULL && is_f16(mk), sm->weights.mem != NULL,
-             sm->weights.mem != NULL && is_f16(w));
+    attn_softmax_defines(be, sm, defines, sizeof(defines));
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "attention.cl", "pe_attn_softmax", defines, &p));
     bool gemm_scores = false, gemm_output = false;
 #if POSENC_HAVE_CLBLAST
-    gemm_scores = use_clblast() && logits_packed(&so->logits) && int_indexed(&so->logits) &&
+    gemm_scores = use_clblast(be) && logits_packed(&so->logits) && int_indexed(&so->logits) &&
                   int_indexed(&so->q) && int_indexed(&so->k);
-    gemm_output = use_clblast() && logits_packed(&oo->p) && int_indexed(&oo->p) &&
+    gemm_output = use_clblast(be) && logits_packed(&oo->p) && int_indexed(&oo->p) &&
                   int_indexed(&oo->v) && int_indexed(&oo->dst);
 #endif
     if (!gemm_scores) {

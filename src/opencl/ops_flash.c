@@ -384,10 +384,13 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
     /* ---- launches: the first writes dst only without a split ---- */
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
     const size_t local[3] = {pl.wg, 1, 1};
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
     cl_int err =
-        clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, NULL);
+        clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, &ev);
     if (err != CL_SUCCESS)
         return fa_fail(be, "clEnqueueNDRangeKernel(pe_flash)", err);
+    pe_cl_track(be, ev);
     if (split) {
         const uint64_t n[3] = {(uint64_t)Dv, n_rows, 1};
         const cl_long4 mdims = long4_of(Dv, Hq, Tq, pl.n_chunks);

@@ -15,14 +15,16 @@
  *    13     long4 shape        (n, rows, H, B)
  *    14     long4 bcast        (M2, M3, h_off, b_off)
  *    15     float scale
- *   NDRange (wg, rows*H*B, 1), local (wg, 1, 1), wg a power of two <= 256.
+ *    16     __local float[wg]  the reduction's scratch (size only, set at each launch)
+ *   NDRange (wg, rows*H*B, 1), local (wg, 1, 1), wg a power of two <= 256 within the
+ *   device's work-group and local-memory limits (pe_cl_reduce_wg).
  */
 #include "backend_opencl.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define PE_SM_WG 256 /* must match cl/softmax.cl */
+#define PE_SM_WG 256 /* the largest work-group asked for */
 
 posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op *op)
 {
@@ -59,15 +61,17 @@ posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op 
         ARG(slopes_mem),        ARG(shape), ARG(bcast), ARG(scale)};
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args)));
 
-    /* one work-group per row: the largest power of two <= 256 the kernel and device allow,
-     * and no more than the row needs (rounded up to a power of two) */
-    size_t cap = PE_SM_WG;
+    /* one work-group per row: the largest power of two <= 256 the kernel and the device's
+     * work-group and local-memory limits allow, and no more than the row needs (rounded
+     * up to a power of two) */
+    size_t cap = pe_cl_reduce_wg(be, PE_SM_WG, sizeof(cl_float));
+    if (cap < PE_SM_WG)
+        pe_log(base->ctx, POSENC_LOG_DEBUG,
+               "opencl: pe_softmax: reductions over at most %zu work-items (the device's "
+               "work-group and local-memory limits)",
+               cap);
     if (p->kernel_wg_size < cap)
         cap = p->kernel_wg_size;
-    if (be->info.max_workgroup_size && be->info.max_workgroup_size < cap)
-        cap = be->info.max_workgroup_size;
-    if (be->max_item_size[0] && be->max_item_size[0] < cap)
-        cap = be->max_item_size[0];
     size_t wg = 1;
     while (wg * 2 <= cap && (int64_t)wg < x->ne[0])
         wg *= 2;
@@ -77,13 +81,23 @@ posenc_status pe_cl_softmax(struct pe_backend *base, const struct pe_softmax_op 
                         "pe_softmax: %llu rows do not fit this device's size_t",
                         (unsigned long long)rows);
     const size_t global[3] = {wg, (size_t)rows, 1}, local[3] = {wg, 1, 1};
+    /* the reduction's scratch: wg floats of local memory (a size only, not remembered by
+     * pe_cl_set_args) */
+    cl_int err = clSetKernelArg(p->kernel, 16, wg * sizeof(cl_float), NULL);
+    if (err != CL_SUCCESS)
+        return pe_error(base->ctx, POSENC_ERR_BACKEND,
+                        "clSetKernelArg(pe_softmax, 16, %zu bytes of local memory) failed: "
+                        "OpenCL error %d",
+                        wg * sizeof(cl_float), (int)err);
     if (be->base.prepare_only)
         return POSENC_OK;
-    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL,
-                                        NULL);
+    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+    cl_event ev = NULL;
+    err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, local, 0, NULL, &ev);
     if (err != CL_SUCCESS)
         return pe_error(base->ctx,
                         pe_cl_err_is_oom(err) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND,
                         "clEnqueueNDRangeKernel(pe_softmax) failed: OpenCL error %d", (int)err);
+    pe_cl_track(be, ev);
     return POSENC_OK;
 }

@@ -11,6 +11,7 @@
  * forces the staging path (to test it on unified-memory devices).
  */
 #include "vk_internal.h"
+#include "preset.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -259,9 +260,9 @@ static VkResult vk_instance_create(posenc_context *ctx, bool debug, VkInstance *
     return VK_SUCCESS;
 }
 
-/* All physical devices; *out_list is NULL when there are none. */
-static VkResult vk_physical_devices(VkInstance inst, VkPhysicalDevice **out_list,
-                                    uint32_t *out_n)
+/* All physical devices (through be's table); *out_list is NULL when there are none. */
+static VkResult vk_physical_devices(const struct pe_vk_backend *be, VkInstance inst,
+                                    VkPhysicalDevice **out_list, uint32_t *out_n)
 {
     *out_list = NULL;
     *out_n = 0;
@@ -332,15 +333,28 @@ static void set_reason(char *reason, size_t size, const char *call, VkResult r)
 static posenc_status vk_device_count(int32_t *out_count, char *reason, size_t reason_size)
 {
     *out_count = 0;
+    PE_RETURN_IF_ERROR(pe_vk_load(reason, reason_size));
     VkInstance inst;
     VkResult r = vk_instance_create(NULL, false, &inst, NULL);
     if (r != VK_SUCCESS) {
         set_reason(reason, reason_size, "vkCreateInstance (Vulkan 1.1)", r);
         return POSENC_ERR_UNAVAILABLE;
     }
+    /* a backend only for its function table (the vkXxx names resolve through be->vk) */
+    struct pe_vk_backend probe;
+    struct pe_vk_backend *be = &probe;
+    const char *missing = pe_vk_load_instance(&be->vk, vkGetInstanceProcAddr, inst);
+    if (missing) {
+        if (vkDestroyInstance) /* the table entry (vk_loader.h) */
+            vkDestroyInstance(inst, NULL);
+        if (reason && reason_size)
+            snprintf(reason, reason_size,
+                     "the Vulkan loader's vkGetInstanceProcAddr returned NULL for %s", missing);
+        return POSENC_ERR_UNAVAILABLE;
+    }
     VkPhysicalDevice *list;
     uint32_t n;
-    r = vk_physical_devices(inst, &list, &n);
+    r = vk_physical_devices(be, inst, &list, &n);
     free(list);
     vkDestroyInstance(inst, NULL);
     if (r != VK_SUCCESS) {
@@ -363,7 +377,7 @@ static posenc_status vk_pick_device(struct pe_vk_backend *be, int32_t device, bo
     posenc_context *ctx = be->base.ctx;
     VkPhysicalDevice *list;
     uint32_t n;
-    VkResult r = vk_physical_devices(be->instance, &list, &n);
+    VkResult r = vk_physical_devices(be, be->instance, &list, &n);
     if (r != VK_SUCCESS) {
         if (r == VK_ERROR_INITIALIZATION_FAILED)
             return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
@@ -396,6 +410,54 @@ static posenc_status vk_pick_device(struct pe_vk_backend *be, int32_t device, bo
                         count == 1 ? "" : "s");
     be->phys = chosen;
     return POSENC_OK;
+}
+
+/* POSENC_DEVICE_PRESET (src/preset.h): lower the limits and features vk_query_device
+ * stored, in place (be->props.limits, be->max_alloc, the feature flags, the device type),
+ * so that every later reader -- the shader limit checks of pe_vk_pipeline_spec, dispatch
+ * splitting, the binding limit, get_info -- sees the preset's device. Never raises one. */
+static void vk_apply_preset(struct pe_vk_backend *be)
+{
+    const struct pe_preset *pr = be->base.ctx->preset;
+    if (!pr)
+        return;
+    const struct pe_preset_vk *v = &pr->vk;
+    VkPhysicalDeviceLimits *l = &be->props.limits;
+    char was[200];
+    snprintf(was, sizeof was,
+             "%" PRIu32 " invocations, shared %" PRIu32 ", push %" PRIu32 ", storage range %" PRIu32
+             ", allocation %" PRIu64 ", 16-bit storage %d, 8-bit storage %d, int64 %d, "
+             "float16 %d",
+             l->maxComputeWorkGroupInvocations, l->maxComputeSharedMemorySize,
+             l->maxPushConstantsSize, l->maxStorageBufferRange, (uint64_t)be->max_alloc,
+             be->f16_native, be->storage8, be->int64, be->float16);
+    pe_lower_u32(&l->maxComputeWorkGroupInvocations, v->wg_invocations);
+    for (int k = 0; k < 3; k++) {
+        pe_lower_u32(&l->maxComputeWorkGroupSize[k], v->wg_size[k]);
+        pe_lower_u32(&l->maxComputeWorkGroupCount[k], v->wg_count[k]);
+    }
+    pe_lower_u32(&l->maxComputeSharedMemorySize, v->shared_bytes);
+    pe_lower_u32(&l->maxPushConstantsSize, v->push_bytes);
+    pe_lower_u32(&l->maxStorageBufferRange, v->storage_range);
+    uint64_t alloc = be->max_alloc ? (uint64_t)be->max_alloc : UINT64_MAX;
+    pe_lower_u64(&alloc, v->max_alloc);
+    be->max_alloc = alloc;
+    be->f16_native = be->f16_native && v->storage16;
+    be->storage8 = be->storage8 && v->storage8;
+    be->int64 = be->int64 && v->int64;
+    be->float16 = be->float16 && v->float16;
+    be->props.deviceType = pr->type == POSENC_DEVICE_DISCRETE_GPU
+                               ? VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU
+                               : VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+    pe_log(be->base.ctx, POSENC_LOG_INFO,
+           "vulkan: " PE_PRESET_ENV "=%s (%s): %" PRIu32 " invocations (%" PRIu32 " x %" PRIu32
+           " x %" PRIu32 "), shared %" PRIu32 ", push %" PRIu32 ", storage range %" PRIu32
+           ", allocation %" PRIu64 " bytes, 16-bit storage %d, 8-bit storage %d, int64 %d, "
+           "float16 %d (the device: %s)",
+           pr->name, pr->what, l->maxComputeWorkGroupInvocations, l->maxComputeWorkGroupSize[0],
+           l->maxComputeWorkGroupSize[1], l->maxComputeWorkGroupSize[2],
+           l->maxComputeSharedMemorySize, l->maxPushConstantsSize, l->maxStorageBufferRange,
+           (uint64_t)be->max_alloc, be->f16_native, be->storage8, be->int64, be->float16, was);
 }
 
 /* Properties, limits and features of be->phys; fails if it is older than Vulkan 1.1. */
@@ -435,15 +497,6 @@ static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtension
 #endif
     vkGetPhysicalDeviceProperties2(be->phys, &p2);
     be->max_alloc = m3.maxMemoryAllocationSize;
-    /* What one view may span so that its window (pe_vk_put_view: start rounded down to
-     * the offset alignment, end rounded up to 16 bytes) stays within one binding. */
-    {
-        VkDeviceSize align = be->props.limits.minStorageBufferOffsetAlignment;
-        if (align < 16)
-            align = 16;
-        be->base.max_binding = be->props.limits.maxStorageBufferRange - align - 16;
-        be->base.max_binding_name = "Vulkan maxStorageBufferRange";
-    }
 #ifdef VK_KHR_driver_properties
     if (be->has_driver_props) {
         pe_strlcpy(be->driver_name, drv.driverName, sizeof be->driver_name);
@@ -458,8 +511,41 @@ static posenc_status vk_query_device(struct pe_vk_backend *be, const VkExtension
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
         .pNext = &f16,
     };
+    /* 8-bit storage and float16 arithmetic: only through the extensions the device lists
+     * (core in 1.2, but posenc's instance is 1.1). Queried so that a shader that would use
+     * them can ask (and a preset can take them away); no shader does today. */
+    VkPhysicalDevice8BitStorageFeaturesKHR f8 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR,
+    };
+    VkPhysicalDeviceShaderFloat16Int8FeaturesKHR fh = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR,
+    };
+    if (has_extension(ext, n_ext, VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) {
+        f8.pNext = f16.pNext;
+        f16.pNext = &f8;
+    }
+    if (has_extension(ext, n_ext, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) {
+        fh.pNext = f16.pNext;
+        f16.pNext = &fh;
+    }
     vkGetPhysicalDeviceFeatures2(be->phys, &f2);
     be->f16_native = f16.storageBuffer16BitAccess == VK_TRUE;
+    be->storage8 = f8.storageBuffer8BitAccess == VK_TRUE;
+    be->int64 = f2.features.shaderInt64 == VK_TRUE;
+    be->float16 = fh.shaderFloat16 == VK_TRUE;
+    vk_apply_preset(be);
+    /* What one view may span so that its window (pe_vk_put_view: start rounded down to
+     * the offset alignment, end rounded up to 16 bytes) stays within one binding; after
+     * the preset, so that a lowered maxStorageBufferRange cuts ops as a real one would. */
+    {
+        VkDeviceSize align = be->props.limits.minStorageBufferOffsetAlignment;
+        if (align < 16)
+            align = 16;
+        be->base.max_binding = be->props.limits.maxStorageBufferRange - align - 16;
+        be->base.max_binding_name = be->base.ctx->preset
+                                        ? "Vulkan maxStorageBufferRange (" PE_PRESET_ENV ")"
+                                        : "Vulkan maxStorageBufferRange";
+    }
     return POSENC_OK;
 }
 
@@ -527,15 +613,26 @@ static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_
     posenc_context *ctx = be->base.ctx;
     bool debug = (ctx->flags & POSENC_CONTEXT_DEBUG) != 0;
     bool debug_utils = false;
+    char why[PE_ERR_MAX];
+    if (pe_vk_load(why, sizeof(why)) != POSENC_OK)
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", why);
     VkResult r = vk_instance_create(ctx, debug, &be->instance, &debug_utils);
     if (r != VK_SUCCESS)
         return pe_error(ctx, POSENC_ERR_UNAVAILABLE, "vkCreateInstance (Vulkan 1.1) failed: %s (%d)",
                         pe_vk_result_name(r), (int)r);
+    const char *missing = pe_vk_load_instance(&be->vk, vkGetInstanceProcAddr, be->instance);
+    if (missing) {
+        if (!vkDestroyInstance) /* the table entry */
+            be->instance = VK_NULL_HANDLE; /* cannot be destroyed: left to the process exit */
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "the Vulkan loader's vkGetInstanceProcAddr returned NULL for %s",
+                        missing);
+    }
     if (debug_utils) {
         PFN_vkCreateDebugUtilsMessengerEXT create_messenger =
-            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+            (PFN_vkCreateDebugUtilsMessengerEXT)be->vk.get_instance_proc_addr(
                 be->instance, "vkCreateDebugUtilsMessengerEXT");
-        be->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+        be->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)be->vk.get_instance_proc_addr(
             be->instance, "vkDestroyDebugUtilsMessengerEXT");
         VkDebugUtilsMessengerCreateInfoEXT mi;
         fill_messenger_info(&mi, ctx);
@@ -595,6 +692,15 @@ static posenc_status vk_open(struct pe_vk_backend *be, int32_t device, bool gpu_
         be->dev = VK_NULL_HANDLE;
         return pe_vk_fail(be, "vkCreateDevice", r);
     }
+    if ((missing = pe_vk_load_device(&be->vk, be->dev)) != NULL) {
+        /* vk_destroy would call what is missing: destroy the bare device here */
+        if (vkDestroyDevice) /* the table entry */
+            vkDestroyDevice(be->dev, NULL);
+        be->dev = VK_NULL_HANDLE;
+        return pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                        "vkGetDeviceProcAddr returned NULL for %s on %s", missing,
+                        be->props.deviceName);
+    }
     vkGetDeviceQueue(be->dev, family, 0, &be->queue);
     PE_RETURN_IF_ERROR(vk_open_queue(be));
     char api[32];
@@ -646,11 +752,35 @@ static posenc_status vk_create_from_host(posenc_context *ctx,
     be->device_index = -1;
     posenc_status st = POSENC_OK;
 
+    /* The whole table through the application's vkGetInstanceProcAddr when it gave one
+     * (then no libvulkan of posenc's is needed), else through posenc's loader. */
+    PFN_vkGetInstanceProcAddr gipa = NULL;
+    if (host->vk_get_instance_proc_addr) {
+        gipa = (PFN_vkGetInstanceProcAddr)host->vk_get_instance_proc_addr;
+    } else {
+        char why[PE_ERR_MAX];
+        if (pe_vk_load(why, sizeof(why)) != POSENC_OK) {
+            st = pe_error(ctx, POSENC_ERR_UNAVAILABLE, "%s", why);
+            goto fail;
+        }
+        gipa = vkGetInstanceProcAddr;
+    }
+    const char *missing = pe_vk_load_instance(&be->vk, gipa, (VkInstance)host->vk_instance);
+    if (missing) {
+        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                      "%s returned NULL for %s on host->vk_instance = %p (posenc needs an "
+                      "instance created with apiVersion 1.1 or later)",
+                      host->vk_get_instance_proc_addr ? "host->vk_get_instance_proc_addr"
+                                                      : "the Vulkan loader's vkGetInstanceProcAddr",
+                      missing, host->vk_instance);
+        goto fail;
+    }
+
     /* The physical device must be one of the instance's: a cheap check that the two
      * handles belong together (a stray handle would crash the calls below). */
     VkPhysicalDevice *list;
     uint32_t n;
-    VkResult r = vk_physical_devices((VkInstance)host->vk_instance, &list, &n);
+    VkResult r = vk_physical_devices(be, (VkInstance)host->vk_instance, &list, &n);
     if (r != VK_SUCCESS) {
         st = pe_vk_fail(be, "vkEnumeratePhysicalDevices(host->vk_instance)", r);
         goto fail;
@@ -697,6 +827,12 @@ static posenc_status vk_create_from_host(posenc_context *ctx,
         goto fail;
     }
     be->queue_family = host->vk_queue_family;
+    if ((missing = pe_vk_load_device(&be->vk, (VkDevice)host->vk_device)) != NULL) {
+        st = pe_error(ctx, POSENC_ERR_UNAVAILABLE,
+                      "vkGetDeviceProcAddr returned NULL for %s on host->vk_device = %p (%s)",
+                      missing, host->vk_device, be->props.deviceName);
+        goto fail;
+    }
     be->dev = (VkDevice)host->vk_device;
     be->queue = (VkQueue)host->vk_queue;
     if ((st = vk_open_queue(be)) != POSENC_OK)

@@ -82,7 +82,28 @@ posenc_status pe_vk_ops_init(struct pe_vk_backend *be)
         return pe_vk_fail(be, "vkCreateDescriptorSetLayout", r);
     }
 
-    /* 128 bytes is what every Vulkan device guarantees (maxPushConstantsSize). */
+    /* 128 bytes is what every Vulkan device guarantees (maxPushConstantsSize); a device
+     * (or preset) that reports less cannot take posenc's layout. Each shader's own block
+     * is checked against the limit too (pe_vk_check_shader). */
+    /* Every shader sees PE_VK_MAX_BINDINGS storage buffers in one set (RoPE reads 7). The
+     * specification's minimum is 4 per stage; a device that offers fewer than 8 cannot
+     * take the layout. */
+    const VkPhysicalDeviceLimits *lim = &be->props.limits;
+    if (lim->maxPerStageDescriptorStorageBuffers < PE_VK_MAX_BINDINGS ||
+        lim->maxDescriptorSetStorageBuffers < PE_VK_MAX_BINDINGS ||
+        lim->maxPerStageResources < PE_VK_MAX_BINDINGS)
+        return pe_error(be->base.ctx, POSENC_ERR_UNAVAILABLE,
+                        "vulkan: the device reports maxPerStageDescriptorStorageBuffers = %u, "
+                        "maxDescriptorSetStorageBuffers = %u, maxPerStageResources = %u; "
+                        "posenc's shaders need %d storage buffers",
+                        (unsigned)lim->maxPerStageDescriptorStorageBuffers,
+                        (unsigned)lim->maxDescriptorSetStorageBuffers,
+                        (unsigned)lim->maxPerStageResources, (int)PE_VK_MAX_BINDINGS);
+    if (be->props.limits.maxPushConstantsSize < PE_VK_PUSH_MAX)
+        return pe_error(be->base.ctx, POSENC_ERR_UNAVAILABLE,
+                        "vulkan: the device reports maxPushConstantsSize = %u; posenc needs %d "
+                        "(the Vulkan minimum)",
+                        (unsigned)be->props.limits.maxPushConstantsSize, (int)PE_VK_PUSH_MAX);
     VkPushConstantRange range = {
         .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
         .offset = 0,
@@ -237,6 +258,9 @@ posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
             return POSENC_OK;
         }
     }
+    /* the shader's work-group, shared memory and push constants against the limits the
+     * device reports (or POSENC_DEVICE_PRESET's): vk_limits.c */
+    PE_RETURN_IF_ERROR(pe_vk_check_shader(be, name, code, size, spec, n_spec));
     if (pe_fault_build())
         return pe_error(be->base.ctx, POSENC_ERR_BACKEND,
                         "vkCreateComputePipelines (%s) failed (injected fault)", name);

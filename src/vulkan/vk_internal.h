@@ -19,7 +19,9 @@
 
 #include "backend.h"
 
-#include <vulkan/vulkan.h>
+/* <vulkan/vulkan.h> without prototypes: every Vulkan call goes through a table (be->vk or
+ * the global one) filled at run time, see vk_loader.h */
+#include "vk_loader.h"
 
 /* Every shader sees set 0 with PE_VK_MAX_BINDINGS storage buffers (bindings 0..7; a
  * shader declares the ones it uses) and one push-constant block of at most
@@ -49,6 +51,9 @@ struct pe_vk_buffer {
 
 struct pe_vk_backend {
     struct pe_backend base;
+    /* This backend's Vulkan functions (vk_loader.h): every vkXxx(...) call of src/vulkan on
+     * an instance, physical device, device, queue or command buffer goes through it. */
+    struct pe_vk_funcs vk;
 
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
@@ -60,6 +65,12 @@ struct pe_vk_backend {
     VkPhysicalDeviceMemoryProperties mem_props;
     VkDeviceSize max_alloc; /* maxMemoryAllocationSize (Vulkan 1.1) */
     bool f16_native;        /* storageBuffer16BitAccess (not used, reported only) */
+    /* storageBuffer8BitAccess, shaderInt64, shaderFloat16 (not used by any shader; never
+     * enabled on the VkDevice). A shader that needs one must check it and enable it. Like
+     * props.limits and max_alloc, lowered by POSENC_DEVICE_PRESET (vk_apply_preset). */
+    bool storage8;
+    bool int64;
+    bool float16;
     bool has_driver_props;
     char driver_name[VK_MAX_DRIVER_NAME_SIZE];
     char driver_info[VK_MAX_DRIVER_INFO_SIZE];
@@ -128,6 +139,16 @@ posenc_status pe_vk_submit(struct pe_vk_backend *be, bool wait);
 posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
                                         VkDeviceSize size, VkBufferUsageFlags usage);
 void pe_vk_buffer_free(struct pe_vk_backend *be, struct pe_vk_buffer *b);
+
+/* ---- vk_limits.c ------------------------------------------------------------------- */
+
+/* Whether the shader `code` (SPIR-V, `size` bytes, specialized with spec[0..n_spec)) fits
+ * the device's limits in be->props.limits (lowered by POSENC_DEVICE_PRESET): its
+ * work-group size and invocations, shared-memory and push-constant bytes. POSENC_OK, or
+ * POSENC_ERR_UNSUPPORTED naming the shader and the limit. */
+posenc_status pe_vk_check_shader(struct pe_vk_backend *be, const char *name,
+                                 const uint32_t *code, size_t size, const uint32_t *spec,
+                                 uint32_t n_spec);
 
 /* ---- ops_vulkan.c: the launch infrastructure ----------------------------------------- */
 

@@ -114,6 +114,18 @@ def check_required(consumer_output):
             raise Failure(f"backend {name} is required (POSENC_TEST_REQUIRE) but unavailable")
 
 
+def check_no_gpu_stack(exe, env):
+    """Issue #18: posenc opens the OpenCL ICD loader, CLBlast and the Vulkan loader at run
+    time, so a consumer linked as pkg-config says (shared or --static) must not need them."""
+    if not shutil.which("readelf"):
+        return
+    out = run(["readelf", "-d", exe], quiet=True)
+    bad = re.findall(r"\(NEEDED\).*\[((?:libOpenCL|libclblast|libvulkan)[^]]*)\]", out)
+    if bad:
+        raise Failure(f"{os.path.basename(exe)} links {', '.join(bad)}: posenc.pc must not "
+                      "pull in the GPU stacks")
+
+
 def soname(so):
     out = run(["readelf", "-d", so], quiet=True)
     m = re.search(r"\(SONAME\).*\[(.*)\]", out)
@@ -212,6 +224,7 @@ def check_pkgconfig(a):
             if line:
                 print(f"consumer-default loads {line.split('=>')[-1].split('(')[0].strip()}")
         check_required(run([exe, version], env=runenv))
+        check_no_gpu_stack(exe, runenv)
 
         if kind == "both":
             exe = os.path.join(tmp, "consumer-static")
@@ -220,6 +233,7 @@ def check_pkgconfig(a):
             if shutil.which("ldd") and "libposenc" in run(["ldd", exe], quiet=True):
                 raise Failure("consumer-static still loads libposenc.so")
             check_required(run([exe, version]))
+            check_no_gpu_stack(exe, runenv)
 
         if opts.get("tools"):
             out = run([os.path.join(bindir, "posenc"), "info"], env=runenv)
