@@ -55,6 +55,9 @@
 #define FA_SOFTCAP ((FA_FLAGS >> 10) & 1)
 #define FA_SINKS ((FA_FLAGS >> 11) & 1)
 #define FA_SPLIT ((FA_FLAGS >> 12) & 1)
+#ifndef FA_QG
+#define FA_QG 0
+#endif
 #ifndef FA_KW
 #define FA_KW 1
 #endif
@@ -171,7 +174,11 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
                        const long4 dims, const long4 shape, const long4 offs,
                        const long4 aoffs, const float scale, const float softcap)
 {
+#if FA_QG
+    __local long row_qb[FA_R]; /* q rows read from global memory (tiny local memory) */
+#else
     __local float qs[FA_R * FA_DQ];
+#endif
     __local float sc[FA_SC];
     __local float m_run[FA_R], alpha[FA_R], l_fin[FA_R];
     __local long row_q[FA_R], row_m[FA_R];
@@ -199,6 +206,13 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
         row_m[r] = m_off + iq * m_st.s1 + h * m_st.s2 + b * m_st.s3;
         m_run[r] = -INFINITY;
     }
+#if FA_QG
+    for (int r = lid; r < FA_R; r += FA_WG) {
+        const long j = row0 + r % FA_RG;
+        const long iq = j / group, h = (hk0 + r / FA_RG) * group + j % group;
+        row_qb[r] = q_off + h * q_st.s1 + iq * q_st.s2 + b * q_st.s3;
+    }
+#else
     for (long e = lid; e < (long)FA_R * FA_DQ; e += FA_WG) {
         const int r = (int)(e / FA_DQ);
         const long i = e % FA_DQ;
@@ -211,6 +225,7 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
         }
         qs[e] = val;
     }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* the keys of this chunk, cut at the causal limit of the block's last query */
@@ -250,8 +265,17 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
             for (int rr = 0; rr < FA_RG; rr++)
                 a[rr] = (FA_KT)0.0f;
             const long kr = k_off + (hk0 + hb) * k_st.s1 + b * k_st.s3 + kk * k_st.s2;
+#if FA_QG /* FA_KW == 1 */
+            for (long i = 0; i < FA_DQ; i++) {
+                const float kx = FA_LOAD(FA_K_F16, k, kr + i * k_st.s0);
+                for (int rr = 0; rr < FA_RG; rr++)
+                    if (rr < nrr)
+                        a[rr] = FA_MAD(FA_LOAD(FA_Q_F16, q, row_qb[hb * FA_RG + rr] +
+                                                                i * q_st.s0),
+                                       kx, a[rr]);
+            }
+#elif FA_KW == 1
             __local const float *qh = qs + hb * FA_RG * FA_DQ;
-#if FA_KW == 1
             for (long i = 0; i < FA_DQ; i++) {
                 const float kx = FA_LOAD(FA_K_F16, k, kr + i * k_st.s0);
 #pragma unroll
@@ -259,6 +283,7 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
                     a[rr] = FA_MAD(qh[rr * FA_DQ + i], kx, a[rr]);
             }
 #else
+            __local const float *qh = qs + hb * FA_RG * FA_DQ;
             /* unrolled: each load of the row is its own instruction, whose address
              * advances by a key's stride from one work-item to the next (CPU
              * implementations then prefetch it) */

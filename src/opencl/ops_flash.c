@@ -14,9 +14,10 @@
  *           PE_FA_R_MAX / 2), PE_FA_CPU_ROWS / FA_RG of them (at most Hk): the group then
  *           reads whole key rows, contiguous, instead of one head's slices a key stride
  *           apart, which CPU prefetchers miss (PoCL: 3.6x slower at the same bytes);
- *           FA_HB, then FA_RG, then FA_WG shrink until the work-group's local memory (q
- *           rows, the score tile, per-row scalars) fits the device's with
- *           PE_FA_LOCAL_SLACK to spare, and FA_HB * FA_RG <= FA_WG;
+ *           FA_HB, then FA_RG shrink until the work-group's local memory (q rows, the
+ *           score tile, per-row scalars) fits the device's with PE_FA_LOCAL_SLACK to
+ *           spare (1/8 on tiny ones), and FA_HB * FA_RG <= FA_WG; then the q rows stay in
+ *           global memory (FA_QG) and FA_WG shrinks, if it still does not fit;
  *   FA_KW / FA_VW  the k / v load widths: 16 (CPU devices), 8 or 4 where every row is
  *           unit-stride and aligned to it, else 1;
  *   chunks  the keys of a row are split into chunks (split-K) when the work-groups
@@ -112,7 +113,7 @@ static int load_width(const struct pe_cl_backend *be, const struct pe_view *v)
 
 struct fa_plan {
     size_t wg;
-    int64_t hb, rg, r, dq, kw, vw, nvg, lanes, vgpw, sc;
+    int64_t qg, hb, rg, r, dq, kw, vw, nvg, lanes, vgpw, sc;
     int64_t n_blocks, n_chunks, chunk;
 };
 
@@ -126,14 +127,15 @@ static void plan_groups(struct fa_plan *pl, int64_t Dv)
     pl->lanes = ng >= wg ? 1 : wg / ng;
     pl->vgpw = (ng + wg - 1) / wg;
     pl->sc = pl->r * wg;
-    if (pl->lanes * ng * pl->vw > pl->sc)
+    if (pl->lanes > 1 && pl->lanes * ng * pl->vw > pl->sc)
         pl->sc = pl->lanes * ng * pl->vw;
 }
 
 /* Bytes of local memory pe_flash declares for pl (cl/flash.cl). */
 static uint64_t flash_local_bytes(const struct fa_plan *pl)
 {
-    return (uint64_t)(4 * (pl->r * pl->dq + pl->sc + 3 * pl->r) + 8 * 2 * pl->r + 4 * pl->r);
+    const int64_t q = pl->qg ? 2 * pl->r : pl->r * pl->dq; /* row_qb (long) or qs (float) */
+    return (uint64_t)(4 * (q + pl->sc + 3 * pl->r) + 8 * 2 * pl->r + 4 * pl->r);
 }
 
 /* The -D options of pe_flash for plan pl (split: with partials). */
@@ -152,9 +154,9 @@ static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_pla
         (unsigned)(op->softcap > 0.0f) << FA_SOFTCAP | (unsigned)(op->sinks.mem != NULL)
         << FA_SINKS | (unsigned)split << FA_SPLIT;
     snprintf(out, n,
-             "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_KW=%d -DFA_VW=%d -DFA_WG=%zu -DFA_HB=%d -DFA_RG=%d "
+             "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_QG=%d -DFA_KW=%d -DFA_VW=%d -DFA_WG=%zu -DFA_HB=%d -DFA_RG=%d "
              "-DFA_DQ=%lld -DFA_NVG=%lld -DFA_LANES=%lld -DFA_VGPW=%lld -DFA_SC=%lld",
-             flags, fma, (int)pl->kw, (int)pl->vw, pl->wg, (int)pl->hb, (int)pl->rg, (long long)pl->dq,
+             flags, fma, (int)pl->qg, (int)pl->kw, (int)pl->vw, pl->wg, (int)pl->hb, (int)pl->rg, (long long)pl->dq,
              (long long)pl->nvg, (long long)pl->lanes, (long long)pl->vgpw, (long long)pl->sc);
 }
 
@@ -189,7 +191,7 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
     pl->kw = load_width(be, &op->k);
     pl->vw = load_width(be, &op->v);
     const uint64_t lm = local_mem(be);
-    const uint64_t budget = lm > 2 * PE_FA_LOCAL_SLACK ? lm - PE_FA_LOCAL_SLACK : lm / 2;
+    const uint64_t budget = lm > 4 * PE_FA_LOCAL_SLACK ? lm - PE_FA_LOCAL_SLACK : lm - lm / 8;
     plan_groups(pl, Dv);
     while ((pl->hb > 1 || pl->rg > 1) &&
            (flash_local_bytes(pl) > budget || pl->r > (int64_t)pl->wg)) {
@@ -198,6 +200,10 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
         else
             pl->rg /= 2;
         plan_groups(pl, Dv);
+    }
+    if (flash_local_bytes(pl) > budget) { /* q rows from global memory (scalar loads) */
+        pl->qg = 1;
+        pl->kw = 1;
     }
     while (pl->wg > 1 && flash_local_bytes(pl) > budget) {
         pl->wg /= 2;
