@@ -109,7 +109,12 @@ static void make_tensor(posenc_context *ctx, posenc_dtype dt, const int64_t ne[4
         nb[order[i]] = st;
         st *= ne[order[i]] + pad;
     }
-    out->size = off + (size_t)st + 7 * es;
+    /* the last element, then some bytes of padding (not the padded outermost dim: the
+     * presets' allocation limits are small) */
+    int64_t last = 0;
+    for (int i = 0; i < 4; i++)
+        last += (ne[i] - 1) * nb[i];
+    out->size = off + (size_t)last + es + 7 * es;
     unsigned char *host = malloc(out->size);
     assert_non_null(host);
     for (size_t i = 0; i + 1 < out->size; i += 2) { /* 0x7e7e: a NaN in f16 and in f32 */
