@@ -2220,4 +2220,5 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .last_event = pe_cl_last_event,
     .wait_events = pe_cl_wait_events,
     .flush = cl_flush,
+    .attn_fused = pe_cl_attn_fused,
 };

@@ -216,6 +216,9 @@ void pe_cl_attn_end(struct pe_backend *be);
 /* posenc_softmax (src/opencl/ops_softmax.c). */
 posenc_status pe_cl_softmax(struct pe_backend *be, const struct pe_softmax_op *op);
 
+/* posenc_attention in one pass (src/opencl/ops_flash.c). */
+posenc_status pe_cl_attn_fused(struct pe_backend *be, const struct pe_attn_fused_op *op);
+
 /* Small helpers shared by the op files: a view's element strides as a kernel argument,
  * whether a view is f16, and one kernel argument from a variable. */
 static inline cl_long4 long4_of(int64_t a, int64_t b, int64_t c, int64_t d)
