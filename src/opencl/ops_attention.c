@@ -288,10 +288,12 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
     CLBlastStatusCode code;
     /* One routine for every regular batch pattern (a single batch too), so a device
      * compiles at most two CLBlast programs. CLBlast 1.5.3 rejects a zero C stride
-     * (CLBlastInvalidDimension), even for one batch; zero A / B strides (a K/V head shared
-     * by every batch) are fine. */
+     * (CLBlastInvalidDimension), even for one batch. A zero A / B stride (a K/V head shared
+     * by every batch, GQA) is accepted but gave wrong results on PoCL for 2 x 2048 x 2048
+     * (posenc verify's attention/rope .../Hq=2/Hk=1/Tq=2048/Tk=2048 case: zeros and inf
+     * in dst; fine at 1024): such batches take CLBlastSgemmBatched with explicit offsets. */
     if (arithmetic(a_off, batches, &sa) && arithmetic(b_off, batches, &sb) &&
-        arithmetic(c_off, batches, &sc) && (sc > 0 || batches == 1)) {
+        arithmetic(c_off, batches, &sc) && (batches == 1 || (sa > 0 && sb > 0 && sc > 0))) {
         if (batches == 1)
             sc = 1;
         be->used_clblast = 1;
