@@ -1232,4 +1232,5 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
      * (0 in 26 without) -- a timing-dependent problem not understood yet. */
     .prepare_pass = false,
     .softmax = pe_vk_softmax,
+    .attn_fused = pe_vk_attn_fused,
 };
