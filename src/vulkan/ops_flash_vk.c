@@ -62,6 +62,7 @@ enum { PE_FA_MAX_WG = 64 };         /* invocations per work-group at most */
 enum { PE_FA_MIN_KEYS = 64 };       /* keys per split at least (q loads, partial writes) */
 enum { PE_FA_TARGET = 2048 };       /* split-K: invocations to aim for */
 enum { PE_FA_CPU_GROUPS = 64 };     /* work-groups per dispatch on CPU implementations */
+enum { PE_FA_REGS = 1024 };         /* floats of q and accumulators per invocation */
 
 static int f16(const struct pe_view *v)
 {
@@ -120,8 +121,11 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
         wg = lim->maxComputeWorkGroupSize[0];
     const int64_t group = op->group, NF = group * Tq;
     const int64_t DP = (D + 7) / 8 * 8, DVP = (Dv + 7) / 8 * 8;
-    /* rows per invocation: registers hold R * (DP + DVP) floats */
-    int64_t R = DP + DVP <= 512 ? 4 : DP + DVP <= 1024 ? 2 : 1;
+    /* rows per invocation: registers hold R * (DP + DVP) floats, at most PE_FA_REGS (past
+     * that the unrolled code spills and lavapipe's compile time grows steeply: d 256 with
+     * R = 4 took minutes) */
+    int64_t R = PE_FA_REGS / (DP + DVP);
+    R = R > 4 ? 4 : R < 1 ? 1 : R;
     if (R > NF)
         R = NF;
     const int64_t RB = (NF + R - 1) / R;
