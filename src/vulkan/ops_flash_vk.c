@@ -123,7 +123,8 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
     const int64_t DP = (D + 7) / 8 * 8, DVP = (Dv + 7) / 8 * 8;
     /* rows per invocation: registers hold R * (DP + DVP) floats, at most PE_FA_REGS (past
      * that the unrolled code spills and lavapipe's compile time grows steeply: d 256 with
-     * R = 4 took minutes) */
+     * R = 4 took minutes. Variants with a mask compile in 30-80 s at d >= 128 whatever R
+     * is (halving it did not help): not understood yet) */
     int64_t R = PE_FA_REGS / (DP + DVP);
     R = R > 4 ? 4 : R < 1 ? 1 : R;
     if (R > NF)
