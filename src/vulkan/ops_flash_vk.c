@@ -160,7 +160,10 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
     }
     const int64_t PREC = 4 + DVP;
     const bool partial = NS > 1;
-    if (n_items > (int64_t)UINT32_MAX || !pe_vk_grid_fits(be, (uint64_t)n_items, wg) ||
+    /* the shaders form row indices up to a tile past NROWS, and n_items + a grid stride,
+     * in uint32 */
+    if (NROWS > (int64_t)UINT32_MAX - (int64_t)wg * R ||
+        n_items > (int64_t)UINT32_MAX || !pe_vk_grid_fits(be, (uint64_t)n_items, wg) ||
         !pe_vk_grid_fits(be, (uint64_t)(NROWS * (DVP / 8)), wg) ||
         (partial && (NS * NROWS > (int64_t)UINT32_MAX / PREC ||
                      (uint64_t)(NS * NROWS * PREC * 4) > lim->maxStorageBufferRange)) ||
