@@ -19,11 +19,11 @@
  *
  * The parameters (seven views' offsets and strides and the sizes) do not fit 128 bytes of
  * push constants: they go with the ALiBi slopes, the mask slopes and the bucket list in
- * host table slot 0 (pe_vk_table), which both dispatches read.
+ * a host table (pe_vk_table), uploaded for each of the two dispatches.
  *
- * Reliability (a failing call writes nothing): the pipelines, the table and the
- * temporary are all acquired before the first dispatch; the first dispatch writes only the
- * temporary when there is a merge. The temporary is a posenc buffer destroyed at the end:
+ * Reliability (a failing call writes nothing): the pipelines, the first table and the
+ * temporary are all acquired before the first dispatch; with a merge, the first dispatch
+ * writes only the temporary, so the merge's table upload may still fail cleanly. The temporary is a posenc buffer destroyed at the end:
  * posenc_buffer_destroy is ordered after the queued work that uses it (vk_internal.h).
  */
 #include "vk_internal.h"
@@ -283,12 +283,13 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
                                  mspec, FA_N_SPEC, &mpipe);
     if (st == POSENC_OK)
         st = pe_vk_table(be, 0, w, n_words * sizeof *w, &binds[6]);
-    free(w);
     posenc_buffer *tmp = NULL;
     if (st == POSENC_OK && partial)
         st = posenc_buffer_create(b->ctx, (size_t)(NS * NROWS * PREC) * sizeof(float), &tmp);
-    if (st != POSENC_OK)
+    if (st != POSENC_OK) {
+        free(w);
         return st;
+    }
 
     /* ---- the dispatches -------------------------------------------------------------- */
     const struct pe_vk_bind dst_bind = binds[7];
@@ -304,12 +305,17 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
         for (int i = 0; i < PE_VK_MAX_BINDINGS; i++)
             mb[i] = dst_bind;
         mb[5] = binds[5];
-        mb[6] = binds[6];
         mb[7] = binds[7];
+        /* the table again: a table binding is only promised to the next dispatch (a
+         * submission model may give each dispatch its own). A failure here leaves dst
+         * untouched: the first dispatch wrote only the temporary. */
+        st = pe_vk_table(be, 1, w, n_words * sizeof *w, &mb[6]);
         const uint64_t n_m = (uint64_t)NROWS * (uint64_t)(DVP / 8);
-        st = pe_vk_dispatch(be, mpipe, PE_VK_MAX_BINDINGS, mb, NULL, 0,
-                            pe_vk_groups(be, n_m, wg, PE_FA_CPU_GROUPS), 1, 1);
+        if (st == POSENC_OK)
+            st = pe_vk_dispatch(be, mpipe, PE_VK_MAX_BINDINGS, mb, NULL, 0,
+                                pe_vk_groups(be, n_m, wg, PE_FA_CPU_GROUPS), 1, 1);
     }
+    free(w);
     if (tmp)
         posenc_buffer_destroy(&tmp);
     return st;
