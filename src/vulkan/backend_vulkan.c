@@ -1304,4 +1304,5 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .vk_record_begin = pe_vk_record_begin,
     .vk_record_end = pe_vk_record_end,
     .vk_recording_destroy = pe_vk_recording_destroy,
+    .attn_fused = pe_vk_attn_fused,
 };

@@ -362,5 +362,7 @@ posenc_status pe_vk_attn_prepare(struct pe_backend *b, const struct pe_attn_scor
                                  const struct pe_attn_output_op *oo);
 /* ops_softmax_vk.c */
 posenc_status pe_vk_softmax(struct pe_backend *b, const struct pe_softmax_op *op);
+/* ops_flash_vk.c: posenc_attention in one pass (vtable attn_fused) */
+posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_op *op);
 
 #endif
