@@ -677,10 +677,12 @@ static void build_cases(void)
         c.sinks = 1;
         add(c);
     }
-    /* seeded random shapes */
+    /* seeded random shapes. Few of them: on lavapipe each new combination of head dims,
+     * dtypes and mask kind is a shader variant that compiles in 30-80 s when Mesa's shader
+     * cache is cold (16 shapes took over 10 minutes on a fresh machine's CI run) */
     rng_s = 20261201;
     const int64_t dims[] = {8, 16, 40, 64, 80, 128, 256};
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < 5; i++) {
         int64_t Hk = 1 + (int64_t)(rnd() % 3), g = 1 + (int64_t)(rnd() % 4);
         bool dec = rnd() % 2;
         struct fcase c = base(dims[rnd() % 7], Hk * g, Hk, dec ? 1 + (int64_t)(rnd() % 2)
