@@ -694,6 +694,11 @@ static void run_attention(struct rd *r, int o)
     op.k_pos = remap_opt(p.k_pos, &kpos_m, o);
     op.learned_table = remap_opt(p.learned_table, &lt_m, o);
     op.relbias_table = remap_opt(p.relbias_table, &rt_m, o);
+    if (!pp) {
+        /* NULL params (the zero struct; with UNFUSED when no weights): no mask, positions or
+         * tables, as the blocked call had */
+        op.mask = op.q_pos = op.k_pos = op.learned_table = op.relbias_table = NULL;
+    }
 #define PM(i) (a[i].present ? &m[i] : NULL)
     posenc_status ost = posenc_attention(octx, PM(0), PM(1), PM(2), PM(3), PM(4),
                                          pb ? &op : NULL);
