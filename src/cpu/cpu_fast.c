@@ -1453,21 +1453,7 @@ static float softmax_prep(const float *restrict x, const float *restrict mk, flo
  */
 static inline float softmax_exp(float x)
 {
-    const float lo = -87.33654f; /* ln(2^-126): 2^n stays a normal number */
-    const float xc = x > lo ? x : lo;
-    const float n = floorf(xc * 1.44269504088896341f + 0.5f);
-    const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof(scale));
-    return x > lo ? p * scale : 0.0f;
+    return pe_cpu_exp_f32(x);
 }
 
 /* v[k] = exp(v[k] - m) in place; returns the sum (in double) and sets *any_nan. The sum

@@ -8,6 +8,8 @@
 #ifndef POSENC_CPU_FAST_H
 #define POSENC_CPU_FAST_H
 
+#include <math.h>
+#include <string.h>
 #include "backend.h"
 
 struct pe_cpu_fast;
@@ -46,5 +48,27 @@ posenc_context *pe_cpu_fast_context(const struct pe_cpu_fast *f);
 
 /* posenc_attention's one pass (cpu_attn.c). */
 posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn_fused_op *op);
+
+/* exp(x) for x <= 0 in f32, vectorisable (softmax and attention share it): x = n ln2 + r
+ * (Cody-Waite), Cephes' degree-6 polynomial, 2^n in the exponent bits; within 2e-7
+ * relative on [-87.3, 0], 0 below. */
+static inline float pe_cpu_exp_f32(float x)
+{
+    const float lo = -87.33654f; /* ln(2^-126): 2^n stays a normal number */
+    const float xc = x > lo ? x : lo;
+    const float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof(scale));
+    return x > lo ? p * scale : 0.0f;
+}
 
 #endif
