@@ -17,6 +17,11 @@
  * triple and a second pass merges them in chunk order. Causal items stop at the first
  * tile past their last query, and tiles the mask hides from every row are skipped.
  *
+ * On x86-64 with AVX2, FMA and F16C, items of few rows (decode) take cpu_attn_x86.c's
+ * scores, softmax step and weighted sum instead: K / V rows read in place (f16 converted in
+ * registers), fused multiply-adds (see there for their order); POSENC_CPU_X86=0 turns that
+ * off for the process. Everything else below is common to both.
+ *
  * Arithmetic, f32 (the bound is in src/check/check_attention.c, "one pass"):
  *  - q is multiplied by scale (f32) when it is loaded; a score is a dot product over D,
  *    in order (transposed tile) or in 8 lanes (i mod 8) added in a fixed order;
@@ -84,6 +89,10 @@ struct attn_job {
     int64_t NK, n_kvb;   /* K/V heads per item (> 1: every row of their groups fits one
                           * item of few rows, decode), blocks of them */
     bool k_direct, v_direct; /* f32 with stride 1: rows read in place */
+    bool x86;            /* items of few rows run cpu_attn_x86.c's loops (rows in place) */
+    size_t k_es, v_es;   /* bytes of an element */
+    size_t k_row, v_row; /* bytes of a row (D, Dv elements; stride 1 where prefetched) */
+    int64_t k_step, v_step; /* bytes from a key's row to the next key's (st[2]) */
     float *part;         /* n_kc > 1: [row][chunk] (m, l, acc[Dv]), row = h + Hq (q + Tq b) */
     size_t off_q, off_acc, off_m, off_l, off_k, off_kr, off_v, off_x, off_mk, off_o;
 };
@@ -223,12 +232,13 @@ static void alibi_tile(float *restrict x, int64_t kt, float slope, int32_t d0, i
 }
 
 /* The online-softmax step of one row over one tile (x: the tile's kt logits, -inf for
- * masked keys; overwritten with the p_j). The loops run in 8 lanes (j or i mod 8) so that
- * they vectorise without reassociation: the max and the sum of the p_j by lanes added in
- * a fixed order; acc in blocks of 8 held in registers across the tile's keys. */
+ * masked keys; overwritten with the p_j): updates m and l and returns alpha = exp(m_old -
+ * m_new), the factor acc is scaled by before the tile's p_j v_j are added; or -1 when every
+ * key so far is masked (x is left as it is and acc must not change). The loops run in 8
+ * lanes (j mod 8) so that they vectorise without reassociation: the max and the sum of the
+ * p_j by lanes added in a fixed order. */
 PE_CLONES
-static void row_update(float *restrict x, int64_t kt, const float *const *vrow, int64_t Dv,
-                       float *restrict acc, float *restrict m, float *restrict l)
+static float row_softmax(float *restrict x, int64_t kt, float *restrict m, float *restrict l)
 {
     float mx[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                    -INFINITY, -INFINITY, -INFINITY, -INFINITY};
@@ -243,7 +253,7 @@ static void row_update(float *restrict x, int64_t kt, const float *const *vrow, 
         mt = mx[q] > mt ? mx[q] : mt;
     const float mn = mt;
     if (mn == -INFINITY)
-        return; /* every key so far masked */
+        return -1.0f; /* every key so far masked */
     const float alpha = *m == -INFINITY ? 0.0f : attn_exp(*m - mn);
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (j = 0; j + 8 <= kt; j += 8)
@@ -259,7 +269,16 @@ static void row_update(float *restrict x, int64_t kt, const float *const *vrow, 
     }
     *l = *l * alpha + (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
     *m = mn;
-    int64_t i = 0;
+    return alpha;
+}
+
+/* acc = acc alpha + sum_j p_j v_j over the tile's keys (p: row_softmax's x), acc in
+ * blocks of 8 held in registers across the keys. */
+PE_CLONES
+static void row_accum(const float *restrict x, int64_t kt, const float *const *vrow, int64_t Dv,
+                      float *restrict acc, float alpha)
+{
+    int64_t i = 0, j;
     for (; i + 32 <= Dv; i += 32) { /* four independent chains of 8, in registers */
         pe_v8 a0 = v8_load(acc + i), a1 = v8_load(acc + i + 8), a2 = v8_load(acc + i + 16),
               a3 = v8_load(acc + i + 24);
@@ -397,6 +416,10 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
     const float *vrow[PE_ATTN_KT], *krow[PE_ATTN_KT];
     float *krow_tmp = scratch + aj->off_kr;
     const bool transposed = nr >= PE_ATTN_ROWS_T;
+    /* items of few rows on x86 with AVX2 + FMA + F16C: rows in place, fused loops */
+    const bool x86 = aj->x86 && !transposed;
+    int64_t live[PE_ATTN_ROWS_T];
+    float alphas[PE_ATTN_ROWS_T];
     for (int64_t k0 = k_lo; k0 < k_hi; k0 += PE_ATTN_KT) {
         const int64_t kt = PE_ATTN_KT < k_hi - k0 ? PE_ATTN_KT : k_hi - k0;
         if (op->causal && k0 + op->k_offset > qp_last)
@@ -418,22 +441,20 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
             if (k0 + PE_ATTN_KT < k_hi) {
                 const int64_t nt = PE_ATTN_KT < k_hi - k0 - PE_ATTN_KT ? PE_ATTN_KT
                                                                         : k_hi - k0 - PE_ATTN_KT;
-                const size_t kb = (size_t)D * posenc_dtype_size(kv->dtype);
-                const size_t vb = (size_t)Dv * posenc_dtype_size(vv->dtype);
-                for (int64_t j = 0; j < nt; j++) {
-                    const char *kp = (const char *)kv->mem +
-                                     (size_t)at4(kv, kvh, k0 + PE_ATTN_KT + j, b) *
-                                         posenc_dtype_size(kv->dtype);
-                    const char *vp = (const char *)vv->mem +
-                                     (size_t)at4(vv, kvh, k0 + PE_ATTN_KT + j, b) *
-                                         posenc_dtype_size(vv->dtype);
-                    for (size_t o = 0; o < kb; o += 64)
-                        __builtin_prefetch(kp + o);
-                    for (size_t o = 0; o < vb; o += 64)
-                        __builtin_prefetch(vp + o);
+                const char *kp = (const char *)kv->mem +
+                                 (size_t)at4(kv, kvh, k0 + PE_ATTN_KT, b) * aj->k_es;
+                const char *vp = (const char *)vv->mem +
+                                 (size_t)at4(vv, kvh, k0 + PE_ATTN_KT, b) * aj->v_es;
+                for (int64_t j = 0; j < nt; j++, kp += aj->k_step, vp += aj->v_step) {
+                    for (size_t o = 0; o < aj->k_row; o += 64)
+                        __builtin_prefetch(kp + o, 0, 1);
+                    for (size_t o = 0; o < aj->v_row; o += 64)
+                        __builtin_prefetch(vp + o, 0, 1);
                 }
             }
-            for (int64_t j = 0; j < kt; j++) {
+            const char *kbase = (const char *)kv->mem + (size_t)at4(kv, kvh, k0, b) * aj->k_es;
+            const char *vbase = (const char *)vv->mem + (size_t)at4(vv, kvh, k0, b) * aj->v_es;
+            for (int64_t j = 0; j < (x86 ? 0 : kt); j++) { /* x86 reads the rows in place */
                 const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
                 if (!transposed) {
                     if (aj->k_direct) {
@@ -460,9 +481,15 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                     for (int64_t i = 0; i < D; i++)
                         kbuf[i * PE_ATTN_KT + j] = 0.0f;
                 scores(qsk, nr, D, kbuf, x);
+            } else if (x86) {
+#ifdef PE_ATTN_X86
+                pe_attn_x86_scores(qsk, nr, D, kbase, aj->k_step, kv->dtype == POSENC_DTYPE_F16,
+                                   kt, x, PE_ATTN_KT);
+#endif
             } else {
                 scores_rows(qsk, nr, D, krow, kt, x);
             }
+            int64_t n_live = 0; /* x86: the rows with a key seen so far, for one V pass */
             for (int64_t r = 0; r < nr; r++) {
                 const int64_t h = h0 + r % gn, q = q0 + r / gn;
                 float *xr = x + r * PE_ATTN_KT;
@@ -520,8 +547,26 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                     for (int64_t j = last + 1 > 0 ? last + 1 : 0; j < kt; j++)
                         xr[j] = -INFINITY;
                 }
-                row_update(xr, kt, vrow, Dv, acck + r * Dv, mkl + r, lkl + r);
+#ifdef PE_ATTN_X86
+                const float alpha = x86 ? pe_attn_x86_softmax(xr, kt, mkl + r, lkl + r)
+                                        : row_softmax(xr, kt, mkl + r, lkl + r);
+#else
+                const float alpha = row_softmax(xr, kt, mkl + r, lkl + r);
+#endif
+                if (alpha < 0.0f)
+                    continue; /* every key so far masked: acc stays 0 */
+                if (x86) {
+                    live[n_live++] = r;
+                    alphas[r] = alpha;
+                } else {
+                    row_accum(xr, kt, vrow, Dv, acck + r * Dv, alpha);
+                }
             }
+#ifdef PE_ATTN_X86
+            if (n_live > 0)
+                pe_attn_x86_accum(x, PE_ATTN_KT, live, n_live, alphas, kt, vbase, aj->v_step,
+                                  vv->dtype == POSENC_DTYPE_F16, acck, Dv);
+#endif
         }
     }
     for (int64_t r = 0; r < nk * nr; r++) {
@@ -602,6 +647,19 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
     aj.n_qb = (aj.Tq + aj.QB - 1) / aj.QB;
     aj.k_direct = op->k.dtype == POSENC_DTYPE_F32 && op->k.st[0] == 1;
     aj.v_direct = op->v.dtype == POSENC_DTYPE_F32 && op->v.st[0] == 1;
+    aj.k_es = posenc_dtype_size(op->k.dtype);
+    aj.v_es = posenc_dtype_size(op->v.dtype);
+    aj.k_row = (size_t)aj.D * aj.k_es;
+    aj.v_row = (size_t)aj.Dv * aj.v_es;
+    aj.k_step = op->k.st[2] * (int64_t)aj.k_es;
+    aj.v_step = op->v.st[2] * (int64_t)aj.v_es;
+#ifdef PE_ATTN_X86
+    /* rows read in place: f16 or f32 with stride 1, whole vectors of 8 */
+    aj.x86 = pe_attn_x86_available() && aj.D % 8 == 0 && aj.Dv % 8 == 0 &&
+             (op->k.dtype == POSENC_DTYPE_F16 || op->k.dtype == POSENC_DTYPE_F32) &&
+             (op->v.dtype == POSENC_DTYPE_F16 || op->v.dtype == POSENC_DTYPE_F32) &&
+             op->k.st[0] == 1 && op->v.st[0] == 1;
+#endif
     const int64_t n_rows = aj.B * aj.Hq * aj.Tq;
     if (n_rows == 0)
         return POSENC_OK;

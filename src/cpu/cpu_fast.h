@@ -49,6 +49,29 @@ posenc_context *pe_cpu_fast_context(const struct pe_cpu_fast *f);
 /* posenc_attention's one pass (cpu_attn.c). */
 posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn_fused_op *op);
 
+/* The one-pass attention's loops for items of few rows with AVX2 + FMA + F16C
+ * (cpu_attn_x86.c), on x86-64 built with GCC or Clang. Call them only when
+ * pe_attn_x86_available() (the CPU has the three and the OS saves the YMM state). Rows are
+ * read where they are: key j's K row starts kb * j bytes after k (V: vb, v), f16 or f32
+ * with stride 1; D and Dv are multiples of 8. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(POSENC_NO_F16C)
+#define PE_ATTN_X86 1
+bool pe_attn_x86_available(void);
+/* x[r xs + j] = q_r . k_j for the nr rows of qs (D floats each, scale applied) and keys
+ * j < kt. */
+void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
+                        bool k_f16, int64_t kt, float *x, int64_t xs);
+/* For each r of rows[0 .. n_rows): acc_r = acc_r alpha_r + sum over j < kt of
+ * x[r xs + j] v_j (acc_r: Dv floats at acc + r Dv; alpha indexed by r too). */
+void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
+                       const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
+                       float *acc, int64_t Dv);
+/* The online-softmax step of one row over a tile, as cpu_attn.c's row_softmax: x (kt
+ * logits) becomes the p_j, m and l are updated; returns alpha, or -1 when every key so far
+ * is masked (x untouched). */
+float pe_attn_x86_softmax(float *x, int64_t kt, float *m, float *l);
+#endif
+
 /* exp(x) for x <= 0 in f32, vectorisable (softmax and attention share it): x = n ln2 + r
  * (Cody-Waite), Cephes' degree-6 polynomial, 2^n in the exponent bits; within 2e-7
  * relative on [-87.3, 0], 0 below. */
