@@ -34,7 +34,6 @@
 #include <string.h>
 
 #ifdef PE_ATTN_X86
-#include <cpuid.h>
 #include <immintrin.h>
 
 #define PE_X86 __attribute__((target("avx2,fma,f16c")))
@@ -43,26 +42,14 @@
 static int have_x86;
 static pthread_once_t x86_once = PTHREAD_ONCE_INIT;
 
-/* AVX (leaf 1 ECX 28), FMA (ECX 12), F16C (ECX 29), OSXSAVE (ECX 27) with the OS saving the
- * XMM and YMM state (XCR0 bits 1-2), AVX2 (leaf 7 EBX 5). */
 static void x86_detect(void)
 {
-    unsigned a = 0, b = 0, c = 0, d = 0;
     const char *env = getenv("POSENC_CPU_X86");
     if (env && strcmp(env, "0") == 0)
         return; /* the generic loops, as on a CPU without the three (tests run both) */
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return;
-    const unsigned need = (1u << 12) | (1u << 27) | (1u << 28) | (1u << 29);
-    if ((c & need) != need)
-        return;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    (void)hi;
-    if ((lo & 6u) != 6u)
-        return;
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        have_x86 = (int)((b >> 5) & 1u);
+    int avx_f16c, avx2, fma;
+    pe_cpu_x86_features(&avx_f16c, &avx2, &fma);
+    have_x86 = avx_f16c && avx2 && fma;
 }
 
 bool pe_attn_x86_available(void)
