@@ -250,12 +250,22 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 {
                     /* the distance aqp - akp of key k0 + t: base - t */
                     const long base = (iq + aoffs.s0) - (k0 + aoffs.s1);
-                    long16 dl = (long16)base - convert_long16(ts);
-                    if (aoffs.s3 != 0)
-                        dl = select(dl, -dl, dl < 0);
-                    y = y + -(slopes[h] * convert_float16_rte(dl));
-                    if (aoffs.s2 != 0)
-                        dead |= convert_int16((long16)base < convert_long16(ts));
+                    float16 df;
+                    if (base > -0x1000000L && base < 0x1000000L) {
+                        /* base and t exact in f32: their f32 difference is base - t
+                         * rounded to nearest, as convert_float16_rte gives below */
+                        df = (float)base - convert_float16(ts);
+                        if (aoffs.s3 != 0)
+                            df = fabs(df);
+                    } else {
+                        long16 dl = (long16)base - convert_long16(ts);
+                        if (aoffs.s3 != 0)
+                            dl = select(dl, -dl, dl < 0);
+                        df = convert_float16_rte(dl);
+                    }
+                    y = y + -(slopes[h] * df);
+                    if (aoffs.s2 != 0) /* t > base, base clamped to the tile */
+                        dead |= ts > (int)clamp(base, -1L, (long)FA_TK);
                 }
 #endif
 #if FA_RELBIAS || FA_MASK
@@ -280,8 +290,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 y = vload16(sv, x[r]);
 #endif
                 if (offs.s2 != 0) /* key k0 + t + k_offset after the query's position */
-                    dead |= convert_int16((long16)((iq + offs.s0) - (k0 + offs.s1)) <
-                                          convert_long16(ts));
+                    dead |= ts > (int)clamp((iq + offs.s0) - (k0 + offs.s1), -1L, (long)FA_TK);
                 y = select(y, (float16)(-INFINITY), dead);
                 vstore16(y, sv, x[r]);
                 mt = fmax(mt, FA_HMAX16(y));

@@ -77,7 +77,7 @@
 #define PE_FA_CPU_RG_MAX 8      /* rows per K/V head */
 #define PE_FA_CPU_ROWS 32       /* rows per work-item (all heads) */
 #define PE_FA_CPU_PRIVATE 49152 /* bytes of q rows, accumulators and logits per work-item */
-#define PE_FA_CPU_PER_CU 4
+#define PE_FA_CPU_PER_CU 8
 #define PE_FA_CPU_MIN_CHUNK 256
 #define PE_FA_CPU_TK 64         /* keys per tile (FA_TK) */
 #define PE_FA_CPU_KB 8          /* keys per pass of the output sums (FA_KB) */
