@@ -1,7 +1,8 @@
 /*
  * ops_flash.c - the OpenCL host side of posenc_attention's one-pass path (internal.h,
  * struct pe_attn_fused_op; backend.h, attn_fused): cl/flash.cl's pe_flash, and
- * pe_flash_merge when the keys of a row are split across work-groups.
+ * pe_flash_merge when the keys of a row are split across work-groups; on CPU devices,
+ * decode takes cl/flash_cpu.cl's pe_flash_cpu and pe_flash_cpu_merge instead (below).
  *
  * Sizes, from what the device reports (struct pe_cl_backend: info.max_workgroup_size,
  * max_item_size, local_mem, info.compute_units, info.type) and the built kernel's
@@ -59,6 +60,27 @@
  *     0-2   dst   3 mem partials   4-6 sinks, off, st   7 long4 dims (Dv, Hq, Tq, n_chunks)
  *     8     long n_rows (Hq*Tq*B)
  *   NDRange (Dv, Hq*Tq*B, 1).
+ *
+ * The CPU-shaped decode (cl/flash_cpu.cl; plan_cpu): on CPU devices (pe_cl_is_cpu; a
+ * POSENC_DEVICE_PRESET device is a GPU), or anywhere with POSENC_CL_FLASH=cpu
+ * (POSENC_CL_FLASH=gpu keeps pe_flash: tests run both kernels on every device), when
+ * group * Tq <= PE_FA_CPU_RG_MAX and k, v take 4-, 8- or 16-wide loads. A CPU
+ * implementation runs a work-group's work-items in turn on one core (PoCL vectorises
+ * across them where it can), so pe_flash's per-key work-items, barriers and local tiles
+ * cost passes over memory there; pe_flash_cpu is one work-item per work-group doing what
+ * a CPU thread would, over every K/V head's row of each key in memory order:
+ *   pe_flash_cpu  (-DFA_FLAGS -DFA_FMA -DFA_KW -DFA_VW -DFA_D -DFA_DV -DFA_HB -DFA_RG
+ *                  -DFA_TK -DFA_KB) pe_flash's arguments; NDRange (n_chunks,
+ *                  ceil(Hk / FA_HB), B), local (1, 1, 1); FA_RG = group * Tq exactly,
+ *                  FA_HB heads (PE_FA_CPU_ROWS rows in all, within PE_FA_CPU_PRIVATE
+ *                  bytes of private arrays), chunks of at least PE_FA_CPU_MIN_CHUNK keys
+ *                  until there are PE_FA_CPU_PER_CU work-items per compute unit.
+ *   pe_flash_cpu_merge  (-DFA_FLAGS (O_F16, SINKS) -DFA_DV -DFA_VW) pe_flash_merge's
+ *                  arguments; NDRange (Hq*Tq*B, 1, 1), local (1, 1, 1): a row per
+ *                  work-item (pe_flash_merge's work-item per (d, row) recomputed each
+ *                  chunk's exp per d: 0.7 ms of a 4 ms decode on PoCL).
+ * On PoCL (2 cores, shared) decode 1 x 4096, d 128 ran 2-3x faster than with pe_flash
+ * (docs/performance.md).
  */
 #include "backend_opencl.h"
 
@@ -219,6 +241,8 @@ static bool plan_cpu(const struct pe_cl_backend *be, const struct pe_attn_fused_
         pl->hb = 1;
     while (pl->hb > 1 && pl->hb * rows * row_bytes > PE_FA_CPU_PRIVATE)
         pl->hb--;
+    if (!pe_cl_is_cpu(be)) /* forced on a GPU: the least private memory per work-item */
+        pl->hb = 1;
     pl->r = pl->hb * pl->rg;
     pl->dq = D;
     pl->n_blocks = (Hk + pl->hb - 1) / pl->hb;
