@@ -18,20 +18,25 @@
  * (chunk, hbk, b) takes the keys [chunk * CK, min(Tk, (chunk + 1) * CK)) of the FA_HB K/V
  * heads hk0 = hbk * FA_HB ... and their FA_RG = group * Tq rows each (row j of head hk:
  * query j / group, head hk * group + j % group). Per tile of FA_TK keys:
- *   1. x[r][t]: for each key, each head's k row loaded once (FA_D / FA_KW vectors) and
- *      dotted with the head's FA_RG q rows (f32 products, a lane-wise sum, then the
- *      lanes' sum), then scale, soft-cap, ALiBi / relative bias, mask, causal limit;
- *   2. per row: the tile's max mt, mn = max(m, mt), alpha = exp(m - mn) (1 while mn =
- *      -inf), p = exp(x - mn) (0 for x = -inf), l = l*alpha + sum_t p;
- *   3. per head and group of FA_VW output dims: the rows' accumulators in registers,
- *      acc = acc*alpha + sum_t p[r][t] * v[t], the tile's keys in order.
- * The end is pe_flash's: FA_SPLIT = 0 writes dst with the sink, FA_SPLIT = 1 writes the
- * partial (m, l, acc[Dv]) of each row to the partials buffer (row-major by (row, chunk))
- * for flash.cl's pe_flash_merge.
+ *   1. x[r][t] = q.k: for each key, each head's k row loaded once (FA_D / FA_KW vectors)
+ *      and dotted with the head's FA_RG q rows (f32 products, a lane-wise sum, then the
+ *      lanes' sum; with FA_RG = 4, four keys per head at a time and the lanes of the 16
+ *      products summed together);
+ *   2. per row, FA_TK / 16 vectors of 16 keys at a time: scale, soft-cap, ALiBi /
+ *      relative bias, mask, causal limit and keys past the chunk (-inf); the tile's max
+ *      mt, mn = max(m, mt), alpha = exp(m - mn) (1 while mn = -inf), p = exp(x - mn) (0
+ *      for x = -inf), l = l*alpha + sum_t p;
+ *   3. acc = acc*alpha, then key by key in memory order, FA_KB keys per pass, every head's
+ *      v rows: acc[r] += p[r][t] * v[t] (the accumulators in private memory).
+ * Memory is read in order (each key's rows of every head of the block: K in step 1, by
+ * blocks of 4 keys with FA_RG = 4, V in step 3), which CPU prefetchers follow. The end is
+ * pe_flash's: FA_SPLIT = 0 writes dst with the sink, FA_SPLIT = 1 writes the partial (m,
+ * l, acc[Dv]) of each row to the partials buffer (row-major by (row, chunk)) for
+ * pe_flash_cpu_merge (below).
  *
  * Options (-D): FA_FLAGS (cl/flash.cl's bits), FA_FMA, FA_KW / FA_VW (4, 8 or 16: k / v
  * rows unit-stride, their starts multiples of the width, D / Dv multiples of it), FA_D,
- * FA_DV (D, Dv), FA_HB, FA_RG, FA_TK (16).
+ * FA_DV (D, Dv), FA_HB, FA_RG, FA_TK (a multiple of 16 and of FA_KB), FA_KB.
  */
 
 #ifndef FA_FLAGS
