@@ -72,7 +72,7 @@
  *   pe_flash_cpu  (-DFA_FLAGS -DFA_FMA -DFA_KW -DFA_VW -DFA_D -DFA_DV -DFA_HB -DFA_RG
  *                  -DFA_TK -DFA_KB) pe_flash's arguments; NDRange (n_chunks,
  *                  ceil(Hk / FA_HB), B), local (1, 1, 1); FA_RG = group * Tq exactly,
- *                  FA_HB heads (PE_FA_CPU_ROWS rows in all, within PE_FA_CPU_PRIVATE
+ *                  FA_HB heads (PE_FA_CPU_WI_ROWS rows in all, within PE_FA_CPU_PRIVATE
  *                  bytes of private arrays), chunks of at least PE_FA_CPU_MIN_CHUNK keys
  *                  until there are PE_FA_CPU_PER_CU work-items per compute unit.
  *   pe_flash_cpu_merge  (-DFA_FLAGS (O_F16, SINKS) -DFA_DV -DFA_VW) pe_flash_merge's
@@ -97,7 +97,7 @@
 #define PE_FA_MIN_CHUNK 512
 /* pe_flash_cpu (plan_cpu) */
 #define PE_FA_CPU_RG_MAX 8      /* rows per K/V head */
-#define PE_FA_CPU_ROWS 32       /* rows per work-item (all heads) */
+#define PE_FA_CPU_WI_ROWS 32    /* rows per work-item: all heads, whole key rows (16: 30% slower) */
 #define PE_FA_CPU_PRIVATE 49152 /* bytes of q rows, accumulators and logits per work-item */
 #define PE_FA_CPU_PER_CU 8
 #define PE_FA_CPU_MIN_CHUNK 256
@@ -214,7 +214,7 @@ static bool want_cpu_kernel(const struct pe_cl_backend *be)
 /* pe_flash_cpu's plan for op (cl/flash_cpu.cl), false where it does not apply: rows per
  * K/V head (group * Tq) up to PE_FA_CPU_RG_MAX, k and v rows unit-stride and aligned to
  * 4-wide loads at least, and the private arrays (q rows, accumulators, the logit tile) of
- * one head within PE_FA_CPU_PRIVATE bytes. Heads per work-item: PE_FA_CPU_ROWS rows in
+ * one head within PE_FA_CPU_PRIVATE bytes. Heads per work-item: PE_FA_CPU_WI_ROWS rows in
  * all, as many as fit PE_FA_CPU_PRIVATE; the keys are then split into chunks until there
  * are PE_FA_CPU_PER_CU work-items per compute unit (the implementation deals them to its
  * threads), keeping at least PE_FA_CPU_MIN_CHUNK keys per chunk. */
@@ -236,7 +236,7 @@ static bool plan_cpu(const struct pe_cl_backend *be, const struct pe_attn_fused_
     pl->cpu = true;
     pl->wg = 1;
     pl->rg = rows;
-    pl->hb = PE_FA_CPU_ROWS / rows < Hk ? PE_FA_CPU_ROWS / rows : Hk;
+    pl->hb = PE_FA_CPU_WI_ROWS / rows < Hk ? PE_FA_CPU_WI_ROWS / rows : Hk;
     if (pl->hb < 1)
         pl->hb = 1;
     while (pl->hb > 1 && pl->hb * rows * row_bytes > PE_FA_CPU_PRIVATE)
