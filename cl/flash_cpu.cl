@@ -124,7 +124,7 @@
 
 /* The lanes' sums of four FA_KW = 16 vectors, as a float4 (a0's sum first): pairwise
  * additions of halves, quarters, then neighbours, all four rows at once. */
-static float4 fa_sum4(const float16 a0, const float16 a1, const float16 a2, const float16 a3)
+static inline float4 fa_sum4(const float16 a0, const float16 a1, const float16 a2, const float16 a3)
 {
     const float16 b01 = (float16)(a0.lo, a1.lo) + (float16)(a0.hi, a1.hi);
     const float16 b23 = (float16)(a2.lo, a3.lo) + (float16)(a2.hi, a3.hi);
