@@ -124,7 +124,8 @@
 
 /* The lanes' sums of four FA_KW = 16 vectors, as a float4 (a0's sum first): pairwise
  * additions of halves, quarters, then neighbours, all four rows at once. */
-static inline float4 fa_sum4(const float16 a0, const float16 a1, const float16 a2, const float16 a3)
+static inline float4 fa_sum4(const float16 a0, const float16 a1, const float16 a2,
+                             const float16 a3)
 {
     const float16 b01 = (float16)(a0.lo, a1.lo) + (float16)(a0.hi, a1.hi);
     const float16 b23 = (float16)(a2.lo, a3.lo) + (float16)(a2.hi, a3.hi);
@@ -226,17 +227,24 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 /* pairs of halves, quarters, eighths, neighbours: e.s[u * 4 + rr] */
                 float16 b8[8], c4[4], d2[2];
 #pragma unroll
-                for (int j = 0; j < 8; j++)
-                    b8[j] = (float16)(a[2 * j].lo, a[2 * j + 1].lo) + (float16)(a[2 * j].hi, a[2 * j + 1].hi);
+                for (int j = 0; j < 8; j++) {
+                    const float16 w0 = a[2 * j], w1 = a[2 * j + 1];
+                    b8[j] = (float16)(w0.lo, w1.lo) + (float16)(w0.hi, w1.hi);
+                }
 #pragma unroll
-                for (int j = 0; j < 4; j++)
-                    c4[j] = (float16)(b8[2 * j].s0123, b8[2 * j].s89ab, b8[2 * j + 1].s0123, b8[2 * j + 1].s89ab) +
-                            (float16)(b8[2 * j].s4567, b8[2 * j].scdef, b8[2 * j + 1].s4567, b8[2 * j + 1].scdef);
+                for (int j = 0; j < 4; j++) {
+                    const float16 w0 = b8[2 * j], w1 = b8[2 * j + 1];
+                    c4[j] = (float16)(w0.s0123, w0.s89ab, w1.s0123, w1.s89ab) +
+                            (float16)(w0.s4567, w0.scdef, w1.s4567, w1.scdef);
+                }
 #pragma unroll
-                for (int j = 0; j < 2; j++)
-                    d2[j] = (float16)(c4[2 * j].s0145, c4[2 * j].s89cd, c4[2 * j + 1].s0145, c4[2 * j + 1].s89cd) +
-                            (float16)(c4[2 * j].s2367, c4[2 * j].sabef, c4[2 * j + 1].s2367, c4[2 * j + 1].sabef);
-                const float16 e = (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
+                for (int j = 0; j < 2; j++) {
+                    const float16 w0 = c4[2 * j], w1 = c4[2 * j + 1];
+                    d2[j] = (float16)(w0.s0145, w0.s89cd, w1.s0145, w1.s89cd) +
+                            (float16)(w0.s2367, w0.sabef, w1.s2367, w1.sabef);
+                }
+                const float16 e =
+                    (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
                 vstore4(e.s048c, 0, &x[r][t1]);
                 vstore4(e.s159d, 0, &x[r + 1][t1]);
                 vstore4(e.s26ae, 0, &x[r + 2][t1]);

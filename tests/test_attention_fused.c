@@ -669,8 +669,8 @@ static void make_cases(void)
      * for these too with POSENC_CL_FLASH=gpu): GQA 8 with two heads per work-item and
      * relative bias, a full mask, B = 2; a last head block with fewer heads (10 K/V heads,
      * 8 per work-item) with soft-capping and sinks; 8-wide loads (D 40) with three queries
-     * per row block, the first and last of them dead; 4-wide loads (D 20, Dv 12), one row per head (MHA),
-     * mask slopes, f16 dst; 8 rows per head in 4-row sums, f16 q. */
+     * per row block, the first and last of them dead; 4-wide loads (D 20, Dv 12), one row
+     * per head (MHA), mask slopes, f16 dst; 8 rows per head in 4-row sums, f16 q. */
     c = add(64, 64, 16, 2, 1, 777, 2, "cpu-relbias");
     c->enc = ENC_RELBIAS;
     c->mask = MASK_FULL;

@@ -487,7 +487,8 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
         ARG(part),   ARG(dims),   ARG(shape),  ARG(offs),    ARG(aoffs), ARG(scale),
         ARG(softcap)};
     const uint64_t g[3] = {(uint64_t)pl.wg * (uint64_t)pl.n_chunks, (uint64_t)pl.n_blocks,
-                           pl.cpu ? (uint64_t)B : (uint64_t)((Hk + pl.hb - 1) / pl.hb) * (uint64_t)B};
+                           pl.cpu ? (uint64_t)B
+                                  : (uint64_t)((Hk + pl.hb - 1) / pl.hb) * (uint64_t)B};
     for (int i = 0; i < 3; i++)
         if (g[i] > (uint64_t)SIZE_MAX || (i > 0 && g[i] > (uint64_t)UINT32_MAX))
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
