@@ -664,6 +664,38 @@ static void make_cases(void)
     c->kt = c->vt = POSENC_DTYPE_F16;
     c->mask = MASK_BCAST_HB;
     c->sinks = 1;
+    /* decode shapes of OpenCL's CPU-shaped kernel (pe_flash_cpu: at most 8 rows per K/V
+     * head, k / v rows aligned to 4-wide loads; the GPU-shaped pe_flash elsewhere, and
+     * for these too with POSENC_CL_FLASH=gpu): GQA 8 with two heads per work-item and
+     * relative bias, a full mask, B = 2; a last head block with fewer heads (10 K/V heads,
+     * 8 per work-item) with soft-capping and sinks; 8-wide loads (D 40) with three queries
+     * per row block, the first and last of them dead; 4-wide loads (D 20, Dv 12), one row
+     * per head (MHA), mask slopes, f16 dst; 8 rows per head in 4-row sums, f16 q. */
+    c = add(64, 64, 16, 2, 1, 777, 2, "cpu-relbias");
+    c->enc = ENC_RELBIAS;
+    c->mask = MASK_FULL;
+    c->causal = 1;
+    c->q_off = 776;
+    c = add(32, 32, 40, 10, 1, 300, 1, "cpu-heads");
+    c->kt = c->vt = POSENC_DTYPE_F16;
+    c->enc = ENC_ALIBI;
+    c->softcap = 2.0f;
+    c->sinks = 1;
+    c = add(40, 40, 8, 4, 3, 200, 1, "cpu-w8");
+    c->kt = c->vt = POSENC_DTYPE_F16;
+    c->enc = ENC_ALIBI;
+    c->causal = 1;
+    c->q_off = 150;
+    c->mask = MASK_BCAST_HB;
+    c->dead_rows = 1;
+    c = add(20, 12, 3, 3, 1, 1000, 1, "cpu-w4");
+    c->mask = MASK_BCAST_H;
+    c->mslopes = 1;
+    c->ot = POSENC_DTYPE_F16;
+    c = add(64, 64, 4, 1, 2, 130, 1, "cpu-rows8");
+    c->qt = POSENC_DTYPE_F16;
+    c->causal = 1;
+    c->q_off = 128;
     finish_names();
 }
 

@@ -308,7 +308,7 @@ static posenc_status batched_gemm(struct pe_cl_backend *be, const char *what, bo
         pe_cl_track(be, ev);
         return POSENC_OK;
     }
-    float *alphas, *betas;
+    float *alphas = NULL, *betas = NULL; /* set by gemm_lists (gcc -O3 cannot tell) */
     PE_RETURN_IF_ERROR(gemm_lists(be, batches, NULL, NULL, NULL, &alphas, &betas));
     for (size_t i = 0; i < batches; i++) {
         alphas[i] = alpha;

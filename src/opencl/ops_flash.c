@@ -1,7 +1,8 @@
 /*
  * ops_flash.c - the OpenCL host side of posenc_attention's one-pass path (internal.h,
  * struct pe_attn_fused_op; backend.h, attn_fused): cl/flash.cl's pe_flash, and
- * pe_flash_merge when the keys of a row are split across work-groups.
+ * pe_flash_merge when the keys of a row are split across work-groups; on CPU devices,
+ * decode takes cl/flash_cpu.cl's pe_flash_cpu and pe_flash_cpu_merge instead (below).
  *
  * Sizes, from what the device reports (struct pe_cl_backend: info.max_workgroup_size,
  * max_item_size, local_mem, info.compute_units, info.type) and the built kernel's
@@ -59,10 +60,32 @@
  *     0-2   dst   3 mem partials   4-6 sinks, off, st   7 long4 dims (Dv, Hq, Tq, n_chunks)
  *     8     long n_rows (Hq*Tq*B)
  *   NDRange (Dv, Hq*Tq*B, 1).
+ *
+ * The CPU-shaped decode (cl/flash_cpu.cl; plan_cpu): on CPU devices (pe_cl_is_cpu; a
+ * POSENC_DEVICE_PRESET device is a GPU), or anywhere with POSENC_CL_FLASH=cpu
+ * (POSENC_CL_FLASH=gpu keeps pe_flash: tests run both kernels on every device), when
+ * group * Tq <= PE_FA_CPU_RG_MAX and k, v take 4-, 8- or 16-wide loads. A CPU
+ * implementation runs a work-group's work-items in turn on one core (PoCL vectorises
+ * across them where it can), so pe_flash's per-key work-items, barriers and local tiles
+ * cost passes over memory there; pe_flash_cpu is one work-item per work-group doing what
+ * a CPU thread would, over every K/V head's row of each key in memory order:
+ *   pe_flash_cpu  (-DFA_FLAGS -DFA_FMA -DFA_KW -DFA_VW -DFA_D -DFA_DV -DFA_HB -DFA_RG
+ *                  -DFA_TK -DFA_KB) pe_flash's arguments; NDRange (n_chunks,
+ *                  ceil(Hk / FA_HB), B), local (1, 1, 1); FA_RG = group * Tq exactly,
+ *                  FA_HB heads (PE_FA_CPU_WI_ROWS rows in all, within PE_FA_CPU_PRIVATE
+ *                  bytes of private arrays), chunks of at least PE_FA_CPU_MIN_CHUNK keys
+ *                  until there are PE_FA_CPU_PER_CU work-items per compute unit.
+ *   pe_flash_cpu_merge  (-DFA_FLAGS (O_F16, SINKS) -DFA_DV -DFA_VW) pe_flash_merge's
+ *                  arguments; NDRange (Hq*Tq*B, 1, 1), local (1, 1, 1): a row per
+ *                  work-item (pe_flash_merge's work-item per (d, row) recomputed each
+ *                  chunk's exp per d: 0.7 ms of a 4 ms decode on PoCL).
+ * On PoCL (2 cores, shared) decode 1 x 4096, d 128 ran 2-3x faster than with pe_flash
+ * (docs/performance.md).
  */
 #include "backend_opencl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PE_FA_WG_MAX 128
@@ -72,6 +95,14 @@
 #define PE_FA_TARGET_PER_CU 8
 #define PE_FA_TARGET_MIN 16
 #define PE_FA_MIN_CHUNK 512
+/* pe_flash_cpu (plan_cpu) */
+#define PE_FA_CPU_RG_MAX 8      /* rows per K/V head */
+#define PE_FA_CPU_WI_ROWS 32    /* rows per work-item: all heads, whole key rows (16: 30% slower) */
+#define PE_FA_CPU_PRIVATE 49152 /* bytes of q rows, accumulators and logits per work-item */
+#define PE_FA_CPU_PER_CU 8
+#define PE_FA_CPU_MIN_CHUNK 256
+#define PE_FA_CPU_TK 64         /* keys per tile (FA_TK) */
+#define PE_FA_CPU_KB 8          /* keys per pass of the output sums (FA_KB) */
 
 /* Bits of FA_FLAGS (cl/flash.cl). */
 enum { FA_Q_F16, FA_K_F16, FA_V_F16, FA_M_F16, FA_T_F16, FA_O_F16, FA_ALIBI, FA_RELBIAS,
@@ -115,6 +146,7 @@ struct fa_plan {
     size_t wg;
     int64_t qg, hb, rg, r, dq, kw, vw, nvg, lanes, vgpw, sc;
     int64_t n_blocks, n_chunks, chunk;
+    bool cpu; /* pe_flash_cpu (cl/flash_cpu.cl): wg = 1, n_blocks = head blocks */
 };
 
 /* The lanes, groups and score-tile size for wg, hb and rg (cl/flash.cl, above pe_flash). */
@@ -138,12 +170,11 @@ static uint64_t flash_local_bytes(const struct fa_plan *pl)
     return (uint64_t)(4 * (q + pl->sc + 3 * pl->r) + 8 * 2 * pl->r + 4 * pl->r);
 }
 
-/* The -D options of pe_flash for plan pl (split: with partials). */
-static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_plan *pl,
-                          bool split, int fma, char *out, size_t n)
+/* FA_FLAGS for op (split: with partials). */
+static unsigned flash_flags(const struct pe_attn_fused_op *op, bool split)
 {
     const bool has_mask = op->mask.mem != NULL;
-    const unsigned flags =
+    return
         (unsigned)is_f16(&op->q) << FA_Q_F16 | (unsigned)is_f16(&op->k) << FA_K_F16 |
         (unsigned)is_f16(&op->v) << FA_V_F16 |
         (unsigned)(has_mask && is_f16(&op->mask)) << FA_M_F16 |
@@ -153,11 +184,83 @@ static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_pla
         (unsigned)(has_mask && op->mask_slopes_f32 != NULL) << FA_MSLOPE |
         (unsigned)(op->softcap > 0.0f) << FA_SOFTCAP | (unsigned)(op->sinks.mem != NULL)
         << FA_SINKS | (unsigned)split << FA_SPLIT;
+}
+
+/* The -D options of pe_flash for plan pl (split: with partials). */
+static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_plan *pl,
+                          bool split, int fma, char *out, size_t n)
+{
+    const unsigned flags = flash_flags(op, split);
     snprintf(out, n,
              "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_QG=%d -DFA_KW=%d -DFA_VW=%d -DFA_WG=%zu -DFA_HB=%d -DFA_RG=%d "
              "-DFA_DQ=%lld -DFA_NVG=%lld -DFA_LANES=%lld -DFA_VGPW=%lld -DFA_SC=%lld",
              flags, fma, (int)pl->qg, (int)pl->kw, (int)pl->vw, pl->wg, (int)pl->hb, (int)pl->rg, (long long)pl->dq,
              (long long)pl->nvg, (long long)pl->lanes, (long long)pl->vgpw, (long long)pl->sc);
+}
+
+/* Whether decode-shaped calls take pe_flash_cpu: on CPU devices, unless
+ * POSENC_CL_FLASH says otherwise ("gpu": pe_flash, "cpu": pe_flash_cpu on any device), so
+ * that tests run both kernels on one device. */
+static bool want_cpu_kernel(const struct pe_cl_backend *be)
+{
+    const char *e = getenv("POSENC_CL_FLASH");
+    if (e && strcmp(e, "gpu") == 0)
+        return false;
+    if (e && strcmp(e, "cpu") == 0)
+        return true;
+    return pe_cl_is_cpu(be);
+}
+
+/* pe_flash_cpu's plan for op (cl/flash_cpu.cl), false where it does not apply: rows per
+ * K/V head (group * Tq) up to PE_FA_CPU_RG_MAX, k and v rows unit-stride and aligned to
+ * 4-wide loads at least, and the private arrays (q rows, accumulators, the logit tile) of
+ * one head within PE_FA_CPU_PRIVATE bytes. Heads per work-item: PE_FA_CPU_WI_ROWS rows in
+ * all, as many as fit PE_FA_CPU_PRIVATE; the keys are then split into chunks until there
+ * are PE_FA_CPU_PER_CU work-items per compute unit (the implementation deals them to its
+ * threads), keeping at least PE_FA_CPU_MIN_CHUNK keys per chunk. */
+static bool plan_cpu(const struct pe_cl_backend *be, const struct pe_attn_fused_op *op,
+                     struct fa_plan *pl)
+{
+    const int64_t D = op->q.ne[0], Dv = op->v.ne[0], Tq = op->q.ne[2], B = op->q.ne[3];
+    const int64_t Hk = op->k.ne[1], Tk = op->k.ne[2];
+    const int64_t rows = op->group * Tq;
+    if (!want_cpu_kernel(be) || rows > PE_FA_CPU_RG_MAX)
+        return false;
+    pl->kw = load_width(be, &op->k);
+    pl->vw = load_width(be, &op->v);
+    if (pl->kw < 4 || pl->vw < 4)
+        return false;
+    const int64_t row_bytes = 4 * (D + Dv + PE_FA_CPU_TK);
+    if (rows * row_bytes > PE_FA_CPU_PRIVATE)
+        return false;
+    pl->cpu = true;
+    pl->wg = 1;
+    pl->rg = rows;
+    pl->hb = PE_FA_CPU_WI_ROWS / rows < Hk ? PE_FA_CPU_WI_ROWS / rows : Hk;
+    if (pl->hb < 1)
+        pl->hb = 1;
+    while (pl->hb > 1 && pl->hb * rows * row_bytes > PE_FA_CPU_PRIVATE)
+        pl->hb--;
+    if (!pe_cl_is_cpu(be)) /* forced on a GPU: the least private memory per work-item */
+        pl->hb = 1;
+    pl->r = pl->hb * pl->rg;
+    pl->dq = D;
+    pl->n_blocks = (Hk + pl->hb - 1) / pl->hb;
+    const int64_t base = pl->n_blocks * B;
+    int64_t target = (int64_t)PE_FA_CPU_PER_CU * (int64_t)be->info.compute_units;
+    if (target < PE_FA_CPU_PER_CU)
+        target = PE_FA_CPU_PER_CU;
+    int64_t nc = (target + base - 1) / base;
+    const int64_t most = (Tk + PE_FA_CPU_MIN_CHUNK - 1) / PE_FA_CPU_MIN_CHUNK;
+    if (nc > most)
+        nc = most;
+    if (nc < 1)
+        nc = 1;
+    int64_t chunk = (Tk + nc - 1) / nc;
+    chunk = (chunk + PE_FA_CPU_TK - 1) / PE_FA_CPU_TK * PE_FA_CPU_TK;
+    pl->chunk = chunk;
+    pl->n_chunks = (Tk + chunk - 1) / chunk;
+    return true;
 }
 
 /* The work-group size, rows per group and pe_flash's program (built) for op. */
@@ -190,6 +293,18 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
     pl->dq = D;
     pl->kw = load_width(be, &op->k);
     pl->vw = load_width(be, &op->v);
+    if (plan_cpu(be, op, pl)) {
+        *split = pl->n_chunks > 1;
+        char defines[PE_CL_OPTS_MAX + 64];
+        snprintf(defines, sizeof(defines),
+                 "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_KW=%d -DFA_VW=%d -DFA_D=%lld -DFA_DV=%lld "
+                 "-DFA_HB=%d -DFA_RG=%d -DFA_TK=%d -DFA_KB=%d",
+                 flash_flags(op, *split), be->hw_fma, (int)pl->kw, (int)pl->vw, (long long)D,
+                 (long long)Dv, (int)pl->hb, (int)pl->rg, PE_FA_CPU_TK, PE_FA_CPU_KB);
+        if (strlen(defines) >= PE_CL_OPTS_MAX)
+            return pe_error(ctx, POSENC_ERR_INTERNAL, "attention: build options too long");
+        return pe_cl_get_program(be, "flash_cpu.cl", "pe_flash_cpu", defines, out);
+    }
     const uint64_t lm = local_mem(be);
     const uint64_t budget = lm > 4 * PE_FA_LOCAL_SLACK ? lm - PE_FA_LOCAL_SLACK : lm - lm / 8;
     plan_groups(pl, Dv);
@@ -277,9 +392,13 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
     const uint64_t n_rows = (uint64_t)Hq * (uint64_t)Tq * (uint64_t)B;
     if (split) {
         char defines[PE_CL_OPTS_MAX];
-        snprintf(defines, sizeof(defines), "-DFA_FLAGS=%u",
-                 (unsigned)is_f16(o) << FA_O_F16 | (unsigned)has_sinks << FA_SINKS);
-        PE_RETURN_IF_ERROR(pe_cl_get_program(be, "flash.cl", "pe_flash_merge", defines, &pm));
+        snprintf(defines, sizeof(defines), "-DFA_FLAGS=%u -DFA_DV=%lld -DFA_VW=%d",
+                 (unsigned)is_f16(o) << FA_O_F16 | (unsigned)has_sinks << FA_SINKS,
+                 (long long)Dv, (int)pl.vw);
+        PE_RETURN_IF_ERROR(pl.cpu ? pe_cl_get_program(be, "flash_cpu.cl", "pe_flash_cpu_merge",
+                                                      defines, &pm)
+                                  : pe_cl_get_program(be, "flash.cl", "pe_flash_merge",
+                                                      defines, &pm));
     }
 
     /* ---- tables ---- */
@@ -368,7 +487,8 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
         ARG(part),   ARG(dims),   ARG(shape),  ARG(offs),    ARG(aoffs), ARG(scale),
         ARG(softcap)};
     const uint64_t g[3] = {(uint64_t)pl.wg * (uint64_t)pl.n_chunks, (uint64_t)pl.n_blocks,
-                           (uint64_t)((Hk + pl.hb - 1) / pl.hb) * (uint64_t)B};
+                           pl.cpu ? (uint64_t)B
+                                  : (uint64_t)((Hk + pl.hb - 1) / pl.hb) * (uint64_t)B};
     for (int i = 0; i < 3; i++)
         if (g[i] > (uint64_t)SIZE_MAX || (i > 0 && g[i] > (uint64_t)UINT32_MAX))
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
@@ -397,7 +517,15 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
     if (err != CL_SUCCESS)
         return fa_fail(be, "clEnqueueNDRangeKernel(pe_flash)", err);
     pe_cl_track(be, ev);
-    if (split) {
+    if (split && pl.cpu) { /* pe_flash_cpu_merge: a work-item per row */
+        const size_t mg[3] = {(size_t)n_rows, 1, 1}, ml[3] = {1, 1, 1};
+        PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
+        ev = NULL;
+        err = clEnqueueNDRangeKernel(be->queue, pm->kernel, 1, NULL, mg, ml, 0, NULL, &ev);
+        if (err != CL_SUCCESS)
+            return fa_fail(be, "clEnqueueNDRangeKernel(pe_flash_cpu_merge)", err);
+        pe_cl_track(be, ev);
+    } else if (split) {
         const uint64_t n[3] = {(uint64_t)Dv, n_rows, 1};
         const cl_long4 mdims = long4_of(Dv, Hq, Tq, pl.n_chunks);
         const cl_long nr = (cl_long)n_rows;

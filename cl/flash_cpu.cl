@@ -1,0 +1,498 @@
+/*
+ * flash_cpu.cl - posenc_attention in one pass (internal.h, struct pe_attn_fused_op) shaped
+ * for CPU devices: the same math as cl/flash.cl's pe_flash, for decode (few rows per K/V
+ * head), one work-item per work-group. The host (src/opencl/ops_flash.c) picks it on
+ * CPU devices and lists the argument order (pe_flash's).
+ *
+ * Why a second kernel: a CPU implementation (PoCL) runs a work-group's work-items in a loop
+ * on one core, vectorising across work-items where it can; pe_flash's tiles (a work-item
+ * per key, then per output group, barriers between, the score tile in local memory) turn
+ * into several passes over context arrays per tile, and its split across many small
+ * work-groups reads each key row in slices. Here one work-item does what a CPU thread
+ * would: it walks its chunk of keys in order, reading each key's row of every K/V head of
+ * its block (contiguous in memory: ne = {D, Hk, Tk}), with explicit FA_KW / FA_VW-wide
+ * vectors (vload_halfN / vloadN: no fp16 extension), the q rows and the accumulators in
+ * private memory (registers and the L1 cache).
+ *
+ * pe_flash_cpu: NDRange (n_chunks, ceil(Hk / FA_HB), B), local (1, 1, 1). Work-item
+ * (chunk, hbk, b) takes the keys [chunk * CK, min(Tk, (chunk + 1) * CK)) of the FA_HB K/V
+ * heads hk0 = hbk * FA_HB ... and their FA_RG = group * Tq rows each (row j of head hk:
+ * query j / group, head hk * group + j % group). Per tile of FA_TK keys:
+ *   1. x[r][t] = q.k: for each key, each head's k row loaded once (FA_D / FA_KW vectors)
+ *      and dotted with the head's FA_RG q rows (f32 products, a lane-wise sum, then the
+ *      lanes' sum; with FA_RG = 4, four keys per head at a time and the lanes of the 16
+ *      products summed together);
+ *   2. per row, FA_TK / 16 vectors of 16 keys at a time: scale, soft-cap, ALiBi /
+ *      relative bias, mask, causal limit and keys past the chunk (-inf); the tile's max
+ *      mt, mn = max(m, mt), alpha = exp(m - mn) (1 while mn = -inf), p = exp(x - mn) (0
+ *      for x = -inf), l = l*alpha + sum_t p;
+ *   3. acc = acc*alpha, then key by key in memory order, FA_KB keys per pass, every head's
+ *      v rows: acc[r] += p[r][t] * v[t] (the accumulators in private memory).
+ * Memory is read in order (each key's rows of every head of the block: K in step 1, by
+ * blocks of 4 keys with FA_RG = 4, V in step 3), which CPU prefetchers follow. The end is
+ * pe_flash's: FA_SPLIT = 0 writes dst with the sink, FA_SPLIT = 1 writes the partial (m,
+ * l, acc[Dv]) of each row to the partials buffer (row-major by (row, chunk)) for
+ * pe_flash_cpu_merge (below).
+ *
+ * Options (-D): FA_FLAGS (cl/flash.cl's bits), FA_FMA, FA_KW / FA_VW (4, 8 or 16: k / v
+ * rows unit-stride, their starts multiples of the width, D / Dv multiples of it), FA_D,
+ * FA_DV (D, Dv), FA_HB, FA_RG, FA_TK (a multiple of 16 and of FA_KB), FA_KB.
+ */
+
+#ifndef FA_FLAGS
+#define FA_FLAGS 0
+#endif
+#define FA_Q_F16 ((FA_FLAGS >> 0) & 1)
+#define FA_K_F16 ((FA_FLAGS >> 1) & 1)
+#define FA_V_F16 ((FA_FLAGS >> 2) & 1)
+#define FA_M_F16 ((FA_FLAGS >> 3) & 1)
+#define FA_T_F16 ((FA_FLAGS >> 4) & 1)
+#define FA_O_F16 ((FA_FLAGS >> 5) & 1)
+#define FA_ALIBI ((FA_FLAGS >> 6) & 1)
+#define FA_RELBIAS ((FA_FLAGS >> 7) & 1)
+#define FA_MASK ((FA_FLAGS >> 8) & 1)
+#define FA_MSLOPE ((FA_FLAGS >> 9) & 1)
+#define FA_SOFTCAP ((FA_FLAGS >> 10) & 1)
+#define FA_SINKS ((FA_FLAGS >> 11) & 1)
+#define FA_SPLIT ((FA_FLAGS >> 12) & 1)
+#ifndef FA_KW
+#define FA_KW 4
+#endif
+#ifndef FA_VW
+#define FA_VW 4
+#endif
+#ifndef FA_D
+#define FA_D 4
+#endif
+#ifndef FA_DV
+#define FA_DV 4
+#endif
+#ifndef FA_HB
+#define FA_HB 1
+#endif
+#ifndef FA_RG
+#define FA_RG 1
+#endif
+#ifndef FA_TK
+#define FA_TK 16
+#endif
+#ifndef FA_KB
+#define FA_KB 1
+#endif
+#ifndef FA_FMA
+#define FA_FMA 0
+#endif
+#if FA_FMA
+#define FA_MAD(a, b, c) fma((a), (b), (c))
+#else
+#define FA_MAD(a, b, c) ((a) * (b) + (c))
+#endif
+
+#define FA_LOAD(f16, p, i) ((f16) ? vload_half((size_t)(i), (__global const half *)(p)) \
+                                  : ((__global const float *)(p))[(i)])
+
+#define FA_CAT_(a, b) a##b
+#define FA_CAT(a, b) FA_CAT_(a, b)
+#define FA_KT FA_CAT(float, FA_KW)
+#define FA_VT FA_CAT(float, FA_VW)
+#if FA_K_F16
+#define FA_LOAD_K(i) FA_CAT(vload_half, FA_KW)(0, (__global const half *)k + (i))
+#else
+#define FA_LOAD_K(i) FA_CAT(vload, FA_KW)(0, (__global const float *)k + (i))
+#endif
+#if FA_V_F16
+#define FA_LOAD_V(i) FA_CAT(vload_half, FA_VW)(0, (__global const half *)v + (i))
+#else
+#define FA_LOAD_V(i) FA_CAT(vload, FA_VW)(0, (__global const float *)v + (i))
+#endif
+/* the lanes' sum, pairwise */
+#define FA_HSUM4(a) (((a).s0 + (a).s1) + ((a).s2 + (a).s3))
+#define FA_HSUM8(a) FA_HSUM4((a).lo + (a).hi)
+#define FA_HSUM16(a) FA_HSUM8((a).lo + (a).hi)
+#define FA_HSUM(a) FA_CAT(FA_HSUM, FA_KW)(a)
+#define FA_HMAX4(a) fmax(fmax((a).s0, (a).s1), fmax((a).s2, (a).s3))
+#define FA_HMAX8(a) FA_HMAX4(fmax((a).lo, (a).hi))
+#define FA_HMAX16(a) FA_HMAX8(fmax((a).lo, (a).hi))
+
+#define FA_R (FA_HB * FA_RG)
+#define FA_NK (FA_D / FA_KW)
+#define FA_NV (FA_DV / FA_VW)
+
+#if FA_TK % 16 != 0 || FA_TK % FA_KB != 0
+#error "FA_TK: the softmax step works on float16 vectors, step 3 on FA_KB keys"
+#endif
+
+/* The lanes' sums of four FA_KW = 16 vectors, as a float4 (a0's sum first): pairwise
+ * additions of halves, quarters, then neighbours, all four rows at once. */
+static inline float4 fa_sum4(const float16 a0, const float16 a1, const float16 a2,
+                             const float16 a3)
+{
+    const float16 b01 = (float16)(a0.lo, a1.lo) + (float16)(a0.hi, a1.hi);
+    const float16 b23 = (float16)(a2.lo, a3.lo) + (float16)(a2.hi, a3.hi);
+    const float16 c = (float16)(b01.s0123, b01.s89ab, b23.s0123, b23.s89ab) +
+                      (float16)(b01.s4567, b01.scdef, b23.s4567, b23.scdef);
+    const float8 d = c.even + c.odd;
+    return d.even + d.odd;
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
+             __global const void *q, const long q_off, const long4 q_st,
+             __global const void *k, const long k_off, const long4 k_st,
+             __global const void *v, const long v_off, const long4 v_st,
+             __global const void *mk, const long m_off, const long4 m_st,
+             __global const void *rtab, const long r_off, const long4 r_st,
+             __global const int *buckets, __global const float *slopes,
+             __global const float *mslopes, __global const float *sinks, const long s_off,
+             const long s_st, __global float *part, const long4 dims, const long4 shape,
+             const long4 offs, const long4 aoffs, const float scale, const float softcap)
+{
+    const long chunk = (long)get_group_id(0);
+    const long hk0 = (long)get_group_id(1) * FA_HB;
+    const long b = (long)get_group_id(2);
+    const long group = dims.s2, Tq = dims.s3;
+    const long Hq = shape.s0, Tk = shape.s1, CK = shape.s3;
+    const long Hk = Hq / group;
+    const int nh = (int)min((long)FA_HB, Hk - hk0); /* heads of this work-item */
+    const int nr = nh * FA_RG;                      /* its rows */
+
+    FA_KT qv[FA_R][FA_NK];  /* q rows */
+    FA_VT acc[FA_R][FA_NV]; /* output accumulators */
+    float x[FA_R][FA_TK];   /* the tile's logits, then probabilities */
+    float m_run[FA_R], l_run[FA_R], alpha[FA_R];
+    long row_q[FA_R], row_h[FA_R], row_m[FA_R];
+
+    for (int r = 0; r < FA_R; r++) {
+        const long j = r % FA_RG;
+        const long iq = j / group, h = (hk0 + r / FA_RG) * group + j % group;
+        row_q[r] = iq;
+        row_h[r] = h;
+        row_m[r] = m_off + iq * m_st.s1 + h * m_st.s2 + b * m_st.s3;
+        m_run[r] = -INFINITY;
+        l_run[r] = 0.0f;
+        for (int i = 0; i < FA_NV; i++)
+            acc[r][i] = (FA_VT)0.0f;
+        for (int t = 0; t < FA_TK; t++)
+            x[r][t] = 0.0f;
+        for (int i = 0; i < FA_NK; i++) {
+            float e[FA_KW];
+            for (int c = 0; c < FA_KW; c++)
+                e[c] = r < nr ? FA_LOAD(FA_Q_F16, q, q_off + (i * FA_KW + c) * q_st.s0 +
+                                                         h * q_st.s1 + iq * q_st.s2 + b * q_st.s3)
+                              : 0.0f;
+            qv[r][i] = FA_CAT(vload, FA_KW)(0, e);
+        }
+    }
+
+    /* the keys of this chunk, cut at the causal limit of the last query */
+    const long k_beg = chunk * CK;
+    long k_end = min(Tk, k_beg + CK);
+    if (offs.s2 != 0)
+        k_end = min(k_end, Tq - 1 + offs.s0 - offs.s1 + 1);
+#if FA_ALIBI
+    if (aoffs.s2 != 0)
+        k_end = min(k_end, Tq - 1 + aoffs.s0 - aoffs.s1 + 1);
+#endif
+    const int16 tv = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+    for (long k0 = k_beg; k0 < k_end; k0 += FA_TK) {
+        const int nt = (int)min((long)FA_TK, k_end - k0);
+
+        /* ---- 1. q.k: key by key, every head's row of the key (in memory order); with
+         * 4 rows per head (GQA 4, decode), 4 keys at a time per head, the 16 dot products'
+         * lanes summed together, as fa_sum4 does for four) ---- */
+        int t1 = 0;
+#if FA_KW == 16 && FA_RG == 4
+        for (; t1 + 4 <= nt; t1 += 4) {
+            const long kb = k_off + b * k_st.s3 + (k0 + t1) * k_st.s2;
+            for (int hb = 0; hb < nh; hb++) {
+                const long kr = kb + (hk0 + hb) * k_st.s1;
+                const int r = hb * 4;
+                float16 a[16];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    FA_KT kx[FA_NK];
+#pragma unroll
+                    for (int i = 0; i < FA_NK; i++)
+                        kx[i] = FA_LOAD_K(kr + u * k_st.s2 + i * FA_KW);
+#pragma unroll
+                    for (int rr = 0; rr < 4; rr++) {
+                        float16 c = qv[r + rr][0] * kx[0];
+#pragma unroll
+                        for (int i = 1; i < FA_NK; i++)
+                            c = FA_MAD(qv[r + rr][i], kx[i], c);
+                        a[u * 4 + rr] = c;
+                    }
+                }
+                /* pairs of halves, quarters, eighths, neighbours: e.s[u * 4 + rr] */
+                float16 b8[8], c4[4], d2[2];
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float16 w0 = a[2 * j], w1 = a[2 * j + 1];
+                    b8[j] = (float16)(w0.lo, w1.lo) + (float16)(w0.hi, w1.hi);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float16 w0 = b8[2 * j], w1 = b8[2 * j + 1];
+                    c4[j] = (float16)(w0.s0123, w0.s89ab, w1.s0123, w1.s89ab) +
+                            (float16)(w0.s4567, w0.scdef, w1.s4567, w1.scdef);
+                }
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const float16 w0 = c4[2 * j], w1 = c4[2 * j + 1];
+                    d2[j] = (float16)(w0.s0145, w0.s89cd, w1.s0145, w1.s89cd) +
+                            (float16)(w0.s2367, w0.sabef, w1.s2367, w1.sabef);
+                }
+                const float16 e =
+                    (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
+                vstore4(e.s048c, 0, &x[r][t1]);
+                vstore4(e.s159d, 0, &x[r + 1][t1]);
+                vstore4(e.s26ae, 0, &x[r + 2][t1]);
+                vstore4(e.s37bf, 0, &x[r + 3][t1]);
+            }
+        }
+#endif
+        for (int t = t1; t < nt; t++) {
+            const long kb = k_off + b * k_st.s3 + (k0 + t) * k_st.s2;
+            for (int hb = 0; hb < nh; hb++) {
+                const long kr = kb + (hk0 + hb) * k_st.s1;
+                FA_KT kx[FA_NK];
+#pragma unroll
+                for (int i = 0; i < FA_NK; i++)
+                    kx[i] = FA_LOAD_K(kr + i * FA_KW);
+#if FA_KW == 16 && FA_RG % 4 == 0
+#pragma unroll
+                for (int r4 = 0; r4 < FA_RG; r4 += 4) {
+                    const int r = hb * FA_RG + r4;
+                    float16 a0 = qv[r][0] * kx[0], a1 = qv[r + 1][0] * kx[0];
+                    float16 a2 = qv[r + 2][0] * kx[0], a3 = qv[r + 3][0] * kx[0];
+#pragma unroll
+                    for (int i = 1; i < FA_NK; i++) {
+                        a0 = FA_MAD(qv[r][i], kx[i], a0);
+                        a1 = FA_MAD(qv[r + 1][i], kx[i], a1);
+                        a2 = FA_MAD(qv[r + 2][i], kx[i], a2);
+                        a3 = FA_MAD(qv[r + 3][i], kx[i], a3);
+                    }
+                    const float4 sv = fa_sum4(a0, a1, a2, a3);
+                    x[r][t] = sv.s0;
+                    x[r + 1][t] = sv.s1;
+                    x[r + 2][t] = sv.s2;
+                    x[r + 3][t] = sv.s3;
+                }
+#else
+#pragma unroll
+                for (int rr = 0; rr < FA_RG; rr++) {
+                    const int r = hb * FA_RG + rr;
+                    FA_KT a = qv[r][0] * kx[0];
+#pragma unroll
+                    for (int i = 1; i < FA_NK; i++)
+                        a = FA_MAD(qv[r][i], kx[i], a);
+                    x[r][t] = FA_HSUM(a);
+                }
+#endif
+            }
+        }
+
+        /* ---- 2. per row: the logits (a tile at a time), the running max, the rescale
+         * factor, the probabilities and the running sum ---- */
+        for (int r = 0; r < nr; r++) {
+            const long h = row_h[r], iq = row_q[r];
+            float mt = -INFINITY;
+            for (int sv = 0; sv < FA_TK / 16; sv++) {
+                const int16 ts = tv + 16 * sv; /* keys k0 + ts */
+                float16 y = vload16(sv, x[r]) * scale;
+                int16 dead = ts >= nt;
+#if FA_SOFTCAP
+                y = softcap * tanh(y / softcap);
+#endif
+#if FA_ALIBI
+                {
+                    /* the distance aqp - akp of key k0 + t: base - t */
+                    const long base = (iq + aoffs.s0) - (k0 + aoffs.s1);
+                    float16 df;
+                    if (base > -0x1000000L && base < 0x1000000L) {
+                        /* base and t exact in f32: their f32 difference is base - t
+                         * rounded to nearest, as convert_float16_rte gives below */
+                        df = (float)base - convert_float16(ts);
+                        if (aoffs.s3 != 0)
+                            df = fabs(df);
+                    } else {
+                        long16 dl = (long16)base - convert_long16(ts);
+                        if (aoffs.s3 != 0)
+                            dl = select(dl, -dl, dl < 0);
+                        df = convert_float16_rte(dl);
+                    }
+                    y = y + -(slopes[h] * df);
+                    if (aoffs.s2 != 0) /* t > base, base clamped to the tile */
+                        dead |= ts > (int)clamp(base, -1L, (long)FA_TK);
+                }
+#endif
+#if FA_RELBIAS || FA_MASK
+                vstore16(y, sv, x[r]);
+                for (int t = 16 * sv; t < min(nt, 16 * sv + 16); t++) {
+                    const long kk = k0 + t;
+                    float yt = x[r][t];
+#if FA_RELBIAS
+                    const long u = buckets[kk + offs.s1 - (iq + offs.s0) - offs.s3];
+                    yt = yt + FA_LOAD(FA_T_F16, rtab, r_off + u * r_st.s0 + h * r_st.s1);
+#endif
+#if FA_MASK
+                    const float mv = FA_LOAD(FA_M_F16, mk, row_m[r] + kk * m_st.s0);
+#if FA_MSLOPE
+                    yt = yt + mslopes[h] * mv;
+#else
+                    yt = yt + mv;
+#endif
+#endif
+                    x[r][t] = yt;
+                }
+                y = vload16(sv, x[r]);
+#endif
+                if (offs.s2 != 0) /* key k0 + t + k_offset after the query's position */
+                    dead |= ts > (int)clamp((iq + offs.s0) - (k0 + offs.s1), -1L, (long)FA_TK);
+                y = select(y, (float16)(-INFINITY), dead);
+                vstore16(y, sv, x[r]);
+                mt = fmax(mt, FA_HMAX16(y));
+            }
+            const float mo = m_run[r];
+            const float mn = fmax(mo, mt);
+            const float al = mn == -INFINITY ? 1.0f : exp(mo - mn);
+            alpha[r] = al;
+            m_run[r] = mn;
+            float ls = 0.0f;
+            for (int sv = 0; sv < FA_TK / 16; sv++) {
+                const float16 y = vload16(sv, x[r]);
+                const float16 p = select(exp(y - mn), (float16)0.0f, y == (float16)(-INFINITY));
+                vstore16(p, sv, x[r]);
+                ls += FA_HSUM16(p);
+            }
+            l_run[r] = l_run[r] * al + ls;
+        }
+
+        /* ---- 3. the outputs: key by key in memory order, FA_KB keys (every head's v rows)
+         * per pass; the accumulators stay in private memory (the L1 cache) ---- */
+        for (int r = 0; r < nr; r++)
+            for (int g = 0; g < FA_NV; g++)
+                acc[r][g] *= alpha[r];
+        for (int t = 0; t < nt; t += FA_KB) {
+            const long vt = v_off + b * v_st.s3 + (k0 + t) * v_st.s2;
+            for (int hb = 0; hb < nh; hb++) {
+                const long vb = vt + (hk0 + hb) * v_st.s1;
+                FA_VT vx[FA_KB][FA_NV];
+#pragma unroll
+                for (int u = 0; u < FA_KB; u++)
+#pragma unroll
+                    for (int g = 0; g < FA_NV; g++) /* keys past the tile: p = 0 */
+                        vx[u][g] = t + u < nt ? FA_LOAD_V(vb + u * v_st.s2 + g * FA_VW)
+                                              : (FA_VT)0.0f;
+#pragma unroll
+                for (int rr = 0; rr < FA_RG; rr++) {
+                    const int r = hb * FA_RG + rr;
+#pragma unroll
+                    for (int g = 0; g < FA_NV; g++) {
+                        FA_VT a = acc[r][g];
+#pragma unroll
+                        for (int u = 0; u < FA_KB; u++)
+                            a = FA_MAD((FA_VT)x[r][t + u], vx[u][g], a);
+                        acc[r][g] = a;
+                    }
+                }
+            }
+        }
+    }
+
+    /* ---- the rows: partials, or dst with the sink ---- */
+    for (int r = 0; r < nr; r++) {
+        const float m = m_run[r], l = l_run[r];
+        const long h = row_h[r], iq = row_q[r];
+#if FA_SPLIT
+        const long pr = (h + Hq * (iq + Tq * b)) * (long)get_num_groups(0) + chunk;
+        __global float *pp = part + pr * (FA_DV + 2);
+        pp[0] = m;
+        pp[1] = l;
+        for (int g = 0; g < FA_NV; g++)
+            FA_CAT(vstore, FA_VW)(acc[r][g], 0, pp + 2 + g * FA_VW);
+#else
+#if FA_SINKS
+        const float sink = sinks[s_off + h * s_st];
+#else
+        const float sink = -INFINITY;
+#endif
+        const float M = fmax(m, sink);
+        float f = 0.0f, inv = 0.0f;
+        if (M != -INFINITY) {
+            f = exp(m - M); /* 0 for m = -inf */
+            inv = 1.0f / (l * f + exp(sink - M));
+        }
+        const long ob = o_off + h * o_st.s1 + iq * o_st.s2 + b * o_st.s3;
+        for (int g = 0; g < FA_NV; g++) {
+            for (int e = 0; e < FA_VW; e++) {
+                const long d = (long)g * FA_VW + e;
+                const float y = M == -INFINITY ? 0.0f : ((float *)&acc[r][g])[e] * f * inv;
+#if FA_O_F16
+                vstore_half_rte(y, (size_t)(ob + d * o_st.s0), (__global half *)dst);
+#else
+                ((__global float *)dst)[ob + d * o_st.s0] = y;
+#endif
+            }
+        }
+#endif
+    }
+}
+
+/*
+ * pe_flash_cpu_merge: flash.cl's pe_flash_merge with one work-item per row (local size 1)
+ * instead of one per (d, row): the chunks' weights e_c = exp(m_c - M) are computed once
+ * per row, the dims FA_VW at a time. The same formula, the same order of the sums:
+ *   M = max(max_c m_c, sink),  dst_d = sum_c acc_c,d e_c / (sum_c l_c e_c + exp(sink - M))
+ * (0 for M = -inf). NDRange (Hq*Tq*B, 1, 1); dims (Dv, Hq, Tq, n_chunks).
+ */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
+pe_flash_cpu_merge(__global void *dst, const long o_off, const long4 o_st,
+                   __global const float *part, __global const float *sinks, const long s_off,
+                   const long s_st, const long4 dims, const long n_rows)
+{
+    const long row = (long)get_global_id(0);
+    const long Hq = dims.s1, Tq = dims.s2, nc = dims.s3; /* dims.s0 = FA_DV */
+    if (row >= n_rows)
+        return;
+    const long h = row % Hq, iq = (row / Hq) % Tq, b = row / (Hq * Tq);
+    __global const float *pp = part + row * nc * (FA_DV + 2);
+#if FA_SINKS
+    const float sink = sinks[s_off + h * s_st];
+#else
+    const float sink = -INFINITY;
+#endif
+    float M = sink;
+    for (long c = 0; c < nc; c++)
+        M = fmax(M, pp[c * (FA_DV + 2)]);
+    FA_VT a[FA_NV];
+    for (int g = 0; g < FA_NV; g++)
+        a[g] = (FA_VT)0.0f;
+    float l = 0.0f, inv = 0.0f;
+    if (M != -INFINITY) {
+        for (long c = 0; c < nc; c++) {
+            __global const float *pc = pp + c * (FA_DV + 2);
+            const float m = pc[0];
+            if (m == -INFINITY)
+                continue;
+            const float e = exp(m - M);
+            l += pc[1] * e;
+            for (int g = 0; g < FA_NV; g++)
+                a[g] += FA_CAT(vload, FA_VW)(0, pc + 2 + g * FA_VW) * e;
+        }
+        inv = l + exp(sink - M);
+    }
+    const long ob = o_off + h * o_st.s1 + iq * o_st.s2 + b * o_st.s3;
+    for (int g = 0; g < FA_NV; g++) {
+        for (int e = 0; e < FA_VW; e++) {
+            const long d = (long)g * FA_VW + e;
+            const float o = M == -INFINITY ? 0.0f : ((float *)&a[g])[e] / inv;
+#if FA_O_F16
+            vstore_half_rte(o, (size_t)(ob + d * o_st.s0), (__global half *)dst);
+#else
+            ((__global float *)dst)[ob + d * o_st.s0] = o;
+#endif
+        }
+    }
+}
