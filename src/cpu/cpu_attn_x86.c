@@ -21,10 +21,13 @@
  *  - values: acc_r = acc_r * alpha_r, then acc_r[i] = fma(p_r[j], v_j[i], acc_r[i]) for j
  *    in order; an item of one row per K/V head (MHA decode) sums even and odd keys apart and
  *    adds the two at the end of the tile.
- * The choice is made once per process from CPUID (AVX2, FMA, F16C, and the OS saving the
- * YMM state); the same machine always takes the same path, so a context's results are the
- * same every call. POSENC_CPU_X86=0 in the environment makes the process take the generic
- * loops instead (the test suites run the CPU attention cases both ways).
+ * The loops are written once (cpu_attn_x86_body.h) for 8 lanes (AVX2) and 16 (AVX-512F,
+ * where D / Dv are multiples of 16): the 16-lane scores fold lanes i and i + 8 first, then
+ * add as above. The choice is made once per process from CPUID (AVX2, FMA, F16C, AVX-512F
+ * and the OS saving the YMM / ZMM state); the same machine always takes the same path, so a
+ * context's results are the same every call. POSENC_CPU_X86=0 in the environment makes the
+ * process take the generic loops instead, POSENC_CPU_X86=avx2 the 8-lane ones (the test
+ * suites run the CPU attention cases all three ways).
  */
 #include "cpu_fast.h"
 
@@ -39,7 +42,7 @@
 #define PE_X86 __attribute__((target("avx2,fma,f16c")))
 #define PE_X86_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
 
-static int have_x86;
+static int have_x86, have_avx512;
 static pthread_once_t x86_once = PTHREAD_ONCE_INIT;
 
 static void x86_detect(void)
@@ -47,9 +50,11 @@ static void x86_detect(void)
     const char *env = getenv("POSENC_CPU_X86");
     if (env && strcmp(env, "0") == 0)
         return; /* the generic loops, as on a CPU without the three (tests run both) */
-    int avx_f16c, avx2, fma;
-    pe_cpu_x86_features(&avx_f16c, &avx2, &fma);
+    int avx_f16c, avx2, fma, avx512f;
+    pe_cpu_x86_features(&avx_f16c, &avx2, &fma, &avx512f);
     have_x86 = avx_f16c && avx2 && fma;
+    /* POSENC_CPU_X86=avx2: the 8-lane loops on an AVX-512 CPU too (tests run both) */
+    have_avx512 = have_x86 && avx512f && !(env && strcmp(env, "avx2") == 0);
 }
 
 bool pe_attn_x86_available(void)
@@ -83,273 +88,106 @@ PE_X86_INLINE float hsum1(__m256 a)
 /* Key j's row: kt rows from k, kb bytes apart. */
 #define KROW(k, kb, j) ((const void *)((const char *)(k) + (j) * (kb)))
 
-/* Four rows of q against N (1-3) keys from key j: 4 N accumulators, each q load serving N
- * keys and each k load (converted once) four rows; with N = 3, 12 chains of FMAs in flight
- * (the latency of an FMA times the two FMA ports needs 8). */
-PE_X86_INLINE void scores4n(const float *restrict q, int64_t D, const void *k, int64_t kb,
-                            int64_t j, float *restrict x, int64_t xs, const int N, const int f16)
+#define SFX(name) name##_avx2
+#define PE_IN PE_X86_INLINE
+#define PE_FN PE_X86
+#define PV __m256
+#define VW 8
+#define V_ZERO() _mm256_setzero_ps()
+#define V_SET1(x) _mm256_set1_ps(x)
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+#define V_BCAST(p) _mm256_broadcast_ss(p)
+#define V_MUL(a, b) _mm256_mul_ps(a, b)
+#define V_ADD(a, b) _mm256_add_ps(a, b)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_LDROW(row, i, f16) ld8(row, i, f16)
+#define V_HSUM4(a, b, c, d) hsum4(a, b, c, d)
+#define V_HSUM1(a) hsum1(a)
+#include "cpu_attn_x86_body.h"
+#undef SFX
+#undef PE_IN
+#undef PE_FN
+#undef PV
+#undef VW
+#undef V_ZERO
+#undef V_SET1
+#undef V_LOAD
+#undef V_STORE
+#undef V_BCAST
+#undef V_MUL
+#undef V_ADD
+#undef V_FMA
+#undef V_LDROW
+#undef V_HSUM4
+#undef V_HSUM1
+
+/* AVX-512 (F): 16 lanes, twice the work per instruction where D and Dv are multiples of 16. */
+#define PE_X512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define PE_X512_INLINE __attribute__((target("avx512f,avx2,fma,f16c"), always_inline)) static inline
+
+PE_X512_INLINE __m512 ld16(const void *row, int64_t i, const int f16)
 {
-    __m256 a[3][4];
-    for (int n = 0; n < N; n++)
-        for (int u = 0; u < 4; u++)
-            a[n][u] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < D; i += 8) {
-        __m256 kk[3];
-        for (int n = 0; n < N; n++)
-            kk[n] = ld8(KROW(k, kb, j + n), i, f16);
-        for (int u = 0; u < 4; u++) {
-            const __m256 qu = _mm256_loadu_ps(q + u * D + i);
-            for (int n = 0; n < N; n++)
-                a[n][u] = _mm256_fmadd_ps(qu, kk[n], a[n][u]);
-        }
-    }
-    for (int n = 0; n < N; n++) {
-        float s[4];
-        _mm_storeu_ps(s, hsum4(a[n][0], a[n][1], a[n][2], a[n][3]));
-        for (int u = 0; u < 4; u++)
-            x[u * xs + j + n] = s[u];
-    }
+    if (f16)
+        return _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + i)));
+    return _mm512_loadu_ps((const float *)row + i);
 }
 
-PE_X86_INLINE void scores4(const float *restrict q, int64_t D, const void *k, int64_t kb,
-                           int64_t kt, float *restrict x, int64_t xs, const int f16)
+/* Lanes i and i + 8 added: the 16 lanes to 8 (then hsum4's order). */
+PE_X512_INLINE __m256 fold512(__m512 a)
 {
-    int64_t j = 0;
-    for (; j + 3 <= kt; j += 3)
-        scores4n(q, D, k, kb, j, x, xs, 3, f16);
-    if (kt - j == 2)
-        scores4n(q, D, k, kb, j, x, xs, 2, f16);
-    else if (kt - j == 1)
-        scores4n(q, D, k, kb, j, x, xs, 1, f16);
+    return _mm256_add_ps(_mm512_castps512_ps256(a),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
 }
 
-/* One row: four keys at a time, one accumulator each. */
-PE_X86_INLINE void scores1(const float *restrict q, int64_t D, const void *k, int64_t kb,
-                           int64_t kt, float *restrict x, const int f16)
-{
-    int64_t j = 0;
-    for (; j + 4 <= kt; j += 4) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t i = 0; i < D; i += 8) {
-            const __m256 qi = _mm256_loadu_ps(q + i);
-            a0 = _mm256_fmadd_ps(qi, ld8(KROW(k, kb, j), i, f16), a0);
-            a1 = _mm256_fmadd_ps(qi, ld8(KROW(k, kb, j + 1), i, f16), a1);
-            a2 = _mm256_fmadd_ps(qi, ld8(KROW(k, kb, j + 2), i, f16), a2);
-            a3 = _mm256_fmadd_ps(qi, ld8(KROW(k, kb, j + 3), i, f16), a3);
-        }
-        _mm_storeu_ps(x + j, hsum4(a0, a1, a2, a3));
-    }
-    for (; j < kt; j++) {
-        __m256 a = _mm256_setzero_ps();
-        for (int64_t i = 0; i < D; i += 8)
-            a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), ld8(KROW(k, kb, j), i, f16), a);
-        x[j] = hsum1(a);
-    }
-}
-
-PE_X86_INLINE void scores_body(const float *restrict qs, int64_t nr, int64_t D, const void *k,
-                               int64_t kb, int64_t kt, float *restrict x, int64_t xs,
-                               const int f16)
-{
-    int64_t r = 0;
-    for (; r + 4 <= nr; r += 4)
-        scores4(qs + r * D, D, k, kb, kt, x + r * xs, xs, f16);
-    for (; r < nr; r++)
-        scores1(qs + r * D, D, k, kb, kt, x + r * xs, f16);
-}
-
-PE_X86 static void scores_f16(const float *restrict qs, int64_t nr, int64_t D, const void *k,
-                              int64_t kb, int64_t kt, float *restrict x, int64_t xs)
-{
-    scores_body(qs, nr, D, k, kb, kt, x, xs, 1);
-}
-
-PE_X86 static void scores_f32(const float *restrict qs, int64_t nr, int64_t D, const void *k,
-                              int64_t kb, int64_t kt, float *restrict x, int64_t xs)
-{
-    scores_body(qs, nr, D, k, kb, kt, x, xs, 0);
-}
+#define SFX(name) name##_avx512
+#define PE_IN PE_X512_INLINE
+#define PE_FN PE_X512
+#define PV __m512
+#define VW 16
+#define V_ZERO() _mm512_setzero_ps()
+#define V_SET1(x) _mm512_set1_ps(x)
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#define V_BCAST(p) _mm512_set1_ps(*(p))
+#define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_LDROW(row, i, f16) ld16(row, i, f16)
+#define V_HSUM4(a, b, c, d) hsum4(fold512(a), fold512(b), fold512(c), fold512(d))
+#define V_HSUM1(a) hsum1(fold512(a))
+#include "cpu_attn_x86_body.h"
 
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
                         bool k_f16, int64_t kt, float *x, int64_t xs)
 {
-    if (k_f16)
-        scores_f16(qs, nr, D, k, kb, kt, x, xs);
-    else
-        scores_f32(qs, nr, D, k, kb, kt, x, xs);
-}
-
-/* G (1-4) rows' acc over columns [i, i + 8 W) (W = 1 or 2 vectors a row): scaled by alpha,
- * then the tile's keys in order, each V load (converted once) serving the G rows. */
-PE_X86_INLINE void accum_block(const float *const *xr, float *const *ar, const float *alpha,
-                               int64_t kt, const void *v, int64_t vb, int64_t i, const int G,
-                               const int W, const int f16)
-{
-    __m256 a[4][2];
-    for (int u = 0; u < G; u++)
-        for (int w = 0; w < W; w++)
-            a[u][w] = _mm256_mul_ps(_mm256_loadu_ps(ar[u] + i + 8 * w), _mm256_set1_ps(alpha[u]));
-    for (int64_t j = 0; j < kt; j++) {
-        __m256 vv[2];
-        for (int w = 0; w < W; w++)
-            vv[w] = ld8(KROW(v, vb, j), i + 8 * w, f16);
-        for (int u = 0; u < G; u++) {
-            const __m256 p = _mm256_broadcast_ss(xr[u] + j);
-            for (int w = 0; w < W; w++)
-                a[u][w] = _mm256_fmadd_ps(p, vv[w], a[u][w]);
-        }
+    if (have_avx512 && D % 16 == 0) {
+        if (k_f16)
+            scores_f16_avx512(qs, nr, D, k, kb, kt, x, xs);
+        else
+            scores_f32_avx512(qs, nr, D, k, kb, kt, x, xs);
+    } else if (k_f16) {
+        scores_f16_avx2(qs, nr, D, k, kb, kt, x, xs);
+    } else {
+        scores_f32_avx2(qs, nr, D, k, kb, kt, x, xs);
     }
-    for (int u = 0; u < G; u++)
-        for (int w = 0; w < W; w++)
-            _mm256_storeu_ps(ar[u] + i + 8 * w, a[u][w]);
-}
-
-/* Four rows, 16 columns from i: 8 accumulators written out (GCC keeps them in registers;
- * the array form of accum_block spilled the converted V rows in this case, the hot one of
- * GQA decode). */
-PE_X86_INLINE void accum4x16(const float *const *xr, float *const *ar, const float *al,
-                             int64_t kt, const void *v, int64_t vb, int64_t i, const int f16)
-{
-    const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];
-    __m256 a00 = _mm256_mul_ps(_mm256_loadu_ps(ar[0] + i), _mm256_set1_ps(al[0]));
-    __m256 a01 = _mm256_mul_ps(_mm256_loadu_ps(ar[0] + i + 8), _mm256_set1_ps(al[0]));
-    __m256 a10 = _mm256_mul_ps(_mm256_loadu_ps(ar[1] + i), _mm256_set1_ps(al[1]));
-    __m256 a11 = _mm256_mul_ps(_mm256_loadu_ps(ar[1] + i + 8), _mm256_set1_ps(al[1]));
-    __m256 a20 = _mm256_mul_ps(_mm256_loadu_ps(ar[2] + i), _mm256_set1_ps(al[2]));
-    __m256 a21 = _mm256_mul_ps(_mm256_loadu_ps(ar[2] + i + 8), _mm256_set1_ps(al[2]));
-    __m256 a30 = _mm256_mul_ps(_mm256_loadu_ps(ar[3] + i), _mm256_set1_ps(al[3]));
-    __m256 a31 = _mm256_mul_ps(_mm256_loadu_ps(ar[3] + i + 8), _mm256_set1_ps(al[3]));
-    const char *vp = v;
-    for (int64_t j = 0; j < kt; j++, vp += vb) {
-        const __m256 v0 = ld8(vp, i, f16), v1 = ld8(vp, i + 8, f16);
-        __m256 p = _mm256_broadcast_ss(x0 + j);
-        a00 = _mm256_fmadd_ps(p, v0, a00);
-        a01 = _mm256_fmadd_ps(p, v1, a01);
-        p = _mm256_broadcast_ss(x1 + j);
-        a10 = _mm256_fmadd_ps(p, v0, a10);
-        a11 = _mm256_fmadd_ps(p, v1, a11);
-        p = _mm256_broadcast_ss(x2 + j);
-        a20 = _mm256_fmadd_ps(p, v0, a20);
-        a21 = _mm256_fmadd_ps(p, v1, a21);
-        p = _mm256_broadcast_ss(x3 + j);
-        a30 = _mm256_fmadd_ps(p, v0, a30);
-        a31 = _mm256_fmadd_ps(p, v1, a31);
-    }
-    _mm256_storeu_ps(ar[0] + i, a00);
-    _mm256_storeu_ps(ar[0] + i + 8, a01);
-    _mm256_storeu_ps(ar[1] + i, a10);
-    _mm256_storeu_ps(ar[1] + i + 8, a11);
-    _mm256_storeu_ps(ar[2] + i, a20);
-    _mm256_storeu_ps(ar[2] + i + 8, a21);
-    _mm256_storeu_ps(ar[3] + i, a30);
-    _mm256_storeu_ps(ar[3] + i + 8, a31);
-}
-
-/* One row (MHA decode: a K/V head's only row), 32 columns from i: four accumulators for
- * even keys and four for odd ones (8 chains in flight), added at the end. */
-PE_X86_INLINE void accum1x32(const float *x0, float *a, float al, int64_t kt, const void *v,
-                             int64_t vb, int64_t i, const int f16)
-{
-    const __m256 s = _mm256_set1_ps(al), z = _mm256_setzero_ps();
-    __m256 e0 = _mm256_mul_ps(_mm256_loadu_ps(a + i), s);
-    __m256 e1 = _mm256_mul_ps(_mm256_loadu_ps(a + i + 8), s);
-    __m256 e2 = _mm256_mul_ps(_mm256_loadu_ps(a + i + 16), s);
-    __m256 e3 = _mm256_mul_ps(_mm256_loadu_ps(a + i + 24), s);
-    __m256 o0 = z, o1 = z, o2 = z, o3 = z;
-    const char *vp = v;
-    int64_t j = 0;
-    for (; j + 2 <= kt; j += 2, vp += 2 * vb) {
-        const __m256 p = _mm256_broadcast_ss(x0 + j), q = _mm256_broadcast_ss(x0 + j + 1);
-        e0 = _mm256_fmadd_ps(p, ld8(vp, i, f16), e0);
-        e1 = _mm256_fmadd_ps(p, ld8(vp, i + 8, f16), e1);
-        e2 = _mm256_fmadd_ps(p, ld8(vp, i + 16, f16), e2);
-        e3 = _mm256_fmadd_ps(p, ld8(vp, i + 24, f16), e3);
-        o0 = _mm256_fmadd_ps(q, ld8(vp + vb, i, f16), o0);
-        o1 = _mm256_fmadd_ps(q, ld8(vp + vb, i + 8, f16), o1);
-        o2 = _mm256_fmadd_ps(q, ld8(vp + vb, i + 16, f16), o2);
-        o3 = _mm256_fmadd_ps(q, ld8(vp + vb, i + 24, f16), o3);
-    }
-    if (j < kt) {
-        const __m256 p = _mm256_broadcast_ss(x0 + j);
-        e0 = _mm256_fmadd_ps(p, ld8(vp, i, f16), e0);
-        e1 = _mm256_fmadd_ps(p, ld8(vp, i + 8, f16), e1);
-        e2 = _mm256_fmadd_ps(p, ld8(vp, i + 16, f16), e2);
-        e3 = _mm256_fmadd_ps(p, ld8(vp, i + 24, f16), e3);
-    }
-    _mm256_storeu_ps(a + i, _mm256_add_ps(e0, o0));
-    _mm256_storeu_ps(a + i + 8, _mm256_add_ps(e1, o1));
-    _mm256_storeu_ps(a + i + 16, _mm256_add_ps(e2, o2));
-    _mm256_storeu_ps(a + i + 24, _mm256_add_ps(e3, o3));
-}
-
-PE_X86_INLINE void accum_rows(const float *x, int64_t xs, const int64_t *rows,
-                              const float *alpha, int64_t kt, const void *v, int64_t vb,
-                              float *acc, int64_t Dv, const int G, const int f16)
-{
-    const float *xr[4];
-    float *ar[4], al[4];
-    for (int u = 0; u < G; u++) {
-        xr[u] = x + rows[u] * xs;
-        ar[u] = acc + rows[u] * Dv;
-        al[u] = alpha[rows[u]];
-    }
-    int64_t i = 0;
-    if (G == 4)
-        for (; i + 16 <= Dv; i += 16)
-            accum4x16(xr, ar, al, kt, v, vb, i, f16);
-    if (G == 1)
-        for (; i + 32 <= Dv; i += 32)
-            accum1x32(xr[0], ar[0], al[0], kt, v, vb, i, f16);
-    for (; i + 16 <= Dv; i += 16)
-        accum_block(xr, ar, al, kt, v, vb, i, G, 2, f16);
-    if (i < Dv)
-        accum_block(xr, ar, al, kt, v, vb, i, G, 1, f16);
-}
-
-PE_X86_INLINE void accum_body(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
-                              const float *alpha, int64_t kt, const void *v, int64_t vb,
-                              float *acc, int64_t Dv, const int f16)
-{
-    int64_t r = 0;
-    for (; r + 4 <= n_rows; r += 4)
-        accum_rows(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 4, f16);
-    switch (n_rows - r) {
-    case 3:
-        accum_rows(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 3, f16);
-        break;
-    case 2:
-        accum_rows(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 2, f16);
-        break;
-    case 1:
-        accum_rows(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 1, f16);
-        break;
-    default:
-        break;
-    }
-}
-
-PE_X86 static void accum_f16(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
-                             const float *alpha, int64_t kt, const void *v, int64_t vb,
-                             float *acc, int64_t Dv)
-{
-    accum_body(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 1);
-}
-
-PE_X86 static void accum_f32(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
-                             const float *alpha, int64_t kt, const void *v, int64_t vb,
-                             float *acc, int64_t Dv)
-{
-    accum_body(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 0);
 }
 
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                        const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
                        float *acc, int64_t Dv)
 {
-    if (v_f16)
-        accum_f16(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
-    else
-        accum_f32(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+    if (have_avx512 && Dv % 16 == 0) {
+        if (v_f16)
+            accum_f16_avx512(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+        else
+            accum_f32_avx512(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+    } else if (v_f16) {
+        accum_f16_avx2(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+    } else {
+        accum_f32_avx2(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+    }
 }
 
 /* exp(x) for x <= 0 (or -inf), 8 lanes: pe_cpu_exp_f32 (cpu_fast.h) with fused

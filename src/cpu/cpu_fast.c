@@ -517,12 +517,12 @@ static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
 /* CPUID / XGETBV: AVX and F16C (leaf 1 ECX bits 28, 29) usable only when the OS saves
  * the YMM state (OSXSAVE, bit 27, and XCR0 bits 1-2); FMA is leaf 1 ECX bit 12, AVX2 leaf
- * 7 EBX bit 5. Read directly rather than with __builtin_cpu_supports, which Clang before
+ * 7 EBX bit 5, AVX-512F leaf 7 EBX bit 16 (with XCR0 bits 5-7). Read directly rather than with __builtin_cpu_supports, which Clang before
  * 15 does not know for "f16c". */
-void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma)
+void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma, int *avx512f)
 {
     unsigned a = 0, b = 0, c = 0, d = 0;
-    *avx_f16c = *avx2 = *fma = 0;
+    *avx_f16c = *avx2 = *fma = *avx512f = 0;
     if (!__get_cpuid(1, &a, &b, &c, &d))
         return;
     const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
@@ -535,16 +535,19 @@ void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma)
         return;
     *avx_f16c = 1;
     *fma = (int)((c >> 12) & 1u);
-    if (__get_cpuid_count(7, 0, &a, &b, &c, &d))
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
         *avx2 = (b >> 5) & 1u;
+        /* AVX-512F (EBX bit 16) with the OS saving the opmask and ZMM state (XCR0 5-7) */
+        *avx512f = (int)((b >> 16) & 1u) && (lo & 0xe0u) == 0xe0u;
+    }
 }
 #endif
 
 static void pick_f16_rows(void)
 {
 #ifdef PE_HAVE_F16C
-    int avx_f16c, avx2, fma;
-    pe_cpu_x86_features(&avx_f16c, &avx2, &fma);
+    int avx_f16c, avx2, fma, avx512f;
+    pe_cpu_x86_features(&avx_f16c, &avx2, &fma, &avx512f);
     if (avx_f16c) {
         h2f_row = h2f_row_f16c;
         f2h_row = f2h_row_f16c;

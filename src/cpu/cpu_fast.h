@@ -57,8 +57,9 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(POSENC_NO_F16C)
 #define PE_ATTN_X86 1
 /* What the CPU has, from CPUID (cpu_fast.c): AVX + F16C with the OS saving the YMM state,
- * AVX2, FMA (each 0 or 1; AVX2 and FMA are 0 without the first). */
-void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma);
+ * AVX2, FMA, AVX-512F with the OS saving the ZMM state (each 0 or 1; the others are 0
+ * without the first). */
+void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma, int *avx512f);
 bool pe_attn_x86_available(void);
 /* x[r xs + j] = q_r . k_j for the nr rows of qs (D floats each, scale applied) and keys
  * j < kt. */

@@ -1,0 +1,262 @@
+/*
+ * cpu_attn_x86_body.h - the loops of cpu_attn_x86.c for one vector width, included once per
+ * instruction set (AVX2: 8 lanes; AVX-512: 16) after these are defined:
+ *   SFX(name)   the function's name for this width (name_avx2, name_avx512)
+ *   PE_IN       the target attribute, always_inline, static inline; PE_FN the target
+ *   PV, VW      the vector type and its lanes
+ *   V_ZERO() V_SET1(x) V_LOAD(p) V_STORE(p, v) V_BCAST(p) V_MUL V_ADD V_FMA(a, b, c)
+ *   V_LDROW(row, i, f16)  VW elements of a K / V row from element i (f16 converted, or f32)
+ *   V_HSUM4(a, b, c, d)   the four vectors' lane sums as an __m128; V_HSUM1(a) one float
+ * and KROW(k, kb, j). Not a header of its own: no include guard, nothing declared outside.
+ */
+
+/* Four rows of q against N (1-3) keys from key j: 4 N accumulators, each q load serving N
+ * keys and each k load (converted once) four rows; with N = 3, 12 chains of FMAs in flight
+ * (the latency of an FMA times the two FMA ports needs 8). */
+PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int64_t kb,
+                            int64_t j, float *restrict x, int64_t xs, const int N, const int f16)
+{
+    PV a[3][4];
+    for (int n = 0; n < N; n++)
+        for (int u = 0; u < 4; u++)
+            a[n][u] = V_ZERO();
+    for (int64_t i = 0; i < D; i += VW) {
+        PV kk[3];
+        for (int n = 0; n < N; n++)
+            kk[n] = V_LDROW(KROW(k, kb, j + n), i, f16);
+        for (int u = 0; u < 4; u++) {
+            const PV qu = V_LOAD(q + u * D + i);
+            for (int n = 0; n < N; n++)
+                a[n][u] = V_FMA(qu, kk[n], a[n][u]);
+        }
+    }
+    for (int n = 0; n < N; n++) {
+        float s[4];
+        _mm_storeu_ps(s, V_HSUM4(a[n][0], a[n][1], a[n][2], a[n][3]));
+        for (int u = 0; u < 4; u++)
+            x[u * xs + j + n] = s[u];
+    }
+}
+
+PE_IN void SFX(scores4)(const float *restrict q, int64_t D, const void *k, int64_t kb,
+                           int64_t kt, float *restrict x, int64_t xs, const int f16)
+{
+    int64_t j = 0;
+    for (; j + 3 <= kt; j += 3)
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16);
+    if (kt - j == 2)
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 2, f16);
+    else if (kt - j == 1)
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 1, f16);
+}
+
+/* One row: four keys at a time, one accumulator each. */
+PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64_t kb,
+                           int64_t kt, float *restrict x, const int f16)
+{
+    int64_t j = 0;
+    for (; j + 4 <= kt; j += 4) {
+        PV a0 = V_ZERO(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < D; i += VW) {
+            const PV qi = V_LOAD(q + i);
+            a0 = V_FMA(qi, V_LDROW(KROW(k, kb, j), i, f16), a0);
+            a1 = V_FMA(qi, V_LDROW(KROW(k, kb, j + 1), i, f16), a1);
+            a2 = V_FMA(qi, V_LDROW(KROW(k, kb, j + 2), i, f16), a2);
+            a3 = V_FMA(qi, V_LDROW(KROW(k, kb, j + 3), i, f16), a3);
+        }
+        _mm_storeu_ps(x + j, V_HSUM4(a0, a1, a2, a3));
+    }
+    for (; j < kt; j++) {
+        PV a = V_ZERO();
+        for (int64_t i = 0; i < D; i += VW)
+            a = V_FMA(V_LOAD(q + i), V_LDROW(KROW(k, kb, j), i, f16), a);
+        x[j] = V_HSUM1(a);
+    }
+}
+
+PE_IN void SFX(scores_body)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
+                               int64_t kb, int64_t kt, float *restrict x, int64_t xs,
+                               const int f16)
+{
+    int64_t r = 0;
+    for (; r + 4 <= nr; r += 4)
+        SFX(scores4)(qs + r * D, D, k, kb, kt, x + r * xs, xs, f16);
+    for (; r < nr; r++)
+        SFX(scores1)(qs + r * D, D, k, kb, kt, x + r * xs, f16);
+}
+
+PE_FN static void SFX(scores_f16)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
+                              int64_t kb, int64_t kt, float *restrict x, int64_t xs)
+{
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 1);
+}
+
+PE_FN static void SFX(scores_f32)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
+                              int64_t kb, int64_t kt, float *restrict x, int64_t xs)
+{
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 0);
+}
+
+/* G (1-4) rows' acc over columns [i, i + VW W) (W = 1 or 2 vectors a row): scaled by alpha,
+ * then the tile's keys in order, each V load (converted once) serving the G rows. */
+PE_IN void SFX(accum_block)(const float *const *xr, float *const *ar, const float *alpha,
+                               int64_t kt, const void *v, int64_t vb, int64_t i, const int G,
+                               const int W, const int f16)
+{
+    PV a[4][2];
+    for (int u = 0; u < G; u++)
+        for (int w = 0; w < W; w++)
+            a[u][w] = V_MUL(V_LOAD(ar[u] + i + VW * w), V_SET1(alpha[u]));
+    for (int64_t j = 0; j < kt; j++) {
+        PV vv[2];
+        for (int w = 0; w < W; w++)
+            vv[w] = V_LDROW(KROW(v, vb, j), i + VW * w, f16);
+        for (int u = 0; u < G; u++) {
+            const PV p = V_BCAST(xr[u] + j);
+            for (int w = 0; w < W; w++)
+                a[u][w] = V_FMA(p, vv[w], a[u][w]);
+        }
+    }
+    for (int u = 0; u < G; u++)
+        for (int w = 0; w < W; w++)
+            V_STORE(ar[u] + i + VW * w, a[u][w]);
+}
+
+/* Four rows, 2 vectors of columns from i: 8 accumulators written out (GCC keeps them in
+ * registers; the array form of accum_block spilled the converted V rows in this case, the
+ * hot one of GQA decode). */
+PE_IN void SFX(accum4x2)(const float *const *xr, float *const *ar, const float *al,
+                             int64_t kt, const void *v, int64_t vb, int64_t i, const int f16)
+{
+    const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];
+    PV a00 = V_MUL(V_LOAD(ar[0] + i), V_SET1(al[0]));
+    PV a01 = V_MUL(V_LOAD(ar[0] + i + VW), V_SET1(al[0]));
+    PV a10 = V_MUL(V_LOAD(ar[1] + i), V_SET1(al[1]));
+    PV a11 = V_MUL(V_LOAD(ar[1] + i + VW), V_SET1(al[1]));
+    PV a20 = V_MUL(V_LOAD(ar[2] + i), V_SET1(al[2]));
+    PV a21 = V_MUL(V_LOAD(ar[2] + i + VW), V_SET1(al[2]));
+    PV a30 = V_MUL(V_LOAD(ar[3] + i), V_SET1(al[3]));
+    PV a31 = V_MUL(V_LOAD(ar[3] + i + VW), V_SET1(al[3]));
+    const char *vp = v;
+    for (int64_t j = 0; j < kt; j++, vp += vb) {
+        const PV v0 = V_LDROW(vp, i, f16), v1 = V_LDROW(vp, i + VW, f16);
+        PV p = V_BCAST(x0 + j);
+        a00 = V_FMA(p, v0, a00);
+        a01 = V_FMA(p, v1, a01);
+        p = V_BCAST(x1 + j);
+        a10 = V_FMA(p, v0, a10);
+        a11 = V_FMA(p, v1, a11);
+        p = V_BCAST(x2 + j);
+        a20 = V_FMA(p, v0, a20);
+        a21 = V_FMA(p, v1, a21);
+        p = V_BCAST(x3 + j);
+        a30 = V_FMA(p, v0, a30);
+        a31 = V_FMA(p, v1, a31);
+    }
+    V_STORE(ar[0] + i, a00);
+    V_STORE(ar[0] + i + VW, a01);
+    V_STORE(ar[1] + i, a10);
+    V_STORE(ar[1] + i + VW, a11);
+    V_STORE(ar[2] + i, a20);
+    V_STORE(ar[2] + i + VW, a21);
+    V_STORE(ar[3] + i, a30);
+    V_STORE(ar[3] + i + VW, a31);
+}
+
+/* One row (MHA decode: a K/V head's only row), 4 vectors of columns from i: four accumulators for
+ * even keys and four for odd ones (8 chains in flight), added at the end. */
+PE_IN void SFX(accum1x4)(const float *x0, float *a, float al, int64_t kt, const void *v,
+                             int64_t vb, int64_t i, const int f16)
+{
+    const PV s = V_SET1(al), z = V_ZERO();
+    PV e0 = V_MUL(V_LOAD(a + i), s);
+    PV e1 = V_MUL(V_LOAD(a + i + VW), s);
+    PV e2 = V_MUL(V_LOAD(a + i + 2 * VW), s);
+    PV e3 = V_MUL(V_LOAD(a + i + 3 * VW), s);
+    PV o0 = z, o1 = z, o2 = z, o3 = z;
+    const char *vp = v;
+    int64_t j = 0;
+    for (; j + 2 <= kt; j += 2, vp += 2 * vb) {
+        const PV p = V_BCAST(x0 + j), q = V_BCAST(x0 + j + 1);
+        e0 = V_FMA(p, V_LDROW(vp, i, f16), e0);
+        e1 = V_FMA(p, V_LDROW(vp, i + VW, f16), e1);
+        e2 = V_FMA(p, V_LDROW(vp, i + 2 * VW, f16), e2);
+        e3 = V_FMA(p, V_LDROW(vp, i + 3 * VW, f16), e3);
+        o0 = V_FMA(q, V_LDROW(vp + vb, i, f16), o0);
+        o1 = V_FMA(q, V_LDROW(vp + vb, i + VW, f16), o1);
+        o2 = V_FMA(q, V_LDROW(vp + vb, i + 2 * VW, f16), o2);
+        o3 = V_FMA(q, V_LDROW(vp + vb, i + 3 * VW, f16), o3);
+    }
+    if (j < kt) {
+        const PV p = V_BCAST(x0 + j);
+        e0 = V_FMA(p, V_LDROW(vp, i, f16), e0);
+        e1 = V_FMA(p, V_LDROW(vp, i + VW, f16), e1);
+        e2 = V_FMA(p, V_LDROW(vp, i + 2 * VW, f16), e2);
+        e3 = V_FMA(p, V_LDROW(vp, i + 3 * VW, f16), e3);
+    }
+    V_STORE(a + i, V_ADD(e0, o0));
+    V_STORE(a + i + VW, V_ADD(e1, o1));
+    V_STORE(a + i + 2 * VW, V_ADD(e2, o2));
+    V_STORE(a + i + 3 * VW, V_ADD(e3, o3));
+}
+
+PE_IN void SFX(accum_rows)(const float *x, int64_t xs, const int64_t *rows,
+                              const float *alpha, int64_t kt, const void *v, int64_t vb,
+                              float *acc, int64_t Dv, const int G, const int f16)
+{
+    const float *xr[4];
+    float *ar[4], al[4];
+    for (int u = 0; u < G; u++) {
+        xr[u] = x + rows[u] * xs;
+        ar[u] = acc + rows[u] * Dv;
+        al[u] = alpha[rows[u]];
+    }
+    int64_t i = 0;
+    if (G == 4)
+        for (; i + 2 * VW <= Dv; i += 2 * VW)
+            SFX(accum4x2)(xr, ar, al, kt, v, vb, i, f16);
+    if (G == 1)
+        for (; i + 4 * VW <= Dv; i += 4 * VW)
+            SFX(accum1x4)(xr[0], ar[0], al[0], kt, v, vb, i, f16);
+    for (; i + 2 * VW <= Dv; i += 2 * VW)
+        SFX(accum_block)(xr, ar, al, kt, v, vb, i, G, 2, f16);
+    if (i < Dv)
+        SFX(accum_block)(xr, ar, al, kt, v, vb, i, G, 1, f16);
+}
+
+PE_IN void SFX(accum_body)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
+                              const float *alpha, int64_t kt, const void *v, int64_t vb,
+                              float *acc, int64_t Dv, const int f16)
+{
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4)
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 4, f16);
+    switch (n_rows - r) {
+    case 3:
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 3, f16);
+        break;
+    case 2:
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 2, f16);
+        break;
+    case 1:
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 1, f16);
+        break;
+    default:
+        break;
+    }
+}
+
+PE_FN static void SFX(accum_f16)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
+                             const float *alpha, int64_t kt, const void *v, int64_t vb,
+                             float *acc, int64_t Dv)
+{
+    SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 1);
+}
+
+PE_FN static void SFX(accum_f32)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
+                             const float *alpha, int64_t kt, const void *v, int64_t vb,
+                             float *acc, int64_t Dv)
+{
+    SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 0);
+}
+
