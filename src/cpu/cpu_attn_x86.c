@@ -85,6 +85,39 @@ PE_X86_INLINE float hsum1(__m256 a)
     return _mm_cvtss_f32(hsum4(a, a, a, a));
 }
 
+/* A loop's own copy of the stream (an empty one for NULL), kept in registers: through the
+ * caller's pointer every step would be a load and a store the loop's stores may alias. */
+__attribute__((always_inline)) static inline struct pe_attn_x86_pf_stream
+pf_local(const struct pe_attn_x86_pf_stream *pf)
+{
+    if (pf)
+        return *pf;
+    return (struct pe_attn_x86_pf_stream){NULL, NULL};
+}
+
+__attribute__((always_inline)) static inline void pf_done(struct pe_attn_x86_pf_stream *pf,
+                                                          const struct pe_attn_x86_pf_stream *s)
+{
+    if (pf)
+        *pf = *s;
+}
+
+/* The stream's next line, if any. */
+__attribute__((always_inline)) static inline void pf_step(struct pe_attn_x86_pf_stream *s)
+{
+    if (s->p < s->end) {
+        _mm_prefetch(s->p, _MM_HINT_T2);
+        s->p += 64;
+    }
+}
+
+/* Whatever the steps left. */
+__attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_stream *s)
+{
+    for (; s->p < s->end; s->p += 64)
+        _mm_prefetch(s->p, _MM_HINT_T2);
+}
+
 /* Key j's row: kt rows from k, kb bytes apart. */
 #define KROW(k, kb, j) ((const void *)((const char *)(k) + (j) * (kb)))
 
@@ -160,33 +193,34 @@ PE_X512_INLINE __m256 fold512(__m512 a)
 #include "cpu_attn_x86_body.h"
 
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
-                        bool k_f16, int64_t kt, float *x, int64_t xs)
+                        bool k_f16, int64_t kt, float *x, int64_t xs,
+                        struct pe_attn_x86_pf_stream *pf)
 {
     if (have_avx512 && D % 16 == 0) {
         if (k_f16)
-            scores_f16_avx512(qs, nr, D, k, kb, kt, x, xs);
+            scores_f16_avx512(qs, nr, D, k, kb, kt, x, xs, pf);
         else
-            scores_f32_avx512(qs, nr, D, k, kb, kt, x, xs);
+            scores_f32_avx512(qs, nr, D, k, kb, kt, x, xs, pf);
     } else if (k_f16) {
-        scores_f16_avx2(qs, nr, D, k, kb, kt, x, xs);
+        scores_f16_avx2(qs, nr, D, k, kb, kt, x, xs, pf);
     } else {
-        scores_f32_avx2(qs, nr, D, k, kb, kt, x, xs);
+        scores_f32_avx2(qs, nr, D, k, kb, kt, x, xs, pf);
     }
 }
 
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                        const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
-                       float *acc, int64_t Dv)
+                       float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf)
 {
     if (have_avx512 && Dv % 16 == 0) {
         if (v_f16)
-            accum_f16_avx512(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+            accum_f16_avx512(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, pf);
         else
-            accum_f32_avx512(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+            accum_f32_avx512(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, pf);
     } else if (v_f16) {
-        accum_f16_avx2(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+        accum_f16_avx2(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, pf);
     } else {
-        accum_f32_avx2(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv);
+        accum_f32_avx2(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, pf);
     }
 }
 
@@ -219,6 +253,91 @@ PE_X86_INLINE float hmax8(__m256 v)
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
+}
+
+/* exp16: exp8's steps on 16 lanes. */
+PE_X512_INLINE __m512 exp16(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.33654f);
+    const __m512 xc = _mm512_max_ps(x, lo);
+    const __m512 n = _mm512_roundscale_ps(
+        _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ);
+    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(e));
+}
+
+/* pe_attn_x86_softmax on 16 lanes, the tile's tail under a mask. */
+PE_X512_INLINE float softmax_avx512(float *x, int64_t kt, float *m, float *l)
+{
+    const int64_t k16 = kt & ~(int64_t)15;
+    const __mmask16 tm = (__mmask16)((1u << (kt - k16)) - 1u);
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mx = _mm512_mask_loadu_ps(ninf, tm, x + k16);
+    for (int64_t j = 0; j < k16; j += 16)
+        mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + j));
+    float mt = _mm512_reduce_max_ps(mx);
+    mt = *m > mt ? *m : mt;
+    if (mt == -INFINITY)
+        return -1.0f; /* every key so far masked */
+    const float alpha = *m == -INFINITY ? 0.0f : pe_cpu_exp_f32(*m - mt);
+    const __m512 mn = _mm512_set1_ps(mt);
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t j = 0; j < k16; j += 16) {
+        const __m512 p = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), mn));
+        _mm512_storeu_ps(x + j, p);
+        s = _mm512_add_ps(s, p);
+    }
+    if (tm) {
+        const __m512 p = _mm512_maskz_mov_ps(
+            tm, exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, tm, x + k16), mn)));
+        _mm512_mask_storeu_ps(x + k16, tm, p);
+        s = _mm512_add_ps(s, p);
+    }
+    *l = *l * alpha + _mm512_reduce_add_ps(s);
+    *m = mt;
+    return alpha;
+}
+
+/* The rows in one function, so that one row's chain of max, exp and sum overlaps the next
+ * row's (called per row, each waited on its own). */
+PE_X512 static int64_t softmax_rows_avx512(float *x, int64_t xs, int64_t nr, int64_t kt, float *m,
+                                           float *l, float *alpha, int64_t *live)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < nr; r++) {
+        const float a = softmax_avx512(x + r * xs, kt, m + r, l + r);
+        alpha[r] = a;
+        if (a >= 0.0f)
+            live[n++] = r;
+    }
+    return n;
+}
+
+int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,
+                                 float *alpha, int64_t *live)
+{
+    if (have_avx512)
+        return softmax_rows_avx512(x, xs, nr, kt, m, l, alpha, live);
+    int64_t n = 0;
+    for (int64_t r = 0; r < nr; r++) {
+        const float a = pe_attn_x86_softmax(x + r * xs, kt, m + r, l + r);
+        alpha[r] = a;
+        if (a >= 0.0f)
+            live[n++] = r;
+    }
+    return n;
 }
 
 PE_X86 float pe_attn_x86_softmax(float *x, int64_t kt, float *m, float *l)

@@ -14,7 +14,8 @@
  * keys and each k load (converted once) four rows; with N = 3, 12 chains of FMAs in flight
  * (the latency of an FMA times the two FMA ports needs 8). */
 PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int64_t kb,
-                            int64_t j, float *restrict x, int64_t xs, const int N, const int f16)
+                            int64_t j, float *restrict x, int64_t xs, const int N, const int f16,
+                            struct pe_attn_x86_pf_stream *pf)
 {
     PV a[3][4];
     for (int n = 0; n < N; n++)
@@ -29,6 +30,8 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
             for (int n = 0; n < N; n++)
                 a[n][u] = V_FMA(qu, kk[n], a[n][u]);
         }
+        pf_step(pf);
+        pf_step(pf); /* d 128, 16 lanes: 88 steps for the 128 lines of K */
     }
     for (int n = 0; n < N; n++) {
         float s[4];
@@ -38,24 +41,35 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
     }
 }
 
+/* pf: the next tile's K lines, a few at each step of the inner loops. */
 PE_IN void SFX(scores4)(const float *restrict q, int64_t D, const void *k, int64_t kb,
-                           int64_t kt, float *restrict x, int64_t xs, const int f16)
+                           int64_t kt, float *restrict x, int64_t xs, const int f16,
+                           struct pe_attn_x86_pf_stream *pf)
 {
+    struct pe_attn_x86_pf_stream s = pf_local(pf); /* in registers, not aliased by x */
     int64_t j = 0;
     for (; j + 3 <= kt; j += 3)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16, &s);
     if (kt - j == 2)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 2, f16);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 2, f16, &s);
     else if (kt - j == 1)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 1, f16);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 1, f16, &s);
+    pf_rest(&s);
+    pf_done(pf, &s);
 }
 
 /* One row: four keys at a time, one accumulator each. */
 PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64_t kb,
-                           int64_t kt, float *restrict x, const int f16)
+                           int64_t kt, float *restrict x, const int f16,
+                           struct pe_attn_x86_pf_stream *pf)
 {
+    struct pe_attn_x86_pf_stream s = pf_local(pf);
     int64_t j = 0;
     for (; j + 4 <= kt; j += 4) {
+        pf_step(&s);
+        pf_step(&s);
+        pf_step(&s);
+        pf_step(&s);
         PV a0 = V_ZERO(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t i = 0; i < D; i += VW) {
             const PV qi = V_LOAD(q + i);
@@ -72,36 +86,41 @@ PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64
             a = V_FMA(V_LOAD(q + i), V_LDROW(KROW(k, kb, j), i, f16), a);
         x[j] = V_HSUM1(a);
     }
+    pf_rest(&s);
+    pf_done(pf, &s);
 }
 
+/* The prefetches go with the first group of rows. */
 PE_IN void SFX(scores_body)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
                                int64_t kb, int64_t kt, float *restrict x, int64_t xs,
-                               const int f16)
+                               const int f16, struct pe_attn_x86_pf_stream *pf)
 {
     int64_t r = 0;
-    for (; r + 4 <= nr; r += 4)
-        SFX(scores4)(qs + r * D, D, k, kb, kt, x + r * xs, xs, f16);
-    for (; r < nr; r++)
-        SFX(scores1)(qs + r * D, D, k, kb, kt, x + r * xs, f16);
+    for (; r + 4 <= nr; r += 4, pf = NULL)
+        SFX(scores4)(qs + r * D, D, k, kb, kt, x + r * xs, xs, f16, pf);
+    for (; r < nr; r++, pf = NULL)
+        SFX(scores1)(qs + r * D, D, k, kb, kt, x + r * xs, f16, pf);
 }
 
 PE_FN static void SFX(scores_f16)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
-                              int64_t kb, int64_t kt, float *restrict x, int64_t xs)
+                              int64_t kb, int64_t kt, float *restrict x, int64_t xs,
+                              struct pe_attn_x86_pf_stream *pf)
 {
-    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 1);
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 1, pf);
 }
 
 PE_FN static void SFX(scores_f32)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
-                              int64_t kb, int64_t kt, float *restrict x, int64_t xs)
+                              int64_t kb, int64_t kt, float *restrict x, int64_t xs,
+                              struct pe_attn_x86_pf_stream *pf)
 {
-    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 0);
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 0, pf);
 }
 
 /* G (1-4) rows' acc over columns [i, i + VW W) (W = 1 or 2 vectors a row): scaled by alpha,
  * then the tile's keys in order, each V load (converted once) serving the G rows. */
 PE_IN void SFX(accum_block)(const float *const *xr, float *const *ar, const float *alpha,
                                int64_t kt, const void *v, int64_t vb, int64_t i, const int G,
-                               const int W, const int f16)
+                               const int W, const int f16, struct pe_attn_x86_pf_stream *pf)
 {
     PV a[4][2];
     for (int u = 0; u < G; u++)
@@ -116,6 +135,7 @@ PE_IN void SFX(accum_block)(const float *const *xr, float *const *ar, const floa
             for (int w = 0; w < W; w++)
                 a[u][w] = V_FMA(p, vv[w], a[u][w]);
         }
+        pf_step(pf);
     }
     for (int u = 0; u < G; u++)
         for (int w = 0; w < W; w++)
@@ -126,7 +146,8 @@ PE_IN void SFX(accum_block)(const float *const *xr, float *const *ar, const floa
  * registers; the array form of accum_block spilled the converted V rows in this case, the
  * hot one of GQA decode). */
 PE_IN void SFX(accum4x2)(const float *const *xr, float *const *ar, const float *al,
-                             int64_t kt, const void *v, int64_t vb, int64_t i, const int f16)
+                             int64_t kt, const void *v, int64_t vb, int64_t i, const int f16,
+                             struct pe_attn_x86_pf_stream *pf)
 {
     const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];
     PV a00 = V_MUL(V_LOAD(ar[0] + i), V_SET1(al[0]));
@@ -152,6 +173,7 @@ PE_IN void SFX(accum4x2)(const float *const *xr, float *const *ar, const float *
         p = V_BCAST(x3 + j);
         a30 = V_FMA(p, v0, a30);
         a31 = V_FMA(p, v1, a31);
+        pf_step(pf);
     }
     V_STORE(ar[0] + i, a00);
     V_STORE(ar[0] + i + VW, a01);
@@ -166,7 +188,8 @@ PE_IN void SFX(accum4x2)(const float *const *xr, float *const *ar, const float *
 /* One row (MHA decode: a K/V head's only row), 4 vectors of columns from i: four accumulators for
  * even keys and four for odd ones (8 chains in flight), added at the end. */
 PE_IN void SFX(accum1x4)(const float *x0, float *a, float al, int64_t kt, const void *v,
-                             int64_t vb, int64_t i, const int f16)
+                             int64_t vb, int64_t i, const int f16,
+                             struct pe_attn_x86_pf_stream *pf)
 {
     const PV s = V_SET1(al), z = V_ZERO();
     PV e0 = V_MUL(V_LOAD(a + i), s);
@@ -186,6 +209,8 @@ PE_IN void SFX(accum1x4)(const float *x0, float *a, float al, int64_t kt, const 
         o1 = V_FMA(q, V_LDROW(vp + vb, i + VW, f16), o1);
         o2 = V_FMA(q, V_LDROW(vp + vb, i + 2 * VW, f16), o2);
         o3 = V_FMA(q, V_LDROW(vp + vb, i + 3 * VW, f16), o3);
+        pf_step(pf);
+        pf_step(pf);
     }
     if (j < kt) {
         const PV p = V_BCAST(x0 + j);
@@ -202,7 +227,8 @@ PE_IN void SFX(accum1x4)(const float *x0, float *a, float al, int64_t kt, const 
 
 PE_IN void SFX(accum_rows)(const float *x, int64_t xs, const int64_t *rows,
                               const float *alpha, int64_t kt, const void *v, int64_t vb,
-                              float *acc, int64_t Dv, const int G, const int f16)
+                              float *acc, int64_t Dv, const int G, const int f16,
+                              struct pe_attn_x86_pf_stream *pf)
 {
     const float *xr[4];
     float *ar[4], al[4];
@@ -211,35 +237,40 @@ PE_IN void SFX(accum_rows)(const float *x, int64_t xs, const int64_t *rows,
         ar[u] = acc + rows[u] * Dv;
         al[u] = alpha[rows[u]];
     }
+    /* pf: the next tile's V lines, a few at each key of each block of columns */
+    struct pe_attn_x86_pf_stream s = pf_local(pf);
     int64_t i = 0;
     if (G == 4)
         for (; i + 2 * VW <= Dv; i += 2 * VW)
-            SFX(accum4x2)(xr, ar, al, kt, v, vb, i, f16);
+            SFX(accum4x2)(xr, ar, al, kt, v, vb, i, f16, &s);
     if (G == 1)
         for (; i + 4 * VW <= Dv; i += 4 * VW)
-            SFX(accum1x4)(xr[0], ar[0], al[0], kt, v, vb, i, f16);
+            SFX(accum1x4)(xr[0], ar[0], al[0], kt, v, vb, i, f16, &s);
     for (; i + 2 * VW <= Dv; i += 2 * VW)
-        SFX(accum_block)(xr, ar, al, kt, v, vb, i, G, 2, f16);
+        SFX(accum_block)(xr, ar, al, kt, v, vb, i, G, 2, f16, &s);
     if (i < Dv)
-        SFX(accum_block)(xr, ar, al, kt, v, vb, i, G, 1, f16);
+        SFX(accum_block)(xr, ar, al, kt, v, vb, i, G, 1, f16, &s);
+    pf_rest(&s);
+    pf_done(pf, &s);
 }
 
 PE_IN void SFX(accum_body)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                               const float *alpha, int64_t kt, const void *v, int64_t vb,
-                              float *acc, int64_t Dv, const int f16)
+                              float *acc, int64_t Dv, const int f16,
+                              struct pe_attn_x86_pf_stream *pf)
 {
-    int64_t r = 0;
-    for (; r + 4 <= n_rows; r += 4)
-        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 4, f16);
+    int64_t r = 0; /* the prefetches go with the first group of rows */
+    for (; r + 4 <= n_rows; r += 4, pf = NULL)
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 4, f16, pf);
     switch (n_rows - r) {
     case 3:
-        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 3, f16);
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 3, f16, pf);
         break;
     case 2:
-        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 2, f16);
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 2, f16, pf);
         break;
     case 1:
-        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 1, f16);
+        SFX(accum_rows)(x, xs, rows + r, alpha, kt, v, vb, acc, Dv, 1, f16, pf);
         break;
     default:
         break;
@@ -248,15 +279,15 @@ PE_IN void SFX(accum_body)(const float *x, int64_t xs, const int64_t *rows, int6
 
 PE_FN static void SFX(accum_f16)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                              const float *alpha, int64_t kt, const void *v, int64_t vb,
-                             float *acc, int64_t Dv)
+                             float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf)
 {
-    SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 1);
+    SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 1, pf);
 }
 
 PE_FN static void SFX(accum_f32)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                              const float *alpha, int64_t kt, const void *v, int64_t vb,
-                             float *acc, int64_t Dv)
+                             float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf)
 {
-    SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 0);
+    SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 0, pf);
 }
 

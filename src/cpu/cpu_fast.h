@@ -63,17 +63,33 @@ void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma, int *avx512f);
 bool pe_attn_x86_available(void);
 /* x[r xs + j] = q_r . k_j for the nr rows of qs (D floats each, scale applied) and keys
  * j < kt. */
+/* Lines [p, end) to prefetch (to L2) a line or two at a time from inside a compute loop,
+ * spread over the work rather than issued in one burst: a burst fills the core's line-fill
+ * buffers and stalls the loads the work itself makes. */
+struct pe_attn_x86_pf_stream {
+    const char *p, *end;
+};
+/* The next tile's K lines (taken by the scores) and V lines (by the weighted sum of V). */
+struct pe_attn_x86_pf {
+    struct pe_attn_x86_pf_stream k, v;
+};
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
-                        bool k_f16, int64_t kt, float *x, int64_t xs);
+                        bool k_f16, int64_t kt, float *x, int64_t xs,
+                        struct pe_attn_x86_pf_stream *pf);
 /* For each r of rows[0 .. n_rows): acc_r = acc_r alpha_r + sum over j < kt of
  * x[r xs + j] v_j (acc_r: Dv floats at acc + r Dv; alpha indexed by r too). */
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                        const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
-                       float *acc, int64_t Dv);
+                       float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf);
 /* The online-softmax step of one row over a tile, as cpu_attn.c's row_softmax: x (kt
  * logits) becomes the p_j, m and l are updated; returns alpha, or -1 when every key so far
  * is masked (x untouched). */
 float pe_attn_x86_softmax(float *x, int64_t kt, float *m, float *l);
+/* The step for rows r < nr (row r: x + r xs, m[r], l[r]), 16 lanes where the CPU has
+ * AVX-512F: alpha[r] as pe_attn_x86_softmax returns it; the rows with alpha >= 0 (a key seen
+ * so far) listed in live, their count returned. */
+int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,
+                                 float *alpha, int64_t *live);
 #endif
 
 /* exp(x) for x <= 0 in f32, vectorisable (softmax and attention share it): x = n ln2 + r
