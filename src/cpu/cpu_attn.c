@@ -469,6 +469,24 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch, boo
     const bool x86 = aj->x86 && !transposed;
     int64_t live[PE_ATTN_ROWS_T];
     float alphas[PE_ATTN_ROWS_T];
+#ifdef PE_ATTN_X86
+    /* the first tile: nothing runs before it to hide its loads behind, but requested in
+     * address order at once its lines come in faster than the first head's loads would
+     * bring them (a head's rows are strided) */
+    if (x86 && k_lo < k_hi) {
+        const int64_t nt = PE_ATTN_KT < k_hi - k_lo ? PE_ATTN_KT : k_hi - k_lo;
+        for (int64_t kl = 0; kl < nk; kl++) {
+            const int64_t kvh = kvh0 + kl;
+            struct pe_attn_x86_pf pf;
+            if (!next_tile_pf(aj, (const char *)kv->mem + (size_t)at4(kv, kvh, k_lo, b) * aj->k_es,
+                              (const char *)vv->mem + (size_t)at4(vv, kvh, k_lo, b) * aj->v_es,
+                              nt, nk, kl, kvh0, k_lo, b, &pf))
+                break;
+            pe_attn_x86_prefetch(&pf.k);
+            pe_attn_x86_prefetch(&pf.v);
+        }
+    }
+#endif
     for (int64_t k0 = k_lo; k0 < k_hi; k0 += PE_ATTN_KT) {
         const int64_t kt = PE_ATTN_KT < k_hi - k0 ? PE_ATTN_KT : k_hi - k0;
         if (op->causal && k0 + op->k_offset > qp_last)

@@ -192,6 +192,11 @@ PE_X512_INLINE __m256 fold512(__m512 a)
 #define V_HSUM1(a) hsum1(fold512(a))
 #include "cpu_attn_x86_body.h"
 
+void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s)
+{
+    pf_rest(s);
+}
+
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
                         bool k_f16, int64_t kt, float *x, int64_t xs,
                         struct pe_attn_x86_pf_stream *pf)

@@ -43,6 +43,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Below this many bytes moved per thread, a job uses fewer threads (waking a worker costs
@@ -61,6 +62,10 @@
  * 1 / (n_threads * PE_FAST_CHUNKS_PER_THREAD) of the job) after the others. Each chunk
  * starts its double-buffered sin/cos pipeline afresh (one table not overlapped). */
 #define PE_FAST_CHUNKS_PER_THREAD 16
+/* A worker that finished a job spins this long for the next before it sleeps on the
+ * condition variable, and the caller likewise for the workers' end: a wake-up through the
+ * kernel costs tens of microseconds (more in a VM), a decode step's op under a millisecond. */
+#define PE_FAST_SPIN_NS 100000
 /* Copy segments (elements): the unit of work of pe_cpu_fast_copy. */
 #define PE_FAST_COPY_SEG 32768
 
@@ -107,11 +112,11 @@ struct pe_cpu_fast {
     struct pe_fast_worker *workers;  /* [n_threads - 1] */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    uint64_t generation;             /* bumped for every job handed to the workers */
+    _Atomic uint64_t generation;     /* bumped for every job handed to the workers */
     const struct pe_fast_job *job;
     int n_active;                    /* threads of the current job, the caller included */
-    int remaining;                   /* workers of the current job not finished yet */
-    int stop;
+    _Atomic int remaining;           /* workers of the current job not finished yet */
+    _Atomic int stop;
     _Atomic int64_t next;            /* the first item not handed out yet (dynamic split) */
     int64_t chunk;                   /* items per chunk of the current job */
     float **scratch;                 /* [n_threads], scratch_cap floats each, 64-aligned */
@@ -135,20 +140,56 @@ static void run_chunks(struct pe_cpu_fast *f, const struct pe_fast_job *job, flo
     }
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spin (for at most PE_FAST_SPIN_NS) while the pool has no job newer than `seen` (worker)
+ * or, with seen = UINT64_MAX, while workers of the current job are still running (caller). */
+static void spin_wait(struct pe_cpu_fast *f, uint64_t seen)
+{
+    const int64_t t0 = mono_ns();
+    for (unsigned i = 1;; i++) {
+        if (seen == UINT64_MAX ? atomic_load(&f->remaining) == 0
+                               : atomic_load(&f->generation) != seen || atomic_load(&f->stop))
+            return;
+        cpu_relax();
+        if (i % 64 == 0 && mono_ns() - t0 > PE_FAST_SPIN_NS)
+            return;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     struct pe_fast_worker *w = arg;
     struct pe_cpu_fast *f = w->f;
     uint64_t seen = 0;
-    pthread_mutex_lock(&f->mu);
     for (;;) {
+        spin_wait(f, seen); /* the next job often follows at once: no sleep, no wake-up */
+        pthread_mutex_lock(&f->mu);
         while (!f->stop && f->generation == seen)
             pthread_cond_wait(&f->wake, &f->mu);
-        if (f->stop)
+        if (f->stop) {
+            pthread_mutex_unlock(&f->mu);
             break;
+        }
         seen = f->generation;
-        if (w->tid >= f->n_active)
+        if (w->tid >= f->n_active) {
+            pthread_mutex_unlock(&f->mu);
             continue;
+        }
         const struct pe_fast_job *job = f->job;
         float *scratch = f->scratch[w->tid];
         pthread_mutex_unlock(&f->mu);
@@ -156,8 +197,8 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&f->mu);
         if (--f->remaining == 0)
             pthread_cond_signal(&f->done);
+        pthread_mutex_unlock(&f->mu);
     }
-    pthread_mutex_unlock(&f->mu);
     return NULL;
 }
 
@@ -189,6 +230,7 @@ static void fast_run(struct pe_cpu_fast *f, const struct pe_fast_job *job, doubl
 
     run_chunks(f, job, f->scratch[0]);
 
+    spin_wait(f, UINT64_MAX); /* the workers' last chunks end about when the caller's does */
     pthread_mutex_lock(&f->mu);
     while (f->remaining > 0)
         pthread_cond_wait(&f->done, &f->mu);

@@ -73,6 +73,8 @@ struct pe_attn_x86_pf_stream {
 struct pe_attn_x86_pf {
     struct pe_attn_x86_pf_stream k, v;
 };
+/* Every line left in s, now. */
+void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s);
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
                         bool k_f16, int64_t kt, float *x, int64_t xs,
                         struct pe_attn_x86_pf_stream *pf);
