@@ -114,6 +114,31 @@
 #define FA_HMAX8(a) FA_HMAX4(fmax((a).lo, (a).hi))
 #define FA_HMAX16(a) FA_HMAX8(fmax((a).lo, (a).hi))
 
+/* Software prefetch (where the compiler has clang's __builtin_prefetch: PoCL, and other
+ * LLVM-based CPU implementations; OpenCL's prefetch() is a no-op in PoCL): each row is
+ * requested FA_TK keys before it is read, in the order the loops read (memory order), a
+ * row per row read, so that the requests are spread over the work. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_prefetch)
+#define FA_HAVE_PF 1
+#endif
+#endif
+#ifndef FA_HAVE_PF
+#define FA_HAVE_PF 0
+#endif
+#define FA_KES (FA_K_F16 ? 2 : 4)
+#define FA_VES (FA_V_F16 ? 2 : 4)
+#if FA_HAVE_PF
+#define FA_PF_ROW(base, idx, bytes)                                                    \
+    do {                                                                                 \
+        __global const char *p_ = (__global const char *)(base) + (idx);                 \
+        for (int o_ = 0; o_ < (bytes); o_ += 64)                                         \
+            __builtin_prefetch(p_ + o_, 0, 1);                                           \
+    } while (0)
+#else
+#define FA_PF_ROW(base, idx, bytes) ((void)0)
+#endif
+
 #define FA_R (FA_HB * FA_RG)
 #define FA_NK (FA_D / FA_KW)
 #define FA_NV (FA_DV / FA_VW)
@@ -208,6 +233,9 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             for (int hb = 0; hb < nh; hb++) {
                 const long kr = kb + (hk0 + hb) * k_st.s1;
                 const int r = hb * 4;
+                if (k0 + t1 + 4 + FA_TK <= Tk)
+                    for (int u = 0; u < 4; u++)
+                        FA_PF_ROW(k, (kr + (u + FA_TK) * k_st.s2) * FA_KES, FA_D * FA_KES);
                 float16 a[16];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
@@ -256,6 +284,8 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             const long kb = k_off + b * k_st.s3 + (k0 + t) * k_st.s2;
             for (int hb = 0; hb < nh; hb++) {
                 const long kr = kb + (hk0 + hb) * k_st.s1;
+                if (k0 + t + FA_TK < Tk)
+                    FA_PF_ROW(k, (kr + FA_TK * k_st.s2) * FA_KES, FA_D * FA_KES);
                 FA_KT kx[FA_NK];
 #pragma unroll
                 for (int i = 0; i < FA_NK; i++)
@@ -378,6 +408,9 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             const long vt = v_off + b * v_st.s3 + (k0 + t) * v_st.s2;
             for (int hb = 0; hb < nh; hb++) {
                 const long vb = vt + (hk0 + hb) * v_st.s1;
+                for (int u = 0; u < FA_KB; u++)
+                    if (k0 + t + u + FA_TK < Tk)
+                        FA_PF_ROW(v, (vb + (u + FA_TK) * v_st.s2) * FA_VES, FA_DV * FA_VES);
                 FA_VT vx[FA_KB][FA_NV];
 #pragma unroll
                 for (int u = 0; u < FA_KB; u++)
