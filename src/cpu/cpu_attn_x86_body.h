@@ -17,12 +17,12 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
                             int64_t j, float *restrict x, int64_t xs, const int N, const int f16,
                             struct pe_attn_x86_pf_stream *pf)
 {
-    PV a[3][4];
+    PV a[4][4];
     for (int n = 0; n < N; n++)
         for (int u = 0; u < 4; u++)
             a[n][u] = V_ZERO();
     for (int64_t i = 0; i < D; i += VW) {
-        PV kk[3];
+        PV kk[4];
         for (int n = 0; n < N; n++)
             kk[n] = V_LDROW(KROW(k, kb, j + n), i, f16);
         for (int u = 0; u < 4; u++) {
@@ -31,7 +31,9 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
                 a[n][u] = V_FMA(qu, kk[n], a[n][u]);
         }
         pf_step(pf);
-        pf_step(pf); /* d 128, 16 lanes: 88 steps for the 128 lines of K */
+        pf_step(pf); /* two lines a step: at d 64 with 16 lanes (the fewest steps, 64 in a
+                      * 64-key tile) that is a head's share of K, 128 lines; pf_rest after
+                      * the loop takes what a shorter tile leaves */
     }
     for (int n = 0; n < N; n++) {
         float s[4];
@@ -48,8 +50,15 @@ PE_IN void SFX(scores4)(const float *restrict q, int64_t D, const void *k, int64
 {
     struct pe_attn_x86_pf_stream s = pf_local(pf); /* in registers, not aliased by x */
     int64_t j = 0;
+#if VW == 16 /* 32 registers: 4 keys (16 chains, 4 k rows and a q vector live) */
+    for (; j + 4 <= kt; j += 4)
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 4, f16, &s);
+    if (kt - j == 3)
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16, &s);
+#else
     for (; j + 3 <= kt; j += 3)
         SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16, &s);
+#endif
     if (kt - j == 2)
         SFX(scores4n)(q, D, k, kb, j, x, xs, 2, f16, &s);
     else if (kt - j == 1)
