@@ -80,6 +80,14 @@ PE_X86_INLINE __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
     return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
+PE_X86_INLINE float hmax8(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
 PE_X86_INLINE float hsum1(__m256 a)
 {
     return _mm_cvtss_f32(hsum4(a, a, a, a));
@@ -137,6 +145,15 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #define V_LDROW(row, i, f16) ld8(row, i, f16)
 #define V_HSUM4(a, b, c, d) hsum4(a, b, c, d)
 #define V_HSUM1(a) hsum1(a)
+#define V_MAX(a, b) _mm256_max_ps(a, b)
+#define V_SUB(a, b) _mm256_sub_ps(a, b)
+#define V_HMAX(a) hmax8(a)
+#define V_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define V_FLOOR(a) _mm256_floor_ps(a)
+#define V_POW2I(n) \
+    _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), \
+                                                           _mm256_set1_epi32(127)), 23))
+#define V_MUL_IF_GT(x, lo, a, b) _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GT_OQ), _mm256_mul_ps(a, b))
 #include "cpu_attn_x86_body.h"
 #undef SFX
 #undef PE_IN
@@ -154,6 +171,13 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #undef V_LDROW
 #undef V_HSUM4
 #undef V_HSUM1
+#undef V_MAX
+#undef V_SUB
+#undef V_HMAX
+#undef V_FNMA
+#undef V_FLOOR
+#undef V_POW2I
+#undef V_MUL_IF_GT
 
 /* AVX-512 (F): 16 lanes, twice the work per instruction where D and Dv are multiples of 16. */
 #define PE_X512 __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -190,6 +214,15 @@ PE_X512_INLINE __m256 fold512(__m512 a)
 #define V_LDROW(row, i, f16) ld16(row, i, f16)
 #define V_HSUM4(a, b, c, d) hsum4(fold512(a), fold512(b), fold512(c), fold512(d))
 #define V_HSUM1(a) hsum1(fold512(a))
+#define V_MAX(a, b) _mm512_max_ps(a, b)
+#define V_SUB(a, b) _mm512_sub_ps(a, b)
+#define V_HMAX(a) _mm512_reduce_max_ps(a)
+#define V_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define V_FLOOR(a) _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+#define V_POW2I(n) \
+    _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), \
+                                                           _mm512_set1_epi32(127)), 23))
+#define V_MUL_IF_GT(x, lo, a, b) _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), a, b)
 #include "cpu_attn_x86_body.h"
 
 void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s)
@@ -229,150 +262,12 @@ void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t 
     }
 }
 
-/* exp(x) for x <= 0 (or -inf), 8 lanes: pe_cpu_exp_f32 (cpu_fast.h) with fused
- * multiply-adds (within the same 2e-7 relative; 0 below -87.3). */
-PE_X86_INLINE __m256 exp8(__m256 x)
-{
-    const __m256 lo = _mm256_set1_ps(-87.33654f);
-    const __m256 xc = _mm256_max_ps(x, lo);
-    const __m256 n = _mm256_floor_ps(
-        _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_GT_OQ);
-    return _mm256_and_ps(keep, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
-PE_X86_INLINE float hmax8(__m256 v)
-{
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
-
-/* exp16: exp8's steps on 16 lanes. */
-PE_X512_INLINE __m512 exp16(__m512 x)
-{
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
-    const __m512 xc = _mm512_max_ps(x, lo);
-    const __m512 n = _mm512_roundscale_ps(
-        _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
-        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ);
-    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(e));
-}
-
-/* pe_attn_x86_softmax on 16 lanes, the tile's tail under a mask. */
-PE_X512_INLINE float softmax_avx512(float *x, int64_t kt, float *m, float *l)
-{
-    const int64_t k16 = kt & ~(int64_t)15;
-    const __mmask16 tm = (__mmask16)((1u << (kt - k16)) - 1u);
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    __m512 mx = _mm512_mask_loadu_ps(ninf, tm, x + k16);
-    for (int64_t j = 0; j < k16; j += 16)
-        mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + j));
-    float mt = _mm512_reduce_max_ps(mx);
-    mt = *m > mt ? *m : mt;
-    if (mt == -INFINITY)
-        return -1.0f; /* every key so far masked */
-    const float alpha = *m == -INFINITY ? 0.0f : pe_cpu_exp_f32(*m - mt);
-    const __m512 mn = _mm512_set1_ps(mt);
-    __m512 s = _mm512_setzero_ps();
-    for (int64_t j = 0; j < k16; j += 16) {
-        const __m512 p = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), mn));
-        _mm512_storeu_ps(x + j, p);
-        s = _mm512_add_ps(s, p);
-    }
-    if (tm) {
-        const __m512 p = _mm512_maskz_mov_ps(
-            tm, exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, tm, x + k16), mn)));
-        _mm512_mask_storeu_ps(x + k16, tm, p);
-        s = _mm512_add_ps(s, p);
-    }
-    *l = *l * alpha + _mm512_reduce_add_ps(s);
-    *m = mt;
-    return alpha;
-}
-
-/* The rows in one function, so that one row's chain of max, exp and sum overlaps the next
- * row's (called per row, each waited on its own). */
-PE_X512 static int64_t softmax_rows_avx512(float *x, int64_t xs, int64_t nr, int64_t kt, float *m,
-                                           float *l, float *alpha, int64_t *live)
-{
-    int64_t n = 0;
-    for (int64_t r = 0; r < nr; r++) {
-        const float a = softmax_avx512(x + r * xs, kt, m + r, l + r);
-        alpha[r] = a;
-        if (a >= 0.0f)
-            live[n++] = r;
-    }
-    return n;
-}
-
 int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,
                                  float *alpha, int64_t *live)
 {
     if (have_avx512)
         return softmax_rows_avx512(x, xs, nr, kt, m, l, alpha, live);
-    int64_t n = 0;
-    for (int64_t r = 0; r < nr; r++) {
-        const float a = pe_attn_x86_softmax(x + r * xs, kt, m + r, l + r);
-        alpha[r] = a;
-        if (a >= 0.0f)
-            live[n++] = r;
-    }
-    return n;
-}
-
-PE_X86 float pe_attn_x86_softmax(float *x, int64_t kt, float *m, float *l)
-{
-    const int64_t k8 = kt & ~(int64_t)7;
-    __m256 mx = _mm256_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < k8; j += 8)
-        mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + j));
-    float mt = hmax8(mx);
-    for (int64_t j = k8; j < kt; j++)
-        mt = x[j] > mt ? x[j] : mt;
-    mt = *m > mt ? *m : mt;
-    if (mt == -INFINITY)
-        return -1.0f; /* every key so far masked */
-    const float alpha = *m == -INFINITY ? 0.0f : pe_cpu_exp_f32(*m - mt);
-    const __m256 mn = _mm256_set1_ps(mt);
-    __m256 s = _mm256_setzero_ps();
-    for (int64_t j = 0; j < k8; j += 8) {
-        const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), mn));
-        _mm256_storeu_ps(x + j, p);
-        s = _mm256_add_ps(s, p);
-    }
-    float sum = hsum1(s);
-    for (int64_t j = k8; j < kt; j++) {
-        x[j] = pe_cpu_exp_f32(x[j] - mt);
-        sum += x[j];
-    }
-    *l = *l * alpha + sum;
-    *m = mt;
-    return alpha;
+    return softmax_rows_avx2(x, xs, nr, kt, m, l, alpha, live);
 }
 
 #else

@@ -4,9 +4,12 @@
  *   SFX(name)   the function's name for this width (name_avx2, name_avx512)
  *   PE_IN       the target attribute, always_inline, static inline; PE_FN the target
  *   PV, VW      the vector type and its lanes
- *   V_ZERO() V_SET1(x) V_LOAD(p) V_STORE(p, v) V_BCAST(p) V_MUL V_ADD V_FMA(a, b, c)
+ *   V_ZERO() V_SET1(x) V_LOAD(p) V_STORE(p, v) V_BCAST(p) V_MUL V_ADD V_SUB V_MAX
+ *   V_FMA(a, b, c) V_FNMA(a, b, c) (c - a b) V_HMAX(a) (the lanes' max, a float)
  *   V_LDROW(row, i, f16)  VW elements of a K / V row from element i (f16 converted, or f32)
  *   V_HSUM4(a, b, c, d)   the four vectors' lane sums as an __m128; V_HSUM1(a) one float
+ *   V_FLOOR(a)  V_POW2I(n) (2^n for whole n, as floats)  V_MUL_IF_GT(x, lo, a, b) (a b where
+ *               x > lo, else 0)
  * and KROW(k, kb, j). Not a header of its own: no include guard, nothing declared outside.
  */
 
@@ -300,3 +303,70 @@ PE_FN static void SFX(accum_f32)(const float *x, int64_t xs, const int64_t *rows
     SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 0, pf);
 }
 
+
+/* exp(x) for x <= 0 (or -inf): pe_cpu_exp_f32 (cpu_fast.h) with fused multiply-adds
+ * (within the same 2e-7 relative; 0 below -87.3). */
+PE_IN PV SFX(vexp)(PV x)
+{
+    const PV lo = V_SET1(-87.33654f);
+    const PV xc = V_MAX(x, lo);
+    const PV n = V_FLOOR(V_FMA(xc, V_SET1(1.44269504088896341f), V_SET1(0.5f)));
+    PV r = V_FNMA(n, V_SET1(0.693359375f), xc);
+    r = V_FMA(n, V_SET1(2.12194440e-4f), r);
+    PV p = V_SET1(1.9875691500e-4f);
+    p = V_FMA(p, r, V_SET1(1.3981999507e-3f));
+    p = V_FMA(p, r, V_SET1(8.3334519073e-3f));
+    p = V_FMA(p, r, V_SET1(4.1665795894e-2f));
+    p = V_FMA(p, r, V_SET1(1.6666665459e-1f));
+    p = V_FMA(p, r, V_SET1(5.0000001201e-1f));
+    p = V_ADD(V_FMA(p, V_MUL(r, r), r), V_SET1(1.0f));
+    return V_MUL_IF_GT(x, lo, p, V_POW2I(n));
+}
+
+/* The online-softmax step of one row over a tile (cpu_attn.c's row_softmax): x (kt logits)
+ * becomes the p_j, m and l are updated; returns alpha, or -1 when every key so far is
+ * masked (x untouched). The keys past the last whole vector take the scalar exp. */
+PE_IN float SFX(softmax)(float *x, int64_t kt, float *m, float *l)
+{
+    const int64_t kv = kt - kt % VW;
+    PV mx = V_SET1(-INFINITY);
+    for (int64_t j = 0; j < kv; j += VW)
+        mx = V_MAX(mx, V_LOAD(x + j));
+    float mt = V_HMAX(mx);
+    for (int64_t j = kv; j < kt; j++)
+        mt = x[j] > mt ? x[j] : mt;
+    mt = *m > mt ? *m : mt;
+    if (mt == -INFINITY)
+        return -1.0f; /* every key so far masked */
+    const float alpha = *m == -INFINITY ? 0.0f : pe_cpu_exp_f32(*m - mt);
+    const PV mn = V_SET1(mt);
+    PV s = V_ZERO();
+    for (int64_t j = 0; j < kv; j += VW) {
+        const PV p = SFX(vexp)(V_SUB(V_LOAD(x + j), mn));
+        V_STORE(x + j, p);
+        s = V_ADD(s, p);
+    }
+    float sum = V_HSUM1(s);
+    for (int64_t j = kv; j < kt; j++) {
+        x[j] = pe_cpu_exp_f32(x[j] - mt);
+        sum += x[j];
+    }
+    *l = *l * alpha + sum;
+    *m = mt;
+    return alpha;
+}
+
+/* The rows r < nr in one function, so that one row's chain of max, exp and sum overlaps the
+ * next row's: alpha[r], and the rows with a key seen so far (alpha >= 0) listed in live. */
+PE_FN static int64_t SFX(softmax_rows)(float *x, int64_t xs, int64_t nr, int64_t kt, float *m,
+                                       float *l, float *alpha, int64_t *live)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < nr; r++) {
+        const float a = SFX(softmax)(x + r * xs, kt, m + r, l + r);
+        alpha[r] = a;
+        if (a >= 0.0f)
+            live[n++] = r;
+    }
+    return n;
+}

@@ -83,13 +83,11 @@ void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, i
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                        const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
                        float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf);
-/* The online-softmax step of one row over a tile, as cpu_attn.c's row_softmax: x (kt
- * logits) becomes the p_j, m and l are updated; returns alpha, or -1 when every key so far
- * is masked (x untouched). */
-float pe_attn_x86_softmax(float *x, int64_t kt, float *m, float *l);
-/* The step for rows r < nr (row r: x + r xs, m[r], l[r]), 16 lanes where the CPU has
- * AVX-512F: alpha[r] as pe_attn_x86_softmax returns it; the rows with alpha >= 0 (a key seen
- * so far) listed in live, their count returned. */
+/* The online-softmax step (cpu_attn.c's row_softmax) for rows r < nr over a tile (row r: kt
+ * logits at x + r xs, which become the p_j; m[r], l[r] updated), 16 lanes where the CPU has
+ * AVX-512F: alpha[r] = exp(m_old - m_new) (0 for the first keys seen), or -1 when every key
+ * so far is masked (that row's x untouched); the rows with alpha >= 0 listed in live, their
+ * count returned. */
 int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,
                                  float *alpha, int64_t *live);
 #endif
