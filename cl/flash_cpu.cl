@@ -219,6 +219,18 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
         k_end = min(k_end, Tq - 1 + aoffs.s0 - aoffs.s1 + 1);
 #endif
     const int16 tv = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#if FA_HAVE_PF
+    /* the first tile, which no earlier tile prefetches: every row requested at once, in
+     * memory order (K then V), before the first is read */
+    for (long t = k_beg; t < min(k_end, k_beg + (long)FA_TK); t++)
+        for (int hb = 0; hb < nh; hb++)
+            FA_PF_ROW(k, (k_off + b * k_st.s3 + t * k_st.s2 + (hk0 + hb) * k_st.s1) * FA_KES,
+                      FA_D * FA_KES);
+    for (long t = k_beg; t < min(k_end, k_beg + (long)FA_TK); t++)
+        for (int hb = 0; hb < nh; hb++)
+            FA_PF_ROW(v, (v_off + b * v_st.s3 + t * v_st.s2 + (hk0 + hb) * v_st.s1) * FA_VES,
+                      FA_DV * FA_VES);
+#endif
 
     for (long k0 = k_beg; k0 < k_end; k0 += FA_TK) {
         const int nt = (int)min((long)FA_TK, k_end - k0);
