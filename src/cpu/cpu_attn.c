@@ -47,7 +47,7 @@
 /* Rows (query heads x queries) per work item: each converted K / V tile serves this many. */
 #define PE_ATTN_ROWS 64
 /* Decode: split the keys until there are this many items per thread (dynamic split). */
-#define PE_ATTN_ITEMS_PER_THREAD 4
+#define PE_ATTN_ITEMS_PER_THREAD 2
 /* ... but no chunk shorter than this many tiles (a chunk's partial costs Dv + 2 floats). */
 #define PE_ATTN_MIN_CHUNK_TILES 8
 
