@@ -102,7 +102,8 @@
 #define PE_FA_CPU_PER_CU 8
 #define PE_FA_CPU_MIN_CHUNK 256
 #define PE_FA_CPU_TK 64         /* keys per tile (FA_TK) */
-#define PE_FA_CPU_KB 8          /* keys per pass of the output sums (FA_KB) */
+#define PE_FA_CPU_KB 4          /* keys per pass of the output sums (FA_KB; with 8, PoCL's d 64
+                                 * decode read 4-9 points of the ceiling less) */
 
 /* Bits of FA_FLAGS (cl/flash.cl). */
 enum { FA_Q_F16, FA_K_F16, FA_V_F16, FA_M_F16, FA_T_F16, FA_O_F16, FA_ALIBI, FA_RELBIAS,
