@@ -520,7 +520,8 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch, boo
                 if (x86)
                     spread = next_tile_pf(aj, kp, vp, nt, nk, kl, kvh0, k0 + PE_ATTN_KT, b, &pf);
 #endif
-                for (int64_t j = 0; j < (spread ? 0 : nt); j++, kp += aj->k_step, vp += aj->v_step) {
+                for (int64_t j = 0; j < (spread ? 0 : nt);
+                     j++, kp += aj->k_step, vp += aj->v_step) {
                     for (size_t o = 0; o < aj->k_row; o += 64)
                         __builtin_prefetch(kp + o, 0, 1);
                     for (size_t o = 0; o < aj->v_row; o += 64)

@@ -153,7 +153,8 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #define V_POW2I(n) \
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), \
                                                            _mm256_set1_epi32(127)), 23))
-#define V_MUL_IF_GT(x, lo, a, b) _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GT_OQ), _mm256_mul_ps(a, b))
+#define V_MUL_IF_GT(x, lo, a, b) \
+    _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GT_OQ), _mm256_mul_ps(a, b))
 #include "cpu_attn_x86_body.h"
 #undef SFX
 #undef PE_IN
@@ -222,7 +223,8 @@ PE_X512_INLINE __m256 fold512(__m512 a)
 #define V_POW2I(n) \
     _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), \
                                                            _mm512_set1_epi32(127)), 23))
-#define V_MUL_IF_GT(x, lo, a, b) _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), a, b)
+#define V_MUL_IF_GT(x, lo, a, b) \
+    _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), a, b)
 #include "cpu_attn_x86_body.h"
 
 void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s)

@@ -99,7 +99,7 @@
 #define PE_FA_CPU_RG_MAX 8      /* rows per K/V head */
 #define PE_FA_CPU_WI_ROWS 32    /* rows per work-item: all heads, whole key rows (16: 30% slower) */
 #define PE_FA_CPU_PRIVATE 49152 /* bytes of q rows, accumulators and logits per work-item */
-#define PE_FA_CPU_PER_CU 4 /* work-items per compute unit (8: d 64 decode 0.9-1.6 ms, not 0.8-0.9) */
+#define PE_FA_CPU_PER_CU 4 /* work-items per compute unit (8: d 64 decode 0.9-1.6 ms, 4: 0.8-0.9) */
 #define PE_FA_CPU_MIN_CHUNK 256
 #define PE_FA_CPU_TK 64         /* keys per tile (FA_TK) */
 #define PE_FA_CPU_KB 4          /* keys per pass of the output sums (FA_KB; with 8, PoCL's d 64
