@@ -407,11 +407,13 @@ static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *
     /* slices of whole lines from the line k0 lies in */
     const char *kb = (const char *)((uintptr_t)k0 & ~(uintptr_t)63);
     const char *vb = (const char *)((uintptr_t)v0 & ~(uintptr_t)63);
+    /* slices of ks (vs) bytes, whole lines; the last head's runs to the block's end */
     const int64_t kw = k_end - kb, vw = v_end - vb;
-    pf->k.p = kb + ((kw * kl / nk) & ~(int64_t)63);
-    pf->k.end = kl == nk - 1 ? k_end : kb + ((kw * (kl + 1) / nk) & ~(int64_t)63);
-    pf->v.p = vb + ((vw * kl / nk) & ~(int64_t)63);
-    pf->v.end = kl == nk - 1 ? v_end : vb + ((vw * (kl + 1) / nk) & ~(int64_t)63);
+    const int64_t ks = (kw / nk + 63) & ~(int64_t)63, vs = (vw / nk + 63) & ~(int64_t)63;
+    pf->k.p = kb + (kl * ks < kw ? kl * ks : kw);
+    pf->k.end = kl == nk - 1 || (kl + 1) * ks > kw ? k_end : kb + (kl + 1) * ks;
+    pf->v.p = vb + (kl * vs < vw ? kl * vs : vw);
+    pf->v.end = kl == nk - 1 || (kl + 1) * vs > vw ? v_end : vb + (kl + 1) * vs;
     return true;
 }
 #endif
