@@ -34,7 +34,10 @@
  * l, acc[Dv]) of each row to the partials buffer (row-major by (row, chunk)) for
  * pe_flash_cpu_merge (below).
  *
- * Options (-D): FA_FLAGS (cl/flash.cl's bits), FA_FMA, FA_KW / FA_VW (4, 8 or 16: k / v
+ * FA_MERGE_LAST = 1 (with FA_SPLIT, CPU devices): the last work-item of each head block to
+ * finish merges the block's rows itself (one launch, not two).
+ *
+ * Options (-D): FA_FLAGS (cl/flash.cl's bits), FA_FMA, FA_MERGE_LAST, FA_KW / FA_VW (4, 8 or 16: k / v
  * rows unit-stride, their starts multiples of the width, D / Dv multiples of it), FA_D,
  * FA_DV (D, Dv), FA_HB, FA_RG, FA_TK (a multiple of 16 and of FA_KB), FA_KB.
  */
@@ -81,6 +84,9 @@
 #endif
 #ifndef FA_FMA
 #define FA_FMA 0
+#endif
+#ifndef FA_MERGE_LAST
+#define FA_MERGE_LAST 0
 #endif
 #if FA_FMA
 #define FA_MAD(a, b, c) fma((a), (b), (c))
@@ -158,6 +164,54 @@ static inline float4 fa_sum4(const float16 a0, const float16 a1, const float16 a
                       (float16)(b01.s4567, b01.scdef, b23.s4567, b23.scdef);
     const float8 d = c.even + c.odd;
     return d.even + d.odd;
+}
+
+/* Row `row` (h + Hq (iq + Tq b)) of dst from its nc chunks' partials (pe_flash_cpu_merge's
+ * formula, below). */
+static void fa_merge_row(__global void *dst, const long o_off, const long4 o_st,
+                         __global const float *part, __global const float *sinks,
+                         const long s_off, const long s_st, const long Hq, const long Tq,
+                         const long nc, const long row)
+{
+    const long h = row % Hq, iq = (row / Hq) % Tq, b = row / (Hq * Tq);
+    __global const float *pp = part + row * nc * (FA_DV + 2);
+#if FA_SINKS
+    const float sink = sinks[s_off + h * s_st];
+#else
+    const float sink = -INFINITY;
+#endif
+    float M = sink;
+    for (long c = 0; c < nc; c++)
+        M = fmax(M, pp[c * (FA_DV + 2)]);
+    FA_VT a[FA_NV];
+    for (int g = 0; g < FA_NV; g++)
+        a[g] = (FA_VT)0.0f;
+    float l = 0.0f, inv = 0.0f;
+    if (M != -INFINITY) {
+        for (long c = 0; c < nc; c++) {
+            __global const float *pc = pp + c * (FA_DV + 2);
+            const float m = pc[0];
+            if (m == -INFINITY)
+                continue;
+            const float e = exp(m - M);
+            l += pc[1] * e;
+            for (int g = 0; g < FA_NV; g++)
+                a[g] += FA_CAT(vload, FA_VW)(0, pc + 2 + g * FA_VW) * e;
+        }
+        inv = l + exp(sink - M);
+    }
+    const long ob = o_off + h * o_st.s1 + iq * o_st.s2 + b * o_st.s3;
+    for (int g = 0; g < FA_NV; g++) {
+        for (int e = 0; e < FA_VW; e++) {
+            const long d = (long)g * FA_VW + e;
+            const float o = M == -INFINITY ? 0.0f : ((float *)&a[g])[e] / inv;
+#if FA_O_F16
+            vstore_half_rte(o, (size_t)(ob + d * o_st.s0), (__global half *)dst);
+#else
+            ((__global float *)dst)[ob + d * o_st.s0] = o;
+#endif
+        }
+    }
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
@@ -483,6 +537,25 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
         }
 #endif
     }
+#if FA_SPLIT && FA_MERGE_LAST
+    /* the last work-item to finish a head block's chunks merges the block's rows: a counter
+     * per (head block, batch) after the partials, zero when the buffer is made, counts the
+     * work-items done; the atomic orders each one's partials before its count (CPU devices,
+     * whose global memory is coherent: the host picks this only there) */
+    {
+        const long nc = (long)get_num_groups(0), B = shape.s2;
+        __global volatile int *cnt =
+            (__global volatile int *)(part + Hq * Tq * B * nc * (FA_DV + 2)) +
+            (get_group_id(1) + get_num_groups(1) * b);
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        if (atomic_inc(cnt) == (int)nc - 1) {
+            mem_fence(CLK_GLOBAL_MEM_FENCE);
+            for (int r = 0; r < nr; r++)
+                fa_merge_row(dst, o_off, o_st, part, sinks, s_off, s_st, Hq, Tq, nc,
+                             row_h[r] + Hq * (row_q[r] + Tq * b));
+        }
+    }
+#endif
 }
 
 /*
@@ -490,7 +563,8 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
  * instead of one per (d, row): the chunks' weights e_c = exp(m_c - M) are computed once
  * per row, the dims FA_VW at a time. The same formula, the same order of the sums:
  *   M = max(max_c m_c, sink),  dst_d = sum_c acc_c,d e_c / (sum_c l_c e_c + exp(sink - M))
- * (0 for M = -inf). NDRange (Hq*Tq*B, 1, 1); dims (Dv, Hq, Tq, n_chunks).
+ * (0 for M = -inf). NDRange (Hq*Tq*B, 1, 1); dims (Dv, Hq, Tq, n_chunks). With
+ * FA_MERGE_LAST, pe_flash_cpu merges instead (fa_merge_row) and this kernel is not run.
  */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void
 pe_flash_cpu_merge(__global void *dst, const long o_off, const long4 o_st,
@@ -498,46 +572,7 @@ pe_flash_cpu_merge(__global void *dst, const long o_off, const long4 o_st,
                    const long s_st, const long4 dims, const long n_rows)
 {
     const long row = (long)get_global_id(0);
-    const long Hq = dims.s1, Tq = dims.s2, nc = dims.s3; /* dims.s0 = FA_DV */
     if (row >= n_rows)
         return;
-    const long h = row % Hq, iq = (row / Hq) % Tq, b = row / (Hq * Tq);
-    __global const float *pp = part + row * nc * (FA_DV + 2);
-#if FA_SINKS
-    const float sink = sinks[s_off + h * s_st];
-#else
-    const float sink = -INFINITY;
-#endif
-    float M = sink;
-    for (long c = 0; c < nc; c++)
-        M = fmax(M, pp[c * (FA_DV + 2)]);
-    FA_VT a[FA_NV];
-    for (int g = 0; g < FA_NV; g++)
-        a[g] = (FA_VT)0.0f;
-    float l = 0.0f, inv = 0.0f;
-    if (M != -INFINITY) {
-        for (long c = 0; c < nc; c++) {
-            __global const float *pc = pp + c * (FA_DV + 2);
-            const float m = pc[0];
-            if (m == -INFINITY)
-                continue;
-            const float e = exp(m - M);
-            l += pc[1] * e;
-            for (int g = 0; g < FA_NV; g++)
-                a[g] += FA_CAT(vload, FA_VW)(0, pc + 2 + g * FA_VW) * e;
-        }
-        inv = l + exp(sink - M);
-    }
-    const long ob = o_off + h * o_st.s1 + iq * o_st.s2 + b * o_st.s3;
-    for (int g = 0; g < FA_NV; g++) {
-        for (int e = 0; e < FA_VW; e++) {
-            const long d = (long)g * FA_VW + e;
-            const float o = M == -INFINITY ? 0.0f : ((float *)&a[g])[e] / inv;
-#if FA_O_F16
-            vstore_half_rte(o, (size_t)(ob + d * o_st.s0), (__global half *)dst);
-#else
-            ((__global float *)dst)[ob + d * o_st.s0] = o;
-#endif
-        }
-    }
+    fa_merge_row(dst, o_off, o_st, part, sinks, s_off, s_st, dims.s1, dims.s2, dims.s3, row);
 }

@@ -148,6 +148,7 @@ struct fa_plan {
     int64_t qg, hb, rg, r, dq, kw, vw, nvg, lanes, vgpw, sc;
     int64_t n_blocks, n_chunks, chunk;
     bool cpu; /* pe_flash_cpu (cl/flash_cpu.cl): wg = 1, n_blocks = head blocks */
+    bool merge_last; /* cpu, split, on a CPU device: pe_flash_cpu merges (FA_MERGE_LAST) */
 };
 
 /* The lanes, groups and score-tile size for wg, hb and rg (cl/flash.cl, above pe_flash). */
@@ -296,12 +297,15 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
     pl->vw = load_width(be, &op->v);
     if (plan_cpu(be, op, pl)) {
         *split = pl->n_chunks > 1;
+        /* one launch: the last work-item of a head block merges (coherent memory only) */
+        pl->merge_last = *split && pe_cl_is_cpu(be);
         char defines[PE_CL_OPTS_MAX + 64];
         snprintf(defines, sizeof(defines),
                  "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_KW=%d -DFA_VW=%d -DFA_D=%lld -DFA_DV=%lld "
-                 "-DFA_HB=%d -DFA_RG=%d -DFA_TK=%d -DFA_KB=%d",
+                 "-DFA_HB=%d -DFA_RG=%d -DFA_TK=%d -DFA_KB=%d -DFA_MERGE_LAST=%d",
                  flash_flags(op, *split), be->hw_fma, (int)pl->kw, (int)pl->vw, (long long)D,
-                 (long long)Dv, (int)pl->hb, (int)pl->rg, PE_FA_CPU_TK, PE_FA_CPU_KB);
+                 (long long)Dv, (int)pl->hb, (int)pl->rg, PE_FA_CPU_TK, PE_FA_CPU_KB,
+                 pl->merge_last ? 1 : 0);
         if (strlen(defines) >= PE_CL_OPTS_MAX)
             return pe_error(ctx, POSENC_ERR_INTERNAL, "attention: build options too long");
         return pe_cl_get_program(be, "flash_cpu.cl", "pe_flash_cpu", defines, out);
@@ -391,7 +395,7 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
     struct pe_cl_program *p = NULL, *pm = NULL;
     PE_RETURN_IF_ERROR(plan_program(be, op, &pl, &split, &p));
     const uint64_t n_rows = (uint64_t)Hq * (uint64_t)Tq * (uint64_t)B;
-    if (split) {
+    if (split && !pl.merge_last) {
         char defines[PE_CL_OPTS_MAX];
         snprintf(defines, sizeof(defines), "-DFA_FLAGS=%u -DFA_DV=%lld -DFA_VW=%d",
                  (unsigned)is_f16(o) << FA_O_F16 | (unsigned)has_sinks << FA_SINKS,
@@ -440,7 +444,9 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
     /* ---- the partials' temporary ---- */
     cl_mem part = (cl_mem)o->mem;
     if (split) {
-        const uint64_t n = n_rows * (uint64_t)pl.n_chunks * (uint64_t)(Dv + 2);
+        /* merge_last: a zero int per (head block, batch) after the partials */
+        const uint64_t n_cnt = pl.merge_last ? (uint64_t)pl.n_blocks * (uint64_t)B : 0;
+        const uint64_t n = n_rows * (uint64_t)pl.n_chunks * (uint64_t)(Dv + 2) + n_cnt;
         if (n > (uint64_t)SIZE_MAX / sizeof(float) ||
             (be->info.max_buffer_size && n * sizeof(float) > be->info.max_buffer_size))
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
@@ -448,10 +454,18 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
                             "fit one buffer of this device",
                             (unsigned long long)n);
         cl_int err = CL_SUCCESS;
+        /* the counters start at zero: the buffer is made from zeros (no fill command) */
+        float *zeros = NULL;
+        if (n_cnt > 0 && !(zeros = calloc((size_t)n, sizeof(float))))
+            return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                            "attention: out of host memory for the partials' counters");
         *owned_part = pe_fault_device_alloc()
                           ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
-                          : clCreateBuffer(be->context, CL_MEM_READ_WRITE,
-                                           (size_t)n * sizeof(float), NULL, &err);
+                          : clCreateBuffer(be->context,
+                                           CL_MEM_READ_WRITE |
+                                               (zeros ? CL_MEM_COPY_HOST_PTR : 0),
+                                           (size_t)n * sizeof(float), zeros, &err);
+        free(zeros);
         if (!*owned_part || err != CL_SUCCESS) {
             *owned_part = NULL;
             return fa_fail(be, "clCreateBuffer(attention partials)",
@@ -496,7 +510,7 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
                             "attention: %llu work-groups in dimension %d do not fit this device",
                             (unsigned long long)g[i], i);
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args)));
-    if (split) {
+    if (split && !pl.merge_last) {
         const cl_long4 mdims = long4_of(Dv, Hq, Tq, pl.n_chunks);
         const cl_long nr = (cl_long)n_rows;
         const struct pe_cl_arg margs[] = {ARG(o_mem), ARG(o_off), ARG(o_st), ARG(part),
@@ -518,7 +532,9 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
     if (err != CL_SUCCESS)
         return fa_fail(be, "clEnqueueNDRangeKernel(pe_flash)", err);
     pe_cl_track(be, ev);
-    if (split && pl.cpu) { /* pe_flash_cpu_merge: a work-item per row */
+    if (split && pl.merge_last) {
+        /* merged by pe_flash_cpu's last work-item of each head block */
+    } else if (split && pl.cpu) { /* pe_flash_cpu_merge: a work-item per row */
         const size_t mg[3] = {(size_t)n_rows, 1, 1}, ml[3] = {1, 1, 1};
         PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
         ev = NULL;
