@@ -70,15 +70,20 @@
  * cost passes over memory there; pe_flash_cpu is one work-item per work-group doing what
  * a CPU thread would, over every K/V head's row of each key in memory order:
  *   pe_flash_cpu  (-DFA_FLAGS -DFA_FMA -DFA_KW -DFA_VW -DFA_D -DFA_DV -DFA_HB -DFA_RG
- *                  -DFA_TK -DFA_KB) pe_flash's arguments; NDRange (n_chunks,
- *                  ceil(Hk / FA_HB), B), local (1, 1, 1); FA_RG = group * Tq exactly,
- *                  FA_HB heads (PE_FA_CPU_WI_ROWS rows in all, within PE_FA_CPU_PRIVATE
- *                  bytes of private arrays), chunks of at least PE_FA_CPU_MIN_CHUNK keys
- *                  until there are PE_FA_CPU_PER_CU work-items per compute unit.
+ *                  -DFA_TK -DFA_KB -DFA_MERGE_LAST) pe_flash's arguments; NDRange
+ *                  (n_chunks, ceil(Hk / FA_HB), B), local (1, 1, 1); FA_RG = group * Tq
+ *                  exactly, FA_HB heads (PE_FA_CPU_WI_ROWS rows in all, within
+ *                  PE_FA_CPU_PRIVATE bytes of private arrays), chunks of at least
+ *                  PE_FA_CPU_MIN_CHUNK keys until there are PE_FA_CPU_PER_CU work-items per
+ *                  compute unit. Split on a CPU device (FA_MERGE_LAST = 1): the partials
+ *                  buffer ends with an int per (head block, batch), made zero, and the last
+ *                  work-item of each block to finish merges its rows (one launch).
  *   pe_flash_cpu_merge  (-DFA_FLAGS (O_F16, SINKS) -DFA_DV -DFA_VW) pe_flash_merge's
  *                  arguments; NDRange (Hq*Tq*B, 1, 1), local (1, 1, 1): a row per
  *                  work-item (pe_flash_merge's work-item per (d, row) recomputed each
- *                  chunk's exp per d: 0.7 ms of a 4 ms decode on PoCL).
+ *                  chunk's exp per d: 0.7 ms of a 4 ms decode on PoCL). Only where
+ *                  pe_flash_cpu is forced on a non-CPU device (no coherence promised
+ *                  between work-groups there).
  * On PoCL (2 cores, shared) decode 1 x 4096, d 128 ran 2-3x faster than with pe_flash
  * (docs/performance.md).
  */
