@@ -15,9 +15,8 @@
  * are. The next tile's rows are prefetched: on the x86 path a line or two at a time from
  * inside the score and V loops (next_tile_pf; a burst per tile stalled the loops' own
  * loads), an item's first tile at its start; elsewhere a burst per tile. Decode (few items)
- * splits the keys of a row
- * into chunks (split-K) so that every thread has work; each chunk leaves a (max, sum, acc)
- * triple and a second pass merges them in chunk order. Causal items stop at the first
+ * splits the keys of a row into chunks (split-K) so that every thread has work; each chunk
+ * leaves a (max, sum, acc) triple and a second pass merges them in chunk order. Causal items stop at the first
  * tile past their last query, and tiles the mask hides from every row are skipped.
  *
  * On x86-64 with AVX2, FMA and F16C, items of few rows (decode) take cpu_attn_x86.c's
