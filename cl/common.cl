@@ -249,3 +249,61 @@ static inline void pe_nt_store_half16(__global half *p, const float16 v)
 #define PE_SIN_INTERLEAVED 0
 #define PE_SIN_HALF_SPLIT 1
 #define PE_SIN_HALF_SPLIT_COS_FIRST 2
+
+/* ---- the one-pass attention kernels (cl/flash.cl, cl/flash_cpu.cl): the host passes
+ * -DFA_FLAGS to those programs only. Bit i of FA_FLAGS is the host's FA_* bit i
+ * (src/opencl/ops_flash.c): the storage types of q, k, v, the mask, the relative-bias
+ * table and dst (1: f16), then what the call has. ---- */
+#ifdef FA_FLAGS
+#define FA_Q_F16 ((FA_FLAGS >> 0) & 1)
+#define FA_K_F16 ((FA_FLAGS >> 1) & 1)
+#define FA_V_F16 ((FA_FLAGS >> 2) & 1)
+#define FA_M_F16 ((FA_FLAGS >> 3) & 1)
+#define FA_T_F16 ((FA_FLAGS >> 4) & 1)
+#define FA_O_F16 ((FA_FLAGS >> 5) & 1)
+#define FA_ALIBI ((FA_FLAGS >> 6) & 1)
+#define FA_RELBIAS ((FA_FLAGS >> 7) & 1)
+#define FA_MASK ((FA_FLAGS >> 8) & 1)
+#define FA_MSLOPE ((FA_FLAGS >> 9) & 1)
+#define FA_SOFTCAP ((FA_FLAGS >> 10) & 1)
+#define FA_SINKS ((FA_FLAGS >> 11) & 1)
+#define FA_SPLIT ((FA_FLAGS >> 12) & 1)
+
+/* a*b + c: fused where the device has fma in hardware (-DFA_FMA=1; one rounding fewer,
+ * inside the same bound), else a product and a sum */
+#ifndef FA_FMA
+#define FA_FMA 0
+#endif
+#if FA_FMA
+#define FA_MAD(a, b, c) fma((a), (b), (c))
+#else
+#define FA_MAD(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* Split-K merges (both files): the sink of head h (-inf without sinks), and
+ * M = max(sink, max_c m_c) over a row's nc partials (m first, st floats apart) from pp. */
+static inline float fa_sink(__global const float *sinks, const long s_off, const long s_st,
+                            const long h)
+{
+#if FA_SINKS
+    return sinks[s_off + h * s_st];
+#else
+    return -INFINITY;
+#endif
+}
+
+static inline float fa_merge_max(__global const float *pp, const long nc, const long st,
+                                 const float sink)
+{
+    float M = sink;
+    for (long c = 0; c < nc; c++)
+        M = fmax(M, pp[c * st]);
+    return M;
+}
+
+/* element i of p, f16 (f16 = 1) or f32 */
+#define FA_LOAD(f16, p, i) ((f16) ? vload_half((size_t)(i), (__global const half *)(p)) \
+                                  : ((__global const float *)(p))[(i)])
+#define FA_CAT_(a, b) a##b
+#define FA_CAT(a, b) FA_CAT_(a, b)
+#endif

@@ -37,24 +37,11 @@
  * pe_flash.
  */
 
-/* The flags, bit i of FA_FLAGS (the host's FA_* bits in src/opencl/ops_flash.c), and the
- * sizes (1 unless given: pe_flash_merge is built with the flags only). */
+/* The flags (FA_FLAGS, decoded in common.cl) and the sizes (1 unless given:
+ * pe_flash_merge is built with the flags only). */
 #ifndef FA_FLAGS
-#define FA_FLAGS 0
+#error "FA_FLAGS: the host passes it (src/opencl/ops_flash.c); common.cl decodes its bits"
 #endif
-#define FA_Q_F16 ((FA_FLAGS >> 0) & 1)
-#define FA_K_F16 ((FA_FLAGS >> 1) & 1)
-#define FA_V_F16 ((FA_FLAGS >> 2) & 1)
-#define FA_M_F16 ((FA_FLAGS >> 3) & 1)
-#define FA_T_F16 ((FA_FLAGS >> 4) & 1)
-#define FA_O_F16 ((FA_FLAGS >> 5) & 1)
-#define FA_ALIBI ((FA_FLAGS >> 6) & 1)
-#define FA_RELBIAS ((FA_FLAGS >> 7) & 1)
-#define FA_MASK ((FA_FLAGS >> 8) & 1)
-#define FA_MSLOPE ((FA_FLAGS >> 9) & 1)
-#define FA_SOFTCAP ((FA_FLAGS >> 10) & 1)
-#define FA_SINKS ((FA_FLAGS >> 11) & 1)
-#define FA_SPLIT ((FA_FLAGS >> 12) & 1)
 #ifndef FA_QG
 #define FA_QG 0
 #endif
@@ -89,23 +76,8 @@
 #define FA_SC 1
 #endif
 
-/* a*b + c: fused where the device has fma in hardware (-DFA_FMA=1; one rounding fewer,
- * inside the same bound), else a product and a sum */
-#ifndef FA_FMA
-#define FA_FMA 0
-#endif
-#if FA_FMA
-#define FA_MAD(a, b, c) fma((a), (b), (c))
-#else
-#define FA_MAD(a, b, c) ((a) * (b) + (c))
-#endif
-
-#define FA_LOAD(f16, p, i) ((f16) ? vload_half((size_t)(i), (__global const half *)(p)) \
-                                  : ((__global const float *)(p))[(i)])
-
-/* n-wide loads (n = 1, 4, 8) of f32 or f16 elements p[i .. i+n), i a multiple of n */
-#define FA_CAT_(a, b) a##b
-#define FA_CAT(a, b) FA_CAT_(a, b)
+/* n-wide loads (n = 1, 4, 8) of f32 or f16 elements p[i .. i+n), i a multiple of n
+ * (FA_MAD, FA_LOAD and FA_CAT: common.cl) */
 #if FA_KW == 1
 #define FA_KT float
 #define FA_LOAD_K(i) FA_LOAD(FA_K_F16, k, (i))
@@ -438,11 +410,7 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
                 pp[1] = l;
             }
 #else
-#if FA_SINKS
-            const float sink = sinks[s_off + h * s_st];
-#else
-            const float sink = -INFINITY;
-#endif
+            const float sink = fa_sink(sinks, s_off, s_st, h);
             const float M = fmax(m, sink);
             float f = 0.0f, inv = 0.0f;
             if (M != -INFINITY) {
@@ -487,14 +455,8 @@ __kernel void pe_flash_merge(__global void *dst, const long o_off, const long4 o
         return;
     const long h = row % Hq, iq = (row / Hq) % Tq, b = row / (Hq * Tq);
     __global const float *pp = part + row * nc * (Dv + 2);
-#if FA_SINKS
-    const float sink = sinks[s_off + h * s_st];
-#else
-    const float sink = -INFINITY;
-#endif
-    float M = sink;
-    for (long c = 0; c < nc; c++)
-        M = fmax(M, pp[c * (Dv + 2)]);
+    const float sink = fa_sink(sinks, s_off, s_st, h);
+    const float M = fa_merge_max(pp, nc, Dv + 2, sink);
     float o = 0.0f;
     if (M != -INFINITY) {
         float l = 0.0f, a = 0.0f;

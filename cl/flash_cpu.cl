@@ -37,27 +37,15 @@
  * FA_MERGE_LAST = 1 (with FA_SPLIT, CPU devices): the last work-item of each head block to
  * finish merges the block's rows itself (one launch, not two).
  *
- * Options (-D): FA_FLAGS (cl/flash.cl's bits), FA_FMA, FA_MERGE_LAST, FA_KW / FA_VW (4, 8 or 16: k / v
- * rows unit-stride, their starts multiples of the width, D / Dv multiples of it), FA_D,
- * FA_DV (D, Dv), FA_HB, FA_RG, FA_TK (a multiple of 16 and of FA_KB), FA_KB.
+ * Options (-D): FA_FLAGS (cl/flash.cl's bits, decoded in common.cl), FA_FMA, FA_MERGE_LAST,
+ * FA_KW / FA_VW (4, 8 or 16: k / v rows unit-stride, their starts multiples of the width,
+ * D / Dv multiples of it), FA_D, FA_DV (D, Dv), FA_HB, FA_RG, FA_TK (a multiple of 16 and
+ * of FA_KB), FA_KB.
  */
 
 #ifndef FA_FLAGS
-#define FA_FLAGS 0
+#error "FA_FLAGS: the host passes it (src/opencl/ops_flash.c); common.cl decodes its bits"
 #endif
-#define FA_Q_F16 ((FA_FLAGS >> 0) & 1)
-#define FA_K_F16 ((FA_FLAGS >> 1) & 1)
-#define FA_V_F16 ((FA_FLAGS >> 2) & 1)
-#define FA_M_F16 ((FA_FLAGS >> 3) & 1)
-#define FA_T_F16 ((FA_FLAGS >> 4) & 1)
-#define FA_O_F16 ((FA_FLAGS >> 5) & 1)
-#define FA_ALIBI ((FA_FLAGS >> 6) & 1)
-#define FA_RELBIAS ((FA_FLAGS >> 7) & 1)
-#define FA_MASK ((FA_FLAGS >> 8) & 1)
-#define FA_MSLOPE ((FA_FLAGS >> 9) & 1)
-#define FA_SOFTCAP ((FA_FLAGS >> 10) & 1)
-#define FA_SINKS ((FA_FLAGS >> 11) & 1)
-#define FA_SPLIT ((FA_FLAGS >> 12) & 1)
 #ifndef FA_KW
 #define FA_KW 4
 #endif
@@ -82,23 +70,11 @@
 #ifndef FA_KB
 #define FA_KB 1
 #endif
-#ifndef FA_FMA
-#define FA_FMA 0
-#endif
 #ifndef FA_MERGE_LAST
 #define FA_MERGE_LAST 0
 #endif
-#if FA_FMA
-#define FA_MAD(a, b, c) fma((a), (b), (c))
-#else
-#define FA_MAD(a, b, c) ((a) * (b) + (c))
-#endif
 
-#define FA_LOAD(f16, p, i) ((f16) ? vload_half((size_t)(i), (__global const half *)(p)) \
-                                  : ((__global const float *)(p))[(i)])
-
-#define FA_CAT_(a, b) a##b
-#define FA_CAT(a, b) FA_CAT_(a, b)
+/* FA_MAD, FA_LOAD and FA_CAT: common.cl */
 #define FA_KT FA_CAT(float, FA_KW)
 #define FA_VT FA_CAT(float, FA_VW)
 #if FA_K_F16
@@ -175,14 +151,8 @@ static void fa_merge_row(__global void *dst, const long o_off, const long4 o_st,
 {
     const long h = row % Hq, iq = (row / Hq) % Tq, b = row / (Hq * Tq);
     __global const float *pp = part + row * nc * (FA_DV + 2);
-#if FA_SINKS
-    const float sink = sinks[s_off + h * s_st];
-#else
-    const float sink = -INFINITY;
-#endif
-    float M = sink;
-    for (long c = 0; c < nc; c++)
-        M = fmax(M, pp[c * (FA_DV + 2)]);
+    const float sink = fa_sink(sinks, s_off, s_st, h);
+    const float M = fa_merge_max(pp, nc, FA_DV + 2, sink);
     FA_VT a[FA_NV];
     for (int g = 0; g < FA_NV; g++)
         a[g] = (FA_VT)0.0f;
@@ -512,11 +482,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
         for (int g = 0; g < FA_NV; g++)
             FA_CAT(vstore, FA_VW)(acc[r][g], 0, pp + 2 + g * FA_VW);
 #else
-#if FA_SINKS
-        const float sink = sinks[s_off + h * s_st];
-#else
-        const float sink = -INFINITY;
-#endif
+        const float sink = fa_sink(sinks, s_off, s_st, h);
         const float M = fmax(m, sink);
         float f = 0.0f, inv = 0.0f;
         if (M != -INFINITY) {
