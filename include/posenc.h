@@ -330,8 +330,10 @@ struct posenc_context_params {
     posenc_log_level log_level;  /* messages up to this level are sent (0 = errors only) */
     void *log_user_data;
     /* CPU: worker threads of the fast path, 0 = all online cores (at most 1024; the
-     * calling thread is one of them). Ignored by the reference loops and the other
-     * backends. */
+     * calling thread is one of them). After a threaded op the workers, and the calling
+     * thread while it waits for them, spin up to 100 us before they sleep, so that the
+     * next op starts without a wake-up: on cores shared with other busy threads, ask for
+     * fewer. Ignored by the reference loops and the other backends. */
     int32_t n_threads;
     uint32_t reserved[7];        /* must be zero */
 };
