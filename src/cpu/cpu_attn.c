@@ -16,8 +16,9 @@
  * inside the score and V loops (next_tile_pf; a burst per tile stalled the loops' own
  * loads), an item's first tile at its start; elsewhere a burst per tile. Decode (few items)
  * splits the keys of a row into chunks (split-K) so that every thread has work; each chunk
- * leaves a (max, sum, acc) triple and a second pass merges them in chunk order. Causal items stop at the first
- * tile past their last query, and tiles the mask hides from every row are skipped.
+ * leaves a (max, sum, acc) triple and a second pass merges them in chunk order. Causal
+ * items stop at the first tile past their last query, and tiles the mask hides from every
+ * row are skipped.
  *
  * On x86-64 with AVX2, FMA and F16C, items of few rows (decode) take cpu_attn_x86.c's
  * scores, softmax step and weighted sum instead: K / V rows read in place (f16 converted in
@@ -421,9 +422,8 @@ static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *
 }
 #endif
 
-/* Rows (kv's heads [h0, h0 + gn)) x (queries [q0, q0 + qn)) over keys [k_lo, k_hi).
- * more: the same thread runs item it + 1 next (its last tile prefetches that item's first). */
-static void attn_item(const struct attn_job *aj, int64_t it, float *scratch, bool more)
+/* Rows (kv's heads [h0, h0 + gn)) x (queries [q0, q0 + qn)) over keys [k_lo, k_hi). */
+static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
 {
     const struct pe_attn_fused_op *op = aj->op;
     const struct pe_view *qv = &op->q, *kv = &op->k, *vv = &op->v, *mk = &op->mask;
@@ -444,11 +444,6 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch, boo
     /* per K/V head kvh0 + kl: rows kl nr + r, query q0 + r / gn, head h0 + r % gn */
     const int64_t nr = gn * qn;
     const int64_t k_lo = kc * aj->CK, k_hi = k_lo + aj->CK < aj->Tk ? k_lo + aj->CK : aj->Tk;
-    /* the keys whose tiles are prefetched: the chunk's, and the next item's first tile when
-     * that item is the next chunk of these rows (kc varies fastest) and this thread's */
-    const int64_t k_pf = more && kc + 1 < aj->n_kc
-                             ? (k_hi + PE_ATTN_KT < aj->Tk ? k_hi + PE_ATTN_KT : aj->Tk)
-                             : k_hi;
 
     float *qs = scratch + aj->off_q, *acc = scratch + aj->off_acc, *m = scratch + aj->off_m;
     float *l = scratch + aj->off_l, *kbuf = scratch + aj->off_k, *vbuf = scratch + aj->off_v;
@@ -513,9 +508,9 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch, boo
 #ifdef PE_ATTN_X86
             struct pe_attn_x86_pf pf = {{NULL, NULL}, {NULL, NULL}};
 #endif
-            if (k0 + PE_ATTN_KT < k_pf) {
-                const int64_t nt = PE_ATTN_KT < k_pf - k0 - PE_ATTN_KT ? PE_ATTN_KT
-                                                                        : k_pf - k0 - PE_ATTN_KT;
+            if (k0 + PE_ATTN_KT < k_hi) {
+                const int64_t nt = PE_ATTN_KT < k_hi - k0 - PE_ATTN_KT ? PE_ATTN_KT
+                                                                        : k_hi - k0 - PE_ATTN_KT;
                 const char *kp = (const char *)kv->mem +
                                  (size_t)at4(kv, kvh, k0 + PE_ATTN_KT, b) * aj->k_es;
                 const char *vp = (const char *)vv->mem +
@@ -525,8 +520,7 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch, boo
                 if (x86)
                     spread = next_tile_pf(aj, kp, vp, nt, nk, kl, kvh0, k0 + PE_ATTN_KT, b, &pf);
 #endif
-                for (int64_t j = 0; j < (spread ? 0 : nt);
-                     j++, kp += aj->k_step, vp += aj->v_step) {
+                for (int64_t j = 0; !spread && j < nt; j++, kp += aj->k_step, vp += aj->v_step) {
                     for (size_t o = 0; o < aj->k_row; o += 64)
                         __builtin_prefetch(kp + o, 0, 1);
                     for (size_t o = 0; o < aj->v_row; o += 64)
@@ -661,7 +655,7 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch, boo
 static void attn_run(void *arg, int64_t begin, int64_t end, float *scratch)
 {
     for (int64_t it = begin; it < end; it++)
-        attn_item(arg, it, scratch, it + 1 < end);
+        attn_item(arg, it, scratch);
 }
 
 /* Split-K: row it's chunks merged in chunk order, m = max m_c, l = sum l_c exp(m_c - m),

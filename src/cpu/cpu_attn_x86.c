@@ -103,13 +103,6 @@ pf_local(const struct pe_attn_x86_pf_stream *pf)
     return (struct pe_attn_x86_pf_stream){NULL, NULL};
 }
 
-__attribute__((always_inline)) static inline void pf_done(struct pe_attn_x86_pf_stream *pf,
-                                                          const struct pe_attn_x86_pf_stream *s)
-{
-    if (pf)
-        *pf = *s;
-}
-
 /* The stream's next line, if any. */
 __attribute__((always_inline)) static inline void pf_step(struct pe_attn_x86_pf_stream *s)
 {
@@ -234,7 +227,7 @@ void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s)
 
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
                         bool k_f16, int64_t kt, float *x, int64_t xs,
-                        struct pe_attn_x86_pf_stream *pf)
+                        const struct pe_attn_x86_pf_stream *pf)
 {
     if (have_avx512 && D % 16 == 0) {
         if (k_f16)
@@ -250,7 +243,7 @@ void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, i
 
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                        const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
-                       float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf)
+                       float *acc, int64_t Dv, const struct pe_attn_x86_pf_stream *pf)
 {
     if (have_avx512 && Dv % 16 == 0) {
         if (v_f16)

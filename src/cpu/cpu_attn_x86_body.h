@@ -49,7 +49,7 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
 /* pf: the next tile's K lines, a few at each step of the inner loops. */
 PE_IN void SFX(scores4)(const float *restrict q, int64_t D, const void *k, int64_t kb,
                            int64_t kt, float *restrict x, int64_t xs, const int f16,
-                           struct pe_attn_x86_pf_stream *pf)
+                           const struct pe_attn_x86_pf_stream *pf)
 {
     struct pe_attn_x86_pf_stream s = pf_local(pf); /* in registers, not aliased by x */
     int64_t j = 0;
@@ -67,13 +67,12 @@ PE_IN void SFX(scores4)(const float *restrict q, int64_t D, const void *k, int64
     else if (kt - j == 1)
         SFX(scores4n)(q, D, k, kb, j, x, xs, 1, f16, &s);
     pf_rest(&s);
-    pf_done(pf, &s);
 }
 
 /* One row: four keys at a time, one accumulator each. */
 PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64_t kb,
                            int64_t kt, float *restrict x, const int f16,
-                           struct pe_attn_x86_pf_stream *pf)
+                           const struct pe_attn_x86_pf_stream *pf)
 {
     struct pe_attn_x86_pf_stream s = pf_local(pf);
     int64_t j = 0;
@@ -99,13 +98,12 @@ PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64
         x[j] = V_HSUM1(a);
     }
     pf_rest(&s);
-    pf_done(pf, &s);
 }
 
 /* The prefetches go with the first group of rows. */
 PE_IN void SFX(scores_body)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
                                int64_t kb, int64_t kt, float *restrict x, int64_t xs,
-                               const int f16, struct pe_attn_x86_pf_stream *pf)
+                               const int f16, const struct pe_attn_x86_pf_stream *pf)
 {
     int64_t r = 0;
     for (; r + 4 <= nr; r += 4, pf = NULL)
@@ -116,14 +114,14 @@ PE_IN void SFX(scores_body)(const float *restrict qs, int64_t nr, int64_t D, con
 
 PE_FN static void SFX(scores_f16)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
                               int64_t kb, int64_t kt, float *restrict x, int64_t xs,
-                              struct pe_attn_x86_pf_stream *pf)
+                              const struct pe_attn_x86_pf_stream *pf)
 {
     SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 1, pf);
 }
 
 PE_FN static void SFX(scores_f32)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
                               int64_t kb, int64_t kt, float *restrict x, int64_t xs,
-                              struct pe_attn_x86_pf_stream *pf)
+                              const struct pe_attn_x86_pf_stream *pf)
 {
     SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 0, pf);
 }
@@ -240,7 +238,7 @@ PE_IN void SFX(accum1x4)(const float *x0, float *a, float al, int64_t kt, const 
 PE_IN void SFX(accum_rows)(const float *x, int64_t xs, const int64_t *rows,
                               const float *alpha, int64_t kt, const void *v, int64_t vb,
                               float *acc, int64_t Dv, const int G, const int f16,
-                              struct pe_attn_x86_pf_stream *pf)
+                              const struct pe_attn_x86_pf_stream *pf)
 {
     const float *xr[4];
     float *ar[4], al[4];
@@ -263,13 +261,12 @@ PE_IN void SFX(accum_rows)(const float *x, int64_t xs, const int64_t *rows,
     if (i < Dv)
         SFX(accum_block)(xr, ar, al, kt, v, vb, i, G, 1, f16, &s);
     pf_rest(&s);
-    pf_done(pf, &s);
 }
 
 PE_IN void SFX(accum_body)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                               const float *alpha, int64_t kt, const void *v, int64_t vb,
                               float *acc, int64_t Dv, const int f16,
-                              struct pe_attn_x86_pf_stream *pf)
+                              const struct pe_attn_x86_pf_stream *pf)
 {
     int64_t r = 0; /* the prefetches go with the first group of rows */
     for (; r + 4 <= n_rows; r += 4, pf = NULL)
@@ -291,14 +288,14 @@ PE_IN void SFX(accum_body)(const float *x, int64_t xs, const int64_t *rows, int6
 
 PE_FN static void SFX(accum_f16)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                              const float *alpha, int64_t kt, const void *v, int64_t vb,
-                             float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf)
+                             float *acc, int64_t Dv, const struct pe_attn_x86_pf_stream *pf)
 {
     SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 1, pf);
 }
 
 PE_FN static void SFX(accum_f32)(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                              const float *alpha, int64_t kt, const void *v, int64_t vb,
-                             float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf)
+                             float *acc, int64_t Dv, const struct pe_attn_x86_pf_stream *pf)
 {
     SFX(accum_body)(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, 0, pf);
 }

@@ -77,12 +77,12 @@ struct pe_attn_x86_pf {
 void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s);
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
                         bool k_f16, int64_t kt, float *x, int64_t xs,
-                        struct pe_attn_x86_pf_stream *pf);
+                        const struct pe_attn_x86_pf_stream *pf);
 /* For each r of rows[0 .. n_rows): acc_r = acc_r alpha_r + sum over j < kt of
  * x[r xs + j] v_j (acc_r: Dv floats at acc + r Dv; alpha indexed by r too). */
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                        const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
-                       float *acc, int64_t Dv, struct pe_attn_x86_pf_stream *pf);
+                       float *acc, int64_t Dv, const struct pe_attn_x86_pf_stream *pf);
 /* The online-softmax step (cpu_attn.c's row_softmax) for rows r < nr over a tile (row r: kt
  * logits at x + r xs, which become the p_j; m[r], l[r] updated), 16 lanes where the CPU has
  * AVX-512F: alpha[r] = exp(m_old - m_new) (0 for the first keys seen), or -1 when every key
