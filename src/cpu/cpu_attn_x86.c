@@ -192,7 +192,54 @@ PE_X512_INLINE __m256 fold512(__m512 a)
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
 }
 
+/* One level of a pairwise sum tree over two vectors, h = 8, 4, 2 or 1: lane e of the result
+ * is x[e] + x[e ^ h] where e & h is clear and y[e] + y[e ^ h] where it is set (blend selects
+ * y's lanes with e & h, idx = e ^ h, plus 16 for y's). One shuffle, one blend, one add. */
+PE_X512_INLINE __m512 tree_step(__m512 x, __m512 y, __mmask16 sel, __m512i idx)
+{
+    const __m512 p = _mm512_mask_blend_ps(sel, x, y);
+    const __m512 q = _mm512_permutex2var_ps(x, idx, y);
+    return _mm512_add_ps(p, q);
+}
+
+/* The 16 lane sums of a[n][u] (key n, row u; n < N, the other keys' sums 0) stored at
+ * x[u xs + n]: a tree of 15 tree_steps (key n's four rows first, then across keys) whose
+ * result holds row u's four keys in 128-bit lane u, stored with four 16-byte stores. The
+ * order of the additions: lanes (e, e ^ 8), then 4, 2, 1 apart, the same for every sum. */
+PE_X512_INLINE void sums4x4(__m512 a[4][4], const int N, float *x, int64_t xs)
+{
+    const __m512i i8 = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8);
+    const __m512i i4 = _mm512_set_epi32(27, 26, 25, 24, 15, 14, 13, 12, 19, 18, 17, 16, 7, 6, 5, 4);
+    const __m512i i2 = _mm512_set_epi32(29, 28, 15, 14, 25, 24, 11, 10, 21, 20, 7, 6, 17, 16, 3, 2);
+    const __m512i i1 = _mm512_set_epi32(30, 15, 28, 13, 26, 11, 24, 9, 22, 7, 20, 5, 18, 3, 16, 1);
+    __m512 t[4];
+    for (int n = 0; n < 4; n++) {
+        if (n >= N) {
+            t[n] = _mm512_setzero_ps();
+            continue;
+        }
+        const __m512 s02 = tree_step(a[n][0], a[n][2], 0xFF00, i8);
+        const __m512 s13 = tree_step(a[n][1], a[n][3], 0xFF00, i8);
+        t[n] = tree_step(s02, s13, 0xF0F0, i4);
+    }
+    const __m512 f = tree_step(tree_step(t[0], t[2], 0xCCCC, i2),
+                               tree_step(t[1], t[3], 0xCCCC, i2), 0xAAAA, i1);
+    if (N == 4) {
+        _mm_storeu_ps(x, _mm512_castps512_ps128(f));
+        _mm_storeu_ps(x + xs, _mm512_extractf32x4_ps(f, 1));
+        _mm_storeu_ps(x + 2 * xs, _mm512_extractf32x4_ps(f, 2));
+        _mm_storeu_ps(x + 3 * xs, _mm512_extractf32x4_ps(f, 3));
+        return;
+    }
+    float s[16];
+    _mm512_storeu_ps(s, f);
+    for (int u = 0; u < 4; u++)
+        for (int n = 0; n < N; n++)
+            x[u * xs + n] = s[4 * u + n];
+}
+
 #define SFX(name) name##_avx512
+#define V_SUMS4X4(a, N, x, xs) sums4x4(a, N, x, xs)
 #define PE_IN PE_X512_INLINE
 #define PE_FN PE_X512
 #define PV __m512
@@ -219,6 +266,7 @@ PE_X512_INLINE __m256 fold512(__m512 a)
 #define V_MUL_IF_GT(x, lo, a, b) \
     _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), a, b)
 #include "cpu_attn_x86_body.h"
+#undef V_SUMS4X4
 
 void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s)
 {

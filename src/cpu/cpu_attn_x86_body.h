@@ -10,6 +10,8 @@
  *   V_HSUM4(a, b, c, d)   the four vectors' lane sums as an __m128; V_HSUM1(a) one float
  *   V_FLOOR(a)  V_POW2I(n) (2^n for whole n, as floats)  V_MUL_IF_GT(x, lo, a, b) (a b where
  *               x > lo, else 0)
+ *   V_SUMS4X4(a, N, x, xs)  optional: scores4n's N x 4 lane sums a[n][u] stored at x[u xs + n]
+ *               (without it, V_HSUM4 per key and scalar stores)
  * and KROW(k, kb, j). Not a header of its own: no include guard, nothing declared outside.
  */
 
@@ -38,12 +40,16 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
                       * 64-key tile) that is a head's share of K, 128 lines; pf_rest after
                       * the loop takes what a shorter tile leaves */
     }
+#ifdef V_SUMS4X4
+    V_SUMS4X4(a, N, x + j, xs);
+#else
     for (int n = 0; n < N; n++) {
         float s[4];
         _mm_storeu_ps(s, V_HSUM4(a[n][0], a[n][1], a[n][2], a[n][3]));
         for (int u = 0; u < 4; u++)
             x[u * xs + j + n] = s[u];
     }
+#endif
 }
 
 /* pf: the next tile's K lines, a few at each step of the inner loops. */
