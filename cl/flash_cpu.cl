@@ -2,7 +2,7 @@
  * flash_cpu.cl - posenc_attention in one pass (internal.h, struct pe_attn_fused_op) shaped
  * for CPU devices: the same math as cl/flash.cl's pe_flash, for decode (few rows per K/V
  * head), one work-item per work-group. The host (src/opencl/ops_flash.c) picks it on
- * CPU devices and lists the argument order (pe_flash's).
+ * CPU devices and lists the argument order (pe_flash's, then counts).
  *
  * Why a second kernel: a CPU implementation (PoCL) runs a work-group's work-items in a loop
  * on one core, vectorising across work-items where it can; pe_flash's tiles (a work-item
@@ -35,7 +35,8 @@
  * pe_flash_cpu_merge (below).
  *
  * FA_MERGE_LAST = 1 (with FA_SPLIT, CPU devices): the last work-item of each head block to
- * finish merges the block's rows itself (one launch, not two).
+ * finish merges the block's rows itself (one launch, not two), counting in counts (an int
+ * per (head block, batch), zero before the launch and again after it; unused otherwise).
  *
  * Options (-D): FA_FLAGS (cl/flash.cl's bits, decoded in common.cl), FA_FMA, FA_MERGE_LAST,
  * FA_KW / FA_VW (4, 8 or 16: k / v rows unit-stride, their starts multiples of the width,
@@ -194,7 +195,8 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
              __global const int *buckets, __global const float *slopes,
              __global const float *mslopes, __global const float *sinks, const long s_off,
              const long s_st, __global float *part, const long4 dims, const long4 shape,
-             const long4 offs, const long4 aoffs, const float scale, const float softcap)
+             const long4 offs, const long4 aoffs, const float scale, const float softcap,
+             __global volatile int *counts)
 {
     const long chunk = (long)get_group_id(0);
     const long hk0 = (long)get_group_id(1) * FA_HB;
@@ -505,20 +507,20 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
     }
 #if FA_SPLIT && FA_MERGE_LAST
     /* the last work-item to finish a head block's chunks merges the block's rows: a counter
-     * per (head block, batch) after the partials, zero when the buffer is made, counts the
-     * work-items done; the atomic orders each one's partials before its count (CPU devices,
-     * whose global memory is coherent: the host picks this only there) */
+     * per (head block, batch) in counts, zero at the start, counts the work-items done; the
+     * atomic orders each one's partials before its count (CPU devices, whose global memory
+     * is coherent: the host picks this only there). The merging work-item puts the counter
+     * back to zero for the next call (the host keeps the buffer). */
     {
-        const long nc = (long)get_num_groups(0), B = shape.s2;
-        __global volatile int *cnt =
-            (__global volatile int *)(part + Hq * Tq * B * nc * (FA_DV + 2)) +
-            (get_group_id(1) + get_num_groups(1) * b);
+        const long nc = (long)get_num_groups(0);
+        __global volatile int *cnt = counts + (get_group_id(1) + get_num_groups(1) * b);
         mem_fence(CLK_GLOBAL_MEM_FENCE);
         if (atomic_inc(cnt) == (int)nc - 1) {
             mem_fence(CLK_GLOBAL_MEM_FENCE);
             for (int r = 0; r < nr; r++)
                 fa_merge_row(dst, o_off, o_st, part, sinks, s_off, s_st, Hq, Tq, nc,
                              row_h[r] + Hq * (row_q[r] + Tq * b));
+            atomic_xchg(cnt, 0);
         }
     }
 #endif

@@ -793,6 +793,10 @@ static void cl_destroy(struct pe_backend *base)
     table_free(&be->tab_alibi);
     table_free(&be->tab_relbias);
     pe_cl_attn_end(&be->base);
+    if (be->fa_part)
+        pe_cl_release_mem(be, be->fa_part);
+    if (be->fa_counts)
+        pe_cl_release_mem(be, be->fa_counts);
     pe_cl_sync_free(be);
     free(be->rope_scratch);
     free(be->gemm_scratch);

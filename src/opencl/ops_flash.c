@@ -70,14 +70,17 @@
  * cost passes over memory there; pe_flash_cpu is one work-item per work-group doing what
  * a CPU thread would, over every K/V head's row of each key in memory order:
  *   pe_flash_cpu  (-DFA_FLAGS -DFA_FMA -DFA_KW -DFA_VW -DFA_D -DFA_DV -DFA_HB -DFA_RG
- *                  -DFA_TK -DFA_KB -DFA_MERGE_LAST) pe_flash's arguments; NDRange
+ *                  -DFA_TK -DFA_KB -DFA_MERGE_LAST) pe_flash's arguments, then counts
+ *                  (mem); NDRange
  *                  (n_chunks, ceil(Hk / FA_HB), B), local (1, 1, 1); FA_RG = group * Tq
  *                  exactly, FA_HB heads (PE_FA_CPU_WI_ROWS rows in all, within
  *                  PE_FA_CPU_PRIVATE bytes of private arrays), chunks of at least
  *                  PE_FA_CPU_MIN_CHUNK keys until there are PE_FA_CPU_PER_CU work-items per
- *                  compute unit. Split on a CPU device (FA_MERGE_LAST = 1): the partials
- *                  buffer ends with an int per (head block, batch), made zero, and the last
- *                  work-item of each block to finish merges its rows (one launch).
+ *                  compute unit. Split on a CPU device (FA_MERGE_LAST = 1): counts holds
+ *                  an int per (head block, batch), zero, and the last work-item of each
+ *                  block to finish merges its rows (one launch) and zeroes its int.
+ * The partials and the counts are the backend's (fa_part, fa_counts), kept between calls:
+ * a decode call allocates nothing once the first has run.
  *   pe_flash_cpu_merge  (-DFA_FLAGS (O_F16, SINKS) -DFA_DV -DFA_VW) pe_flash_merge's
  *                  arguments; NDRange (Hq*Tq*B, 1, 1), local (1, 1, 1): a row per
  *                  work-item (pe_flash_merge's work-item per (d, row) recomputed each
@@ -383,8 +386,34 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
     return POSENC_OK;
 }
 
+/* *mem (of *have bytes) made at least `bytes` long: kept if it is, else released (OpenCL
+ * keeps it for the commands already enqueued on it) and made anew, from `init` (bytes of
+ * host memory) when given. */
+static posenc_status fa_scratch(struct pe_cl_backend *be, const char *what, cl_mem *mem,
+                                size_t *have, size_t bytes, const void *init)
+{
+    if (*mem && *have >= bytes)
+        return POSENC_OK;
+    cl_int err = CL_SUCCESS;
+    cl_mem made = pe_fault_device_alloc()
+                      ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
+                      : clCreateBuffer(be->context,
+                                       CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0),
+                                       bytes, (void *)init, &err);
+    if (!made || err != CL_SUCCESS) {
+        if (made)
+            clReleaseMemObject(made);
+        return fa_fail(be, what, err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    }
+    if (*mem)
+        pe_cl_release_mem(be, *mem);
+    *mem = made;
+    *have = bytes;
+    return POSENC_OK;
+}
+
 static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_op *op,
-                           cl_mem *owned_part, cl_mem *owned_ms)
+                           cl_mem *owned_ms)
 {
     posenc_context *ctx = be->base.ctx;
     const struct pe_view *q = &op->q, *k = &op->k, *v = &op->v, *o = &op->dst;
@@ -446,37 +475,38 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
                                        (size_t)n * sizeof(int32_t), &buckets));
     }
 
-    /* ---- the partials' temporary ---- */
-    cl_mem part = (cl_mem)o->mem;
+    /* ---- the partials and counters (kept by the backend) ---- */
+    cl_mem part = (cl_mem)o->mem, counts = (cl_mem)o->mem;
     if (split) {
-        /* merge_last: a zero int per (head block, batch) after the partials */
+        const uint64_t n = n_rows * (uint64_t)pl.n_chunks * (uint64_t)(Dv + 2);
         const uint64_t n_cnt = pl.merge_last ? (uint64_t)pl.n_blocks * (uint64_t)B : 0;
-        const uint64_t n = n_rows * (uint64_t)pl.n_chunks * (uint64_t)(Dv + 2) + n_cnt;
-        if (n > (uint64_t)SIZE_MAX / sizeof(float) ||
-            (be->info.max_buffer_size && n * sizeof(float) > be->info.max_buffer_size))
+        if (n > (uint64_t)SIZE_MAX / sizeof(float) || n_cnt > (uint64_t)SIZE_MAX / sizeof(int) ||
+            (be->info.max_buffer_size && (n * sizeof(float) > be->info.max_buffer_size ||
+                                          n_cnt * sizeof(int) > be->info.max_buffer_size)))
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
                             "attention: the one-pass kernel's partials (%llu floats) do not "
                             "fit one buffer of this device",
                             (unsigned long long)n);
-        cl_int err = CL_SUCCESS;
-        /* the counters start at zero: the buffer is made from zeros (no fill command) */
-        float *zeros = NULL;
-        if (n_cnt > 0 && !(zeros = calloc((size_t)n, sizeof(float))))
-            return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
-                            "attention: out of host memory for the partials' counters");
-        *owned_part = pe_fault_device_alloc()
-                          ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
-                          : clCreateBuffer(be->context,
-                                           CL_MEM_READ_WRITE |
-                                               (zeros ? CL_MEM_COPY_HOST_PTR : 0),
-                                           (size_t)n * sizeof(float), zeros, &err);
-        free(zeros);
-        if (!*owned_part || err != CL_SUCCESS) {
-            *owned_part = NULL;
-            return fa_fail(be, "clCreateBuffer(attention partials)",
-                           err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE);
+        PE_RETURN_IF_ERROR(fa_scratch(be, "clCreateBuffer(attention partials)", &be->fa_part,
+                                      &be->fa_part_bytes, (size_t)n * sizeof(float), NULL));
+        part = be->fa_part;
+        if (n_cnt > 0) {
+            if (!be->fa_counts || be->fa_counts_n < n_cnt) {
+                /* zero when made; the kernel leaves them zero */
+                int *zeros = calloc((size_t)n_cnt, sizeof(int));
+                if (!zeros)
+                    return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
+                                    "attention: out of host memory for the partials' counters");
+                size_t have = be->fa_counts_n * sizeof(int);
+                posenc_status st =
+                    fa_scratch(be, "clCreateBuffer(attention counters)", &be->fa_counts, &have,
+                               (size_t)n_cnt * sizeof(int), zeros);
+                free(zeros);
+                PE_RETURN_IF_ERROR(st);
+                be->fa_counts_n = have / sizeof(int);
+            }
+            counts = be->fa_counts;
         }
-        part = *owned_part;
     }
 
     /* ---- arguments ---- */
@@ -505,7 +535,7 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
         ARG(m_mem),  ARG(m_off),  ARG(m_st),   ARG(r_mem),   ARG(r_off), ARG(r_st),
         ARG(buckets), ARG(slopes), ARG(mslopes), ARG(s_mem), ARG(s_off), ARG(s_st),
         ARG(part),   ARG(dims),   ARG(shape),  ARG(offs),    ARG(aoffs), ARG(scale),
-        ARG(softcap)};
+        ARG(softcap), ARG(counts)};
     const uint64_t g[3] = {(uint64_t)pl.wg * (uint64_t)pl.n_chunks, (uint64_t)pl.n_blocks,
                            pl.cpu ? (uint64_t)B
                                   : (uint64_t)((Hk + pl.hb - 1) / pl.hb) * (uint64_t)B};
@@ -514,7 +544,8 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
                             "attention: %llu work-groups in dimension %d do not fit this device",
                             (unsigned long long)g[i], i);
-    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args)));
+    /* pe_flash_cpu takes counts after pe_flash's arguments */
+    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args) - (pl.cpu ? 0 : 1)));
     if (split && !pl.merge_last) {
         const cl_long4 mdims = long4_of(Dv, Hq, Tq, pl.n_chunks);
         const cl_long nr = (cl_long)n_rows;
@@ -568,11 +599,9 @@ posenc_status pe_cl_attn_fused(struct pe_backend *base, const struct pe_attn_fus
         be->pin_gen++;
         be->pinning = 1;
     }
-    cl_mem part = NULL, ms = NULL;
-    posenc_status st = fused(be, op, &part, &ms);
+    cl_mem ms = NULL;
+    posenc_status st = fused(be, op, &ms);
     /* OpenCL keeps a released buffer until the commands enqueued on it are done */
-    if (part)
-        pe_cl_release_mem(be, part);
     if (ms)
         pe_cl_release_mem(be, ms);
     be->pinning = was_pinning;
