@@ -422,11 +422,16 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 vstore16(y, sv, x[r]);
                 mt = fmax(mt, FA_HMAX16(y));
             }
-            const float mo = m_run[r];
-            const float mn = fmax(mo, mt);
-            const float al = mn == -INFINITY ? 1.0f : exp(mo - mn);
-            alpha[r] = al;
+            alpha[r] = fmax(m_run[r], mt); /* the new max, for now */
+        }
+        /* the rescale factors: independent exps, not one per row between the passes */
+        for (int r = 0; r < nr; r++) {
+            const float mo = m_run[r], mn = alpha[r];
+            alpha[r] = mn == -INFINITY ? 1.0f : exp(mo - mn);
             m_run[r] = mn;
+        }
+        for (int r = 0; r < nr; r++) {
+            const float mn = m_run[r], al = alpha[r];
             float ls = 0.0f;
             for (int sv = 0; sv < FA_TK / 16; sv++) {
                 const float16 y = vload16(sv, x[r]);
