@@ -99,11 +99,11 @@ struct pe_cl_backend {
     int64_t attn_tmp_n[4]; /* their sizes in floats */
     /* The one-pass attention's split-K temporaries (ops_flash.c), kept between calls and
      * grown only, so that a decode call allocates nothing: the partials (fa_part_bytes)
-     * and, for pe_flash_cpu's merge by the last work-item, its counters (fa_counts_n
+     * and, for pe_flash_cpu's merge by the last work-item, its counters (fa_counts_bytes,
      * ints), zero when made and put back to zero by the work-item that merges (on the
      * in-order queue the next call finds them zero). NULL until a call needs them. */
     cl_mem fa_part, fa_counts;
-    size_t fa_part_bytes, fa_counts_n;
+    size_t fa_part_bytes, fa_counts_bytes;
     /* While `pinning` (from pe_cl_attn_prepare to pe_cl_attn_end), every program asked for
      * gets pin_gen and a full program cache evicts none of those: a program prepared for
      * a later pass stays built. */

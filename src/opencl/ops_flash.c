@@ -387,23 +387,29 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
 }
 
 /* *mem (of *have bytes) made at least `bytes` long: kept if it is, else released (OpenCL
- * keeps it for the commands already enqueued on it) and made anew, from `init` (bytes of
- * host memory) when given. */
+ * keeps it for the commands already enqueued on it) and made anew, all zero if `zeroed`. */
 static posenc_status fa_scratch(struct pe_cl_backend *be, const char *what, cl_mem *mem,
-                                size_t *have, size_t bytes, const void *init)
+                                size_t *have, size_t bytes, bool zeroed)
 {
     if (*mem && *have >= bytes)
         return POSENC_OK;
+    void *zeros = NULL;
+    if (zeroed && !(zeros = calloc(bytes, 1)))
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "attention: out of host memory for the %s", what);
     cl_int err = CL_SUCCESS;
     cl_mem made = pe_fault_device_alloc()
                       ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
                       : clCreateBuffer(be->context,
-                                       CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0),
-                                       bytes, (void *)init, &err);
+                                       CL_MEM_READ_WRITE | (zeros ? CL_MEM_COPY_HOST_PTR : 0),
+                                       bytes, zeros, &err);
+    free(zeros);
     if (!made || err != CL_SUCCESS) {
         if (made)
             clReleaseMemObject(made);
-        return fa_fail(be, what, err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE);
+        char call[64];
+        snprintf(call, sizeof(call), "clCreateBuffer(attention %s)", what);
+        return fa_fail(be, call, err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE);
     }
     if (*mem)
         pe_cl_release_mem(be, *mem);
@@ -487,24 +493,13 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
                             "attention: the one-pass kernel's partials (%llu floats) do not "
                             "fit one buffer of this device",
                             (unsigned long long)n);
-        PE_RETURN_IF_ERROR(fa_scratch(be, "clCreateBuffer(attention partials)", &be->fa_part,
-                                      &be->fa_part_bytes, (size_t)n * sizeof(float), NULL));
+        PE_RETURN_IF_ERROR(fa_scratch(be, "partials", &be->fa_part, &be->fa_part_bytes,
+                                      (size_t)n * sizeof(float), false));
         part = be->fa_part;
-        if (n_cnt > 0) {
-            if (!be->fa_counts || be->fa_counts_n < n_cnt) {
-                /* zero when made; the kernel leaves them zero */
-                int *zeros = calloc((size_t)n_cnt, sizeof(int));
-                if (!zeros)
-                    return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY,
-                                    "attention: out of host memory for the partials' counters");
-                size_t have = be->fa_counts_n * sizeof(int);
-                posenc_status st =
-                    fa_scratch(be, "clCreateBuffer(attention counters)", &be->fa_counts, &have,
-                               (size_t)n_cnt * sizeof(int), zeros);
-                free(zeros);
-                PE_RETURN_IF_ERROR(st);
-                be->fa_counts_n = have / sizeof(int);
-            }
+        if (n_cnt > 0) { /* zero when made; the kernel leaves them zero */
+            PE_RETURN_IF_ERROR(fa_scratch(be, "partials' counters", &be->fa_counts,
+                                          &be->fa_counts_bytes, (size_t)n_cnt * sizeof(int),
+                                          true));
             counts = be->fa_counts;
         }
     }
