@@ -52,7 +52,7 @@ void __wrap_free(void *p);
 extern int64_t pe_fault_countdown;
 /* first-use program builds / pipeline creations (src/context.c; test-only) */
 extern int64_t pe_fault_build_countdown;
-/* OpenCL's program cache size for the test (src/opencl/backend_opencl.c; test-only; weak:
+/* OpenCL's program cache size for the test (src/opencl/cl_program.c; test-only; weak:
  * absent from a build without OpenCL) */
 extern int pe_cl_program_cap __attribute__((weak));
 

@@ -70,7 +70,7 @@ struct pe_cl_backend {
     /* CL_DEVICE_LOCAL_MEM_SIZE and CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE (bytes), lowered by
      * POSENC_DEVICE_PRESET like info.max_workgroup_size, max_item_size,
      * info.max_buffer_size, info.f16_native (cl_khr_fp16), fp64 and info.type: a built
-     * kernel whose CL_KERNEL_LOCAL_MEM_SIZE is over local_mem is refused (get_program).
+     * kernel whose CL_KERNEL_LOCAL_MEM_SIZE is over local_mem is refused (pe_cl_get_program).
      * No kernel uses __constant buffers. */
     uint64_t local_mem;
     uint64_t const_buf;
@@ -154,6 +154,21 @@ posenc_status pe_cl_get_program(struct pe_cl_backend *be, const char *file,
                                 const char *kernel_name, const char *defines,
                                 struct pe_cl_program **out);
 
+/* The program remembered for `key` (an op's variant bits, nonzero), or NULL (cl_program.c). */
+struct pe_cl_program *pe_cl_memo_find(struct pe_cl_backend *be, uint64_t key);
+/* Remember p as the program of `key` for pe_cl_memo_find (cl_program.c). */
+void pe_cl_memo_put(struct pe_cl_backend *be, uint64_t key, struct pe_cl_program *p);
+/* Resolve the program-binary cache folder, once per backend (be->cache_dir, "" = off). */
+void pe_cl_cache_init(struct pe_cl_backend *be);
+
+/* The vtable's device_count: all devices of all platforms (cl_device.c). */
+posenc_status pe_cl_device_count(int32_t *out_count, char *reason, size_t reason_size);
+/* Find device `index` among all (or only GPU) devices of all platforms, in order. */
+posenc_status pe_cl_find_device(posenc_context *ctx, int32_t index, bool gpu_only,
+                                cl_platform_id *out_plat, cl_device_id *out_dev);
+/* Query be->device into be->info and check that posenc can run on it (-1: the app's). */
+posenc_status pe_cl_check_device(struct pe_cl_backend *be, int32_t index);
+
 /* A read-only device copy of `size` bytes of host memory (a per-call table); the caller
  * releases it right after enqueueing the kernel that reads it. `what` names it in
  * messages. */
@@ -198,6 +213,11 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
  * __local array gets that size (a -D define, or a __local argument set at launch); the
  * launch may lower it further to the built kernel's CL_KERNEL_WORK_GROUP_SIZE. */
 size_t pe_cl_reduce_wg(const struct pe_cl_backend *be, size_t cap, size_t bytes_per_item);
+
+/* The ops of src/opencl/ops_rope.c. */
+posenc_status pe_cl_copy(struct pe_backend *be, const struct pe_copy_op *op);
+posenc_status pe_cl_sinusoidal(struct pe_backend *be, const struct pe_sinusoidal_op *op);
+posenc_status pe_cl_rope(struct pe_backend *be, const struct pe_rope_op *op);
 
 /* The ops of src/opencl/ops_encodings.c. */
 posenc_status pe_cl_learned(struct pe_backend *be, const struct pe_learned_op *op);
@@ -268,6 +288,8 @@ bool pe_cl_err_is_oom(cl_int err);
  * POSENC_ERR_BACKEND (OUT_OF_MEMORY for CL_OUT_OF_HOST_MEMORY) with the call and code. */
 const char *pe_cl_err_name(cl_int err);
 posenc_status pe_cl_fail(posenc_context *ctx, const char *call, cl_int err);
+/* pe_cl_fail, but allocation failures (pe_cl_err_is_oom) become POSENC_ERR_OUT_OF_MEMORY. */
+posenc_status pe_cl_fail_mem(posenc_context *ctx, const char *call, cl_int err);
 
 /* ---- events and wrapped host memory (src/opencl/cl_sync.c) ---- */
 
