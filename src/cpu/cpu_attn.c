@@ -55,16 +55,6 @@
 /* ... but no chunk shorter than this many tiles (a chunk's partial costs Dv + 2 floats). */
 #define PE_ATTN_MIN_CHUNK_TILES 8
 
-/* The same AVX2 clones as cpu_fast.c (see there why not with Clang). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(POSENC_NO_TARGET_CLONES)
-#define PE_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef PE_CLONES
-#define PE_CLONES
-#endif
-
 /* 8 floats as one value (GCC / Clang vector extension): the accumulators of the inner
  * loops stay in registers (arrays of floats were kept in memory, a store per step). The
  * baseline x86-64 clone runs each as two SSE halves. */

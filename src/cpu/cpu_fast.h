@@ -1,5 +1,7 @@
 /*
- * cpu_fast.h - the fast path of the CPU backend (src/cpu/cpu_fast.c), private to src/cpu.
+ * cpu_fast.h - the fast path of the CPU backend (src/cpu/cpu_pool.c, cpu_fast.c,
+ * cpu_fast_sincos.c, cpu_attn.c), private to src/cpu; what only the first three share is
+ * in cpu_fast_internal.h.
  *
  * backend_cpu.c owns one struct pe_cpu_fast per context unless the context was created
  * with POSENC_CONTEXT_CPU_REFERENCE; each op slot of the CPU vtable calls the matching
@@ -30,7 +32,7 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
 posenc_status pe_cpu_fast_copy(struct pe_cpu_fast *f, const struct pe_copy_op *op);
 posenc_status pe_cpu_fast_softmax(struct pe_cpu_fast *f, const struct pe_softmax_op *op);
 
-/* For the fast-path files other than cpu_fast.c (cpu_attn.c): */
+/* For the other fast-path files (cpu_attn.c; defined in cpu_pool.c, the rows in cpu_fast.c): */
 /* Items [begin, end) of a parallel job; scratch is the thread's own (pe_cpu_fast_reserve). */
 typedef void (*pe_cpu_task_fn)(void *arg, int64_t begin, int64_t end, float *scratch);
 /* Make every thread's scratch hold at least n_floats (64-byte aligned). Call between jobs. */
@@ -90,6 +92,22 @@ void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t 
  * count returned. */
 int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,
                                  float *alpha, int64_t *live);
+#endif
+
+/* AVX2 clones (8 floats per instruction instead of SSE2's 4) of the loops that are
+ * compute-bound or close to it in L1 (cpu_fast.c, cpu_fast_sincos.c, cpu_attn.c): sin/cos,
+ * the rotation, the fused adds. Picked at load time on x86-64 with GCC; elsewhere the
+ * portable version alone. Not with Clang: Clang 14 gives the clones' resolvers global names
+ * ("add_row.resolver"), which two libraries built that way would both define. The AVX2 /
+ * F16C rows (cpu_fast.c, cpu_fast_sincos.c, cpu_attn_x86.c) are separate functions and run
+ * with either compiler. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(POSENC_NO_TARGET_CLONES)
+#define PE_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef PE_CLONES
+#define PE_CLONES
 #endif
 
 /* exp(x) for x <= 0 in f32, vectorisable (softmax and attention share it): x = n ln2 + r
