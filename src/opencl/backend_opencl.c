@@ -705,7 +705,7 @@ bool pe_cl_is_cpu(const struct pe_cl_backend *be)
 }
 
 /* Streaming stores (PE_NT_STORE) for an out-of-place output of `bytes`: on CPU devices,
- * for outputs much larger than the caches (see PE_FAST_NT_BYTES in src/cpu/cpu_fast.c). */
+ * for outputs much larger than the caches (see PE_FAST_NT_BYTES in src/cpu/cpu_fast_sincos.c). */
 bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes)
 {
     return pe_cl_is_cpu(be) && bytes >= 16.0 * 1024 * 1024;
