@@ -6,10 +6,10 @@
  * tested against it (a context created with POSENC_CONTEXT_CPU_REFERENCE runs only these
  * loops), so it stays obvious rather than fast.
  *
- * Without that flag the context also owns a struct pe_cpu_fast (src/cpu/cpu_fast.c: a
- * thread pool and vectorisable row loops) and the ops that have a fast version (rope,
- * sinusoidal, learned, alibi, copy; attention's one pass in cpu_attn.c) go there; the
- * others run the reference loops.
+ * Without that flag the context also owns a struct pe_cpu_fast (src/cpu/cpu_pool.c: a
+ * thread pool; cpu_fast.c and cpu_fast_sincos.c: vectorisable row loops) and the ops
+ * that have a fast version (rope, sinusoidal, learned, alibi, copy; attention's one pass
+ * in cpu_attn.c) go there; the others run the reference loops.
  */
 #include "backend.h"
 #include "cpu_fast.h"
