@@ -384,7 +384,9 @@ POSENC_API posenc_status posenc_context_set_check_only(posenc_context *ctx, int 
 
 /* Wait until every op queued on the context has finished. Returns POSENC_OK,
  * POSENC_ERR_INVALID_ARGUMENT for a NULL ctx, or POSENC_ERR_BACKEND when queued work
- * failed (see "Execution"). */
+ * failed (see "Execution"). On an OpenCL CPU device (PoCL) the calling thread first asks
+ * the last command's status in a loop that yields the core, for up to 2 ms, then blocks:
+ * a thread asleep in clFinish is woken tens of microseconds after the work ends. */
 POSENC_API posenc_status posenc_context_finish(posenc_context *ctx);
 
 /* Start the work queued on the context without waiting for it: on Vulkan, submit the ops
