@@ -645,16 +645,10 @@ posenc_status pe_cl_set_args(struct pe_cl_backend *be, struct pe_cl_program *p,
     return POSENC_OK;
 }
 
-posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
-                           const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3])
+posenc_status pe_cl_enqueue(struct pe_cl_backend *be, struct pe_cl_program *p,
+                            const struct pe_cl_arg *args, size_t n_args, const size_t global[3],
+                            const size_t local[3])
 {
-    posenc_context *ctx = be->base.ctx;
-    size_t global[3], local[3];
-    if (!launch_size(be, p, n, global, local))
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
-                        "%s: %llu x %llu x %llu work-items do not fit this device's size_t",
-                        p->kernel_name, (unsigned long long)n[0], (unsigned long long)n[1],
-                        (unsigned long long)n[2]);
     PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
     if (be->base.prepare_only)
         return POSENC_OK;
@@ -665,10 +659,22 @@ posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
     if (err != CL_SUCCESS) {
         char call[96];
         snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
-        return pe_cl_fail_mem(ctx, call, err);
+        return pe_cl_fail_mem(be->base.ctx, call, err);
     }
     pe_cl_track(be, ev);
     return POSENC_OK;
+}
+
+posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,
+                           const struct pe_cl_arg *args, size_t n_args, const uint64_t n[3])
+{
+    size_t global[3], local[3];
+    if (!launch_size(be, p, n, global, local))
+        return pe_error(be->base.ctx, POSENC_ERR_UNSUPPORTED,
+                        "%s: %llu x %llu x %llu work-items do not fit this device's size_t",
+                        p->kernel_name, (unsigned long long)n[0], (unsigned long long)n[1],
+                        (unsigned long long)n[2]);
+    return pe_cl_enqueue(be, p, args, n_args, global, local);
 }
 
 /* Whether every row of v starts on a multiple of `n` elements (offset and the outer

@@ -201,6 +201,13 @@ bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n);
 posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const char *what,
                           const void *data, size_t size, cl_mem *out);
 
+/* Set the n_args arguments of p's kernel and enqueue it over global[3] work-items in
+ * groups of local[3] (global sizes multiples of the local ones), tracking its event;
+ * nothing is enqueued in check-only mode. */
+posenc_status pe_cl_enqueue(struct pe_cl_backend *be, struct pe_cl_program *p,
+                            const struct pe_cl_arg *args, size_t n_args, const size_t global[3],
+                            const size_t local[3]);
+
 /* Set the n_args arguments of p's kernel and enqueue it over n[0] x n[1] x n[2]
  * work-items (each rounded up to the local size; the kernel checks its bounds). */
 posenc_status pe_cl_launch(struct pe_cl_backend *be, struct pe_cl_program *p,

@@ -47,20 +47,8 @@ static posenc_status launch_exact(struct pe_cl_backend *be, struct pe_cl_program
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
                             "%s: %llu work-items (local %zu) in dimension %d do not fit this "
                             "device", p->kernel_name, (unsigned long long)g[k], l[k], k);
-    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, n_args));
-    if (be->base.prepare_only)
-        return POSENC_OK;
-    PE_RETURN_IF_ERROR(pe_cl_before_enqueue(be));
     const size_t global[3] = {(size_t)g[0], (size_t)g[1], (size_t)g[2]};
-    cl_event ev = NULL;
-    cl_int err = clEnqueueNDRangeKernel(be->queue, p->kernel, 3, NULL, global, l, 0, NULL, &ev);
-    if (err != CL_SUCCESS) {
-        char call[96];
-        snprintf(call, sizeof(call), "clEnqueueNDRangeKernel(%s)", p->kernel_name);
-        return pe_cl_fail_mem(ctx, call, err);
-    }
-    pe_cl_track(be, ev);
-    return POSENC_OK;
+    return pe_cl_enqueue(be, p, args, n_args, global, l);
 }
 
 static bool use_nt(const struct pe_cl_backend *be, double bytes)
