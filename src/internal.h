@@ -140,6 +140,11 @@ static inline void pe_guard_release(struct pe_guard *g)
 /* snprintf into a fixed buffer that is always NUL-terminated (size > 0). */
 void pe_strlcpy(char *dst, const char *src, size_t size);
 
+/* The monotonic clock in nanoseconds (src/status.c), for the backends' bounded waits. */
+int64_t pe_mono_ns(void);
+/* The host's online CPUs, at least 1, asked once per process (src/status.c). */
+int pe_host_cpus(void);
+
 /* Test-only fault injection (src/context.c, tests/test_faults.c): a backend calls it right
  * before a device allocation it makes for itself and fails that allocation as out of
  * device memory when it returns true. Always false in normal use. */

@@ -2,9 +2,14 @@
 #include "internal.h"
 #include "posenc_config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sched.h>
+#include <time.h>
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
 
 const char *posenc_version(void)
 {
@@ -160,4 +165,30 @@ const char *posenc_context_last_error(const posenc_context *ctx)
     if (pe_refused.ctx == ctx)
         return pe_refused.msg;
     return ctx->last_error;
+}
+
+int64_t pe_mono_ns(void)
+{
+    struct timespec t;
+#if defined(_WIN32)
+    timespec_get(&t, TIME_UTC); /* no CLOCK_MONOTONIC there */
+#else
+    clock_gettime(CLOCK_MONOTONIC, &t);
+#endif
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+int pe_host_cpus(void)
+{
+    static atomic_int cached; /* 0: not asked yet (a race asks twice, same answer) */
+    int n = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (n > 0)
+        return n;
+    long c = 1;
+#if defined(_SC_NPROCESSORS_ONLN)
+    c = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    n = c < 1 ? 1 : c > 1024 ? 1024 : (int)c;
+    atomic_store_explicit(&cached, n, memory_order_relaxed);
+    return n;
 }

@@ -9,8 +9,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 
 /* Below this many bytes moved per thread, a job uses fewer threads (waking a worker costs
  * more than it saves). POSENC_CPU_MIN_SPLIT=<bytes>, read at context creation, replaces
@@ -43,13 +41,6 @@ static void run_chunks(struct pe_cpu_fast *f, const struct pe_fast_job *job, flo
     }
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,13 +54,13 @@ static inline void cpu_relax(void)
  * or, with seen = UINT64_MAX, while workers of the current job are still running (caller). */
 static void spin_wait(struct pe_cpu_fast *f, uint64_t seen)
 {
-    const int64_t t0 = mono_ns();
+    const int64_t t0 = pe_mono_ns();
     for (unsigned i = 1;; i++) {
         if (seen == UINT64_MAX ? atomic_load(&f->remaining) == 0
                                : atomic_load(&f->generation) != seen || atomic_load(&f->stop))
             return;
         cpu_relax();
-        if (i % 64 == 0 && mono_ns() - t0 > PE_FAST_SPIN_NS)
+        if (i % 64 == 0 && pe_mono_ns() - t0 > PE_FAST_SPIN_NS)
             return;
     }
 }
@@ -173,8 +164,8 @@ posenc_status pe_cpu_fast_create(posenc_context *ctx, int32_t n_threads, struct 
     *out = NULL;
     pe_cpu_f16_rows_init();
     if (n_threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = n > 0 ? (int32_t)(n < PE_MAX_THREADS ? n : PE_MAX_THREADS) : 1;
+        const int n = pe_host_cpus();
+        n_threads = n < PE_MAX_THREADS ? n : PE_MAX_THREADS;
     }
     struct pe_cpu_fast *f = calloc(1, sizeof(*f));
     if (!f)

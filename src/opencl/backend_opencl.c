@@ -177,7 +177,6 @@
 #include <string.h>
 #if !defined(_WIN32)
 #include <sched.h>
-#include <time.h>
 #endif
 
 _Static_assert(offsetof(struct pe_cl_backend, base) == 0,
@@ -373,12 +372,6 @@ static void cl_get_info(const struct pe_backend *base, struct posenc_device_info
 #define PE_CL_POLL_NS 2000000
 
 #if !defined(_WIN32)
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* On a CPU device, wait for posenc's last command by asking its status, yielding the core
  * between two asks, for up to PE_CL_POLL_NS; the clFinish after it then returns at once.
@@ -398,12 +391,12 @@ static void poll_last(struct pe_cl_backend *be)
         return;
     if (clFlush(be->queue) != CL_SUCCESS)
         return; /* the clFinish after reports it */
-    const uint64_t t0 = mono_ns();
+    const int64_t t0 = pe_mono_ns();
     for (;;) {
         cl_int s = CL_COMPLETE;
         if (clGetEventInfo(be->last_event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(s), &s,
                            NULL) != CL_SUCCESS ||
-            s <= CL_COMPLETE || mono_ns() - t0 > PE_CL_POLL_NS)
+            s <= CL_COMPLETE || pe_mono_ns() - t0 > PE_CL_POLL_NS)
             return;
         sched_yield();
     }

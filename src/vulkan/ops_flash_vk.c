@@ -31,9 +31,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#if !defined(_WIN32)
-#include <unistd.h>
-#endif
 
 static const uint32_t spv_flash_attn[] =
 #include "shaders/flash_attn.spv.h"
@@ -118,15 +115,7 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
 {
     if (be->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU)
         return PE_FA_TARGET;
-    long n = 1;
-#if defined(_SC_NPROCESSORS_ONLN)
-    n = sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-    if (n < 1)
-        n = 1;
-    if (n > 256)
-        n = 256;
-    return (int64_t)wg * (int64_t)n;
+    return (int64_t)wg * (int64_t)pe_host_cpus();
 }
 
 posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_op *op)
