@@ -560,8 +560,26 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                 scores_rows(qsk, nr, D, krow, kt, x);
             }
             int64_t n_live = 0; /* x86: the rows with a key seen so far, for one V pass */
-            for (int64_t r = 0; r < nr; r++) {
-                const int64_t h = h0 + r % gn, q = q0 + r / gn;
+#ifdef PE_ATTN_X86
+            /* x86: ALiBi's bias goes to the softmax step (the pass that finds each row's
+             * max adds it), where no relative bias or mask comes after it to change the
+             * order of the adds, and every row's distance to key k0 is an int32 (the rows'
+             * queries are q0 .. q0 + qn - 1): per row its slope and that distance */
+            bool defer = false;
+            if (x86 && op->has_alibi && !op->has_relbias && !mk->mem) {
+                const int64_t d_lo = (q0 + op->alibi.q_offset) - (k0 + op->alibi.k_offset);
+                defer = d_lo > -(int64_t)INT32_MAX / 2 && d_lo + qn - 1 < (int64_t)INT32_MAX / 2;
+            }
+            float ab_slope[PE_ATTN_ROWS_T];
+            int32_t ab_d0[PE_ATTN_ROWS_T];
+#endif
+            for (int64_t r = 0, rg = 0, rq = 0; r < nr; r++) {
+                /* row r: head h0 + r % gn, query q0 + r / gn (counted, not divided) */
+                const int64_t h = h0 + rg, q = q0 + rq;
+                if (++rg == gn) {
+                    rg = 0;
+                    rq++;
+                }
                 float *xr = x + r * PE_ATTN_KT;
                 if (op->softcap > 0.0f) {
                     const float c = op->softcap;
@@ -571,7 +589,19 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                 if (op->has_alibi) {
                     const struct pe_alibi_op *a = &op->alibi;
                     const int64_t d0 = (q + a->q_offset) - (k0 + a->k_offset);
-                    if (d0 > -(int64_t)INT32_MAX / 2 && d0 < (int64_t)INT32_MAX / 2) {
+                    const bool fits = d0 > -(int64_t)INT32_MAX / 2 && d0 < (int64_t)INT32_MAX / 2;
+                    bool deferred = false;
+#ifdef PE_ATTN_X86
+                    if (defer) {
+                        /* added by the softmax step, after the -inf below (-inf stays) */
+                        ab_slope[r] = a->slopes_f32[h];
+                        ab_d0[r] = (int32_t)d0;
+                        deferred = true;
+                    }
+#endif
+                    if (deferred) {
+                        /* nothing here */
+                    } else if (fits) {
                         alibi_tile(xr, kt, a->slopes_f32[h], (int32_t)d0, a->symmetric);
                     } else {
                         for (int64_t j = 0; j < kt; j++) {
@@ -625,8 +655,11 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                 row_accum(xr, kt, vrow, Dv, acck + r * Dv, alpha);
             }
 #ifdef PE_ATTN_X86
-            if (x86)
-                n_live = pe_attn_x86_softmax_rows(x, PE_ATTN_KT, nr, kt, mkl, lkl, alphas, live);
+            if (x86) {
+                const struct pe_attn_x86_alibi ab = {ab_slope, ab_d0, op->alibi.symmetric};
+                n_live = pe_attn_x86_softmax_rows(x, PE_ATTN_KT, nr, kt, mkl, lkl, alphas, live,
+                                                  defer ? &ab : NULL);
+            }
             if (n_live > 0)
                 pe_attn_x86_accum(x, PE_ATTN_KT, live, n_live, alphas, kt, vbase, aj->v_step,
                                   vv->dtype == POSENC_DTYPE_F16, acck, Dv, &pf.v);

@@ -17,7 +17,10 @@
  *    of FMAs in order of i, the lanes added pairwise ((0+1)+(2+3)) + ((4+5)+(6+7)) by
  *    horizontal adds;
  *  - softmax: the tile's max and sum of the p_j in 8 lanes (j mod 8) added pairwise, exp as
- *    pe_cpu_exp_f32 with fused multiply-adds;
+ *    pe_cpu_exp_f32 with fused multiply-adds; with AVX-512 and a tile of whole vectors of
+ *    16, four rows at a time (softmax4): sums in 16 lanes folded in the order written there,
+ *    alpha by the same vector exp (within the same bound); ALiBi's bias, where cpu_attn.c
+ *    leaves it to this step, is the same product and difference as its alibi_tile;
  *  - values: acc_r = acc_r * alpha_r, then acc_r[i] = fma(p_r[j], v_j[i], acc_r[i]) for j
  *    in order; an item of one row per K/V head (MHA decode) sums even and odd keys apart and
  *    adds the two at the end of the tile.
@@ -148,6 +151,12 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
                                                            _mm256_set1_epi32(127)), 23))
 #define V_MUL_IF_GT(x, lo, a, b) \
     _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GT_OQ), _mm256_mul_ps(a, b))
+#define VI __m256i
+#define VI_SET1(x) _mm256_set1_epi32(x)
+#define VI_SUB(a, b) _mm256_sub_epi32(a, b)
+#define VI_ABS(a) _mm256_abs_epi32(a)
+#define VI_TO_PS(a) _mm256_cvtepi32_ps(a)
+#define VI_LANES() _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0)
 #include "cpu_attn_x86_body.h"
 #undef SFX
 #undef PE_IN
@@ -172,6 +181,12 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #undef V_FLOOR
 #undef V_POW2I
 #undef V_MUL_IF_GT
+#undef VI
+#undef VI_SET1
+#undef VI_SUB
+#undef VI_ABS
+#undef VI_TO_PS
+#undef VI_LANES
 
 /* AVX-512 (F): 16 lanes, twice the work per instruction where D and Dv are multiples of 16. */
 #define PE_X512 __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -200,6 +215,12 @@ PE_X512_INLINE __m512 tree_step(__m512 x, __m512 y, __mmask16 sel, __m512i idx)
     const __m512 p = _mm512_mask_blend_ps(sel, x, y);
     const __m512 q = _mm512_permutex2var_ps(x, idx, y);
     return _mm512_add_ps(p, q);
+}
+
+/* tree_step with max for the add. */
+PE_X512_INLINE __m512 tree_max(__m512 x, __m512 y, __mmask16 sel, __m512i idx)
+{
+    return _mm512_max_ps(_mm512_mask_blend_ps(sel, x, y), _mm512_permutex2var_ps(x, idx, y));
 }
 
 /* The 16 lane sums of a[n][u] (key n, row u; n < N, the other keys' sums 0) stored at
@@ -265,6 +286,12 @@ PE_X512_INLINE void sums4x4(__m512 a[4][4], const int N, float *x, int64_t xs)
                                                            _mm512_set1_epi32(127)), 23))
 #define V_MUL_IF_GT(x, lo, a, b) \
     _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), a, b)
+#define VI __m512i
+#define VI_SET1(x) _mm512_set1_epi32(x)
+#define VI_SUB(a, b) _mm512_sub_epi32(a, b)
+#define VI_ABS(a) _mm512_abs_epi32(a)
+#define VI_TO_PS(a) _mm512_cvtepi32_ps(a)
+#define VI_LANES() _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 #include "cpu_attn_x86_body.h"
 #undef V_SUMS4X4
 
@@ -306,11 +333,11 @@ void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t 
 }
 
 int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,
-                                 float *alpha, int64_t *live)
+                                 float *alpha, int64_t *live, const struct pe_attn_x86_alibi *ab)
 {
     if (have_avx512)
-        return softmax_rows_avx512(x, xs, nr, kt, m, l, alpha, live);
-    return softmax_rows_avx2(x, xs, nr, kt, m, l, alpha, live);
+        return softmax_rows_avx512(x, xs, nr, kt, m, l, alpha, live, ab);
+    return softmax_rows_avx2(x, xs, nr, kt, m, l, alpha, live, ab);
 }
 
 #else

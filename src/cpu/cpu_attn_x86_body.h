@@ -12,7 +12,8 @@
  *               x > lo, else 0)
  *   V_SUMS4X4(a, N, x, xs)  optional: scores4n's N x 4 lane sums a[n][u] stored at x[u xs + n]
  *               (without it, V_HSUM4 per key and scalar stores)
- * and KROW(k, kb, j). Not a header of its own: no include guard, nothing declared outside.
+ *   VI, VI_SET1(x) VI_SUB(a, b) VI_ABS(a) VI_TO_PS(a) VI_LANES() (0, 1, ... VW - 1)  VW int32s
+ * and KROW(k, kb, j); with VW 16 also tree_step and tree_max (cpu_attn_x86.c). Not a header of its own: no include guard, nothing declared outside.
  */
 
 /* Four rows of q against N (1-3) keys from key j: 4 N accumulators, each q load serving N
@@ -359,13 +360,117 @@ PE_IN float SFX(softmax)(float *x, int64_t kt, float *m, float *l)
     return alpha;
 }
 
-/* The rows r < nr in one function, so that one row's chain of max, exp and sum overlaps the
- * next row's: alpha[r], and the rows with a key seen so far (alpha >= 0) listed in live. */
-PE_FN static int64_t SFX(softmax_rows)(float *x, int64_t xs, int64_t nr, int64_t kt, float *m,
-                                       float *l, float *alpha, int64_t *live)
+/* ALiBi's bias on one row of a tile, as cpu_attn.c's alibi_tile: x[j] -= slope * (float)d,
+ * d = d0 - j (|d| where symmetric), VW keys at a time (the same product and difference). */
+PE_IN void SFX(alibi_row)(float *x, int64_t kt, float slope, int32_t d0, const int sym)
 {
+    const int64_t kv = kt - kt % VW;
+    const PV sl = V_SET1(slope);
+    VI d = VI_SUB(VI_SET1(d0), VI_LANES());
+    for (int64_t j = 0; j < kv; j += VW, d = VI_SUB(d, VI_SET1(VW)))
+        V_STORE(x + j, V_SUB(V_LOAD(x + j), V_MUL(sl, VI_TO_PS(sym ? VI_ABS(d) : d))));
+    for (int64_t j = kv; j < kt; j++) {
+        int32_t e = d0 - (int32_t)j;
+        if (sym)
+            e = e < 0 ? -e : e;
+        x[j] -= slope * (float)e;
+    }
+}
+
+#if VW == 16
+/* Four rows of a tile (kt a multiple of 16) in one set of vectors, as SFX(softmax) row by row
+ * but: each row's max over 16 lanes, then the four rows' maxima folded together by one tree
+ * of maxima (row u's in 128-bit lane u); the four alphas by one vexp (instead of four scalar
+ * exps); each row's sum of the p_j in 16 lanes (j mod 16), the four folded by one tree of
+ * sums: per row ((s_e + s_e+8) + (s_e+4 + s_e+12)) for e < 4, then (e + e^2), then
+ * (e + e^1). ALiBi's bias (slope, d0: four rows' worth, or slope NULL) is added in the pass
+ * that takes the max. Rows r0 + u with a key seen so far go to live. */
+PE_IN int64_t SFX(softmax4)(float *x, int64_t xs, int64_t kt, float *m, float *l, float *alpha,
+                            int64_t r0, int64_t *live, const float *slope, const int32_t *d0,
+                            const int sym)
+{
+    const __m512i i8 = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8);
+    const __m512i i4 = _mm512_set_epi32(27, 26, 25, 24, 15, 14, 13, 12, 19, 18, 17, 16, 7, 6, 5, 4);
+    PV mx[4];
+    for (int u = 0; u < 4; u++) {
+        float *xu = x + u * xs;
+        PV mu = V_SET1(-INFINITY);
+        if (slope) {
+            const PV sl = V_SET1(slope[u]);
+            VI d = VI_SUB(VI_SET1(d0[u]), VI_LANES());
+            for (int64_t j = 0; j < kt; j += VW, d = VI_SUB(d, VI_SET1(VW))) {
+                const PV v = V_SUB(V_LOAD(xu + j), V_MUL(sl, VI_TO_PS(sym ? VI_ABS(d) : d)));
+                V_STORE(xu + j, v);
+                mu = V_MAX(mu, v);
+            }
+        } else {
+            for (int64_t j = 0; j < kt; j += VW)
+                mu = V_MAX(mu, V_LOAD(xu + j));
+        }
+        mx[u] = mu;
+    }
+    __m512 t = tree_max(tree_max(mx[0], mx[2], 0xFF00, i8), tree_max(mx[1], mx[3], 0xFF00, i8),
+                        0xF0F0, i4);
+    t = _mm512_max_ps(t, _mm512_permute_ps(t, 0x4E));
+    t = _mm512_max_ps(t, _mm512_permute_ps(t, 0xB1)); /* row u's tile max in lanes 4u..4u+3 */
+    const __m512i rep = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512 mo = _mm512_permutexvar_ps(rep, _mm512_castps128_ps512(_mm_loadu_ps(m)));
+    const __m512 mn = _mm512_max_ps(mo, t);
+    float mt[16], av[16], sm[16];
+    _mm512_storeu_ps(mt, mn);
+    _mm512_storeu_ps(av, SFX(vexp)(_mm512_sub_ps(mo, mn)));
+    PV sum[4];
+    for (int u = 0; u < 4; u++) {
+        sum[u] = V_ZERO();
+        if (mt[4 * u] == -INFINITY)
+            continue; /* every key so far masked: x stays */
+        float *xu = x + u * xs;
+        const PV mu = V_SET1(mt[4 * u]);
+        for (int64_t j = 0; j < kt; j += VW) {
+            const PV p = SFX(vexp)(V_SUB(V_LOAD(xu + j), mu));
+            V_STORE(xu + j, p);
+            sum[u] = V_ADD(sum[u], p);
+        }
+    }
+    __m512 st = tree_step(tree_step(sum[0], sum[2], 0xFF00, i8),
+                          tree_step(sum[1], sum[3], 0xFF00, i8), 0xF0F0, i4);
+    st = _mm512_add_ps(st, _mm512_permute_ps(st, 0x4E));
+    st = _mm512_add_ps(st, _mm512_permute_ps(st, 0xB1));
+    _mm512_storeu_ps(sm, st);
     int64_t n = 0;
-    for (int64_t r = 0; r < nr; r++) {
+    for (int u = 0; u < 4; u++) {
+        if (mt[4 * u] == -INFINITY) {
+            alpha[u] = -1.0f;
+            continue;
+        }
+        const float a = m[u] == -INFINITY ? 0.0f : av[4 * u];
+        alpha[u] = a;
+        l[u] = l[u] * a + sm[4 * u];
+        m[u] = mt[4 * u];
+        live[n++] = r0 + u;
+    }
+    return n;
+}
+#endif
+
+/* The rows r < nr in one function, so that one row's chain of max, exp and sum overlaps the
+ * next row's: alpha[r], and the rows with a key seen so far (alpha >= 0) listed in live (in
+ * order). ab: ALiBi's bias, added to each row first (see pe_attn_x86_alibi). */
+PE_FN static int64_t SFX(softmax_rows)(float *x, int64_t xs, int64_t nr, int64_t kt, float *m,
+                                       float *l, float *alpha, int64_t *live,
+                                       const struct pe_attn_x86_alibi *ab)
+{
+    int64_t n = 0, r = 0;
+#if VW == 16
+    if (kt % VW == 0)
+        for (; r + 4 <= nr; r += 4)
+            n += SFX(softmax4)(x + r * xs, xs, kt, m + r, l + r, alpha + r, r, live + n,
+                               ab ? ab->slope + r : NULL, ab ? ab->d0 + r : NULL,
+                               ab ? ab->symmetric : 0);
+#endif
+    for (; r < nr; r++) {
+        if (ab)
+            SFX(alibi_row)(x + r * xs, kt, ab->slope[r], ab->d0[r], ab->symmetric);
         const float a = SFX(softmax)(x + r * xs, kt, m + r, l + r);
         alpha[r] = a;
         if (a >= 0.0f)
