@@ -560,18 +560,20 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                 scores_rows(qsk, nr, D, krow, kt, x);
             }
             int64_t n_live = 0; /* x86: the rows with a key seen so far, for one V pass */
-#ifdef PE_ATTN_X86
-            /* x86: ALiBi's bias goes to the softmax step (the pass that finds each row's
-             * max adds it), where no relative bias or mask comes after it to change the
-             * order of the adds, and every row's distance to key k0 is an int32 (the rows'
-             * queries are q0 .. q0 + qn - 1): per row its slope and that distance */
-            bool defer = false;
-            if (x86 && op->has_alibi && !op->has_relbias && !mk->mem) {
-                const int64_t d_lo = (q0 + op->alibi.q_offset) - (k0 + op->alibi.k_offset);
-                defer = d_lo > -(int64_t)INT32_MAX / 2 && d_lo + qn - 1 < (int64_t)INT32_MAX / 2;
-            }
+            /* x86: the rows the softmax step takes four at a time get ALiBi's bias in its
+             * max pass, where no relative bias or mask comes after it to change the order
+             * of the adds and every row's distance to key k0 is an int32 (the rows'
+             * queries are q0 .. q0 + qn - 1): rows r < n_defer, each its slope and that
+             * distance */
+            int64_t n_defer = 0;
             float ab_slope[PE_ATTN_ROWS_T];
             int32_t ab_d0[PE_ATTN_ROWS_T];
+#ifdef PE_ATTN_X86
+            if (x86 && op->has_alibi && !op->has_relbias && !mk->mem) {
+                const int64_t d_lo = (q0 + op->alibi.q_offset) - (k0 + op->alibi.k_offset);
+                if (d_lo > -(int64_t)INT32_MAX / 2 && d_lo + qn - 1 < (int64_t)INT32_MAX / 2)
+                    n_defer = pe_attn_x86_rows4(nr, kt);
+            }
 #endif
             for (int64_t r = 0, rg = 0, rq = 0; r < nr; r++) {
                 /* row r: head h0 + r % gn, query q0 + r / gn (counted, not divided) */
@@ -589,19 +591,11 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                 if (op->has_alibi) {
                     const struct pe_alibi_op *a = &op->alibi;
                     const int64_t d0 = (q + a->q_offset) - (k0 + a->k_offset);
-                    const bool fits = d0 > -(int64_t)INT32_MAX / 2 && d0 < (int64_t)INT32_MAX / 2;
-                    bool deferred = false;
-#ifdef PE_ATTN_X86
-                    if (defer) {
+                    if (r < n_defer) {
                         /* added by the softmax step, after the -inf below (-inf stays) */
                         ab_slope[r] = a->slopes_f32[h];
                         ab_d0[r] = (int32_t)d0;
-                        deferred = true;
-                    }
-#endif
-                    if (deferred) {
-                        /* nothing here */
-                    } else if (fits) {
+                    } else if (d0 > -(int64_t)INT32_MAX / 2 && d0 < (int64_t)INT32_MAX / 2) {
                         alibi_tile(xr, kt, a->slopes_f32[h], (int32_t)d0, a->symmetric);
                     } else {
                         for (int64_t j = 0; j < kt; j++) {
@@ -658,7 +652,7 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
             if (x86) {
                 const struct pe_attn_x86_alibi ab = {ab_slope, ab_d0, op->alibi.symmetric};
                 n_live = pe_attn_x86_softmax_rows(x, PE_ATTN_KT, nr, kt, mkl, lkl, alphas, live,
-                                                  defer ? &ab : NULL);
+                                                  n_defer > 0 ? &ab : NULL);
             }
             if (n_live > 0)
                 pe_attn_x86_accum(x, PE_ATTN_KT, live, n_live, alphas, kt, vbase, aj->v_step,

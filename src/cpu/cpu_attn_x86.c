@@ -20,7 +20,8 @@
  *    pe_cpu_exp_f32 with fused multiply-adds; with AVX-512 and a tile of whole vectors of
  *    16, four rows at a time (softmax4): sums in 16 lanes folded in the order written there,
  *    alpha by the same vector exp (within the same bound); ALiBi's bias, where cpu_attn.c
- *    leaves it to this step, is the same product and difference as its alibi_tile;
+ *    leaves it to those rows' max pass, is the same product and difference as its
+ *    alibi_tile;
  *  - values: acc_r = acc_r * alpha_r, then acc_r[i] = fma(p_r[j], v_j[i], acc_r[i]) for j
  *    in order; an item of one row per K/V head (MHA decode) sums even and odd keys apart and
  *    adds the two at the end of the tile.
@@ -151,12 +152,6 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
                                                            _mm256_set1_epi32(127)), 23))
 #define V_MUL_IF_GT(x, lo, a, b) \
     _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GT_OQ), _mm256_mul_ps(a, b))
-#define VI __m256i
-#define VI_SET1(x) _mm256_set1_epi32(x)
-#define VI_SUB(a, b) _mm256_sub_epi32(a, b)
-#define VI_ABS(a) _mm256_abs_epi32(a)
-#define VI_TO_PS(a) _mm256_cvtepi32_ps(a)
-#define VI_LANES() _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0)
 #include "cpu_attn_x86_body.h"
 #undef SFX
 #undef PE_IN
@@ -181,12 +176,6 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #undef V_FLOOR
 #undef V_POW2I
 #undef V_MUL_IF_GT
-#undef VI
-#undef VI_SET1
-#undef VI_SUB
-#undef VI_ABS
-#undef VI_TO_PS
-#undef VI_LANES
 
 /* AVX-512 (F): 16 lanes, twice the work per instruction where D and Dv are multiples of 16. */
 #define PE_X512 __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -330,6 +319,11 @@ void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t 
     } else {
         accum_f32_avx2(x, xs, rows, n_rows, alpha, kt, v, vb, acc, Dv, pf);
     }
+}
+
+int64_t pe_attn_x86_rows4(int64_t nr, int64_t kt)
+{
+    return have_avx512 && kt % 16 == 0 ? nr - nr % 4 : 0; /* softmax_rows_avx512's test */
 }
 
 int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,

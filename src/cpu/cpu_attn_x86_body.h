@@ -12,8 +12,9 @@
  *               x > lo, else 0)
  *   V_SUMS4X4(a, N, x, xs)  optional: scores4n's N x 4 lane sums a[n][u] stored at x[u xs + n]
  *               (without it, V_HSUM4 per key and scalar stores)
- *   VI, VI_SET1(x) VI_SUB(a, b) VI_ABS(a) VI_TO_PS(a) VI_LANES() (0, 1, ... VW - 1)  VW int32s
- * and KROW(k, kb, j); with VW 16 also tree_step and tree_max (cpu_attn_x86.c). Not a header of its own: no include guard, nothing declared outside.
+ * and KROW(k, kb, j); with VW 16 also tree_step and tree_max (cpu_attn_x86.c) and
+ *   VI, VI_SET1(x) VI_SUB(a, b) VI_ABS(a) VI_TO_PS(a) VI_LANES() (0, 1, ... 15)  16 int32s.
+ * Not a header of its own: no include guard, nothing declared outside.
  */
 
 /* Four rows of q against N (1-3) keys from key j: 4 N accumulators, each q load serving N
@@ -360,23 +361,6 @@ PE_IN float SFX(softmax)(float *x, int64_t kt, float *m, float *l)
     return alpha;
 }
 
-/* ALiBi's bias on one row of a tile, as cpu_attn.c's alibi_tile: x[j] -= slope * (float)d,
- * d = d0 - j (|d| where symmetric), VW keys at a time (the same product and difference). */
-PE_IN void SFX(alibi_row)(float *x, int64_t kt, float slope, int32_t d0, const int sym)
-{
-    const int64_t kv = kt - kt % VW;
-    const PV sl = V_SET1(slope);
-    VI d = VI_SUB(VI_SET1(d0), VI_LANES());
-    for (int64_t j = 0; j < kv; j += VW, d = VI_SUB(d, VI_SET1(VW)))
-        V_STORE(x + j, V_SUB(V_LOAD(x + j), V_MUL(sl, VI_TO_PS(sym ? VI_ABS(d) : d))));
-    for (int64_t j = kv; j < kt; j++) {
-        int32_t e = d0 - (int32_t)j;
-        if (sym)
-            e = e < 0 ? -e : e;
-        x[j] -= slope * (float)e;
-    }
-}
-
 #if VW == 16
 /* Four rows of a tile (kt a multiple of 16) in one set of vectors, as SFX(softmax) row by row
  * but: each row's max over 16 lanes, then the four rows' maxima folded together by one tree
@@ -455,7 +439,7 @@ PE_IN int64_t SFX(softmax4)(float *x, int64_t xs, int64_t kt, float *m, float *l
 
 /* The rows r < nr in one function, so that one row's chain of max, exp and sum overlaps the
  * next row's: alpha[r], and the rows with a key seen so far (alpha >= 0) listed in live (in
- * order). ab: ALiBi's bias, added to each row first (see pe_attn_x86_alibi). */
+ * order). ab: ALiBi's bias of the rows taken four at a time (pe_attn_x86_rows4), or NULL. */
 PE_FN static int64_t SFX(softmax_rows)(float *x, int64_t xs, int64_t nr, int64_t kt, float *m,
                                        float *l, float *alpha, int64_t *live,
                                        const struct pe_attn_x86_alibi *ab)
@@ -467,10 +451,10 @@ PE_FN static int64_t SFX(softmax_rows)(float *x, int64_t xs, int64_t nr, int64_t
             n += SFX(softmax4)(x + r * xs, xs, kt, m + r, l + r, alpha + r, r, live + n,
                                ab ? ab->slope + r : NULL, ab ? ab->d0 + r : NULL,
                                ab ? ab->symmetric : 0);
+#else
+    (void)ab; /* no rows four at a time: pe_attn_x86_rows4 gave 0 */
 #endif
     for (; r < nr; r++) {
-        if (ab)
-            SFX(alibi_row)(x + r * xs, kt, ab->slope[r], ab->d0[r], ab->symmetric);
         const float a = SFX(softmax)(x + r * xs, kt, m + r, l + r);
         alpha[r] = a;
         if (a >= 0.0f)

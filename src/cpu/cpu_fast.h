@@ -85,9 +85,12 @@ void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, i
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
                        const float *alpha, int64_t kt, const void *v, int64_t vb, bool v_f16,
                        float *acc, int64_t Dv, const struct pe_attn_x86_pf_stream *pf);
-/* ALiBi's bias left to the softmax step: row r's logits get x[j] -= slope[r] * (float)d,
- * d = d0[r] - j (|d| where symmetric), as cpu_attn.c's alibi_tile does (the same product
- * and difference, so the same bits), in the pass that finds the row's max. */
+/* How many of a tile's nr rows (the first ones) the softmax step takes four at a time: with
+ * AVX-512F and kt a multiple of 16, nr rounded down to a multiple of 4; else 0. */
+int64_t pe_attn_x86_rows4(int64_t nr, int64_t kt);
+/* ALiBi's bias left to the softmax step for those rows: row r's logits get x[j] -=
+ * slope[r] * (float)d, d = d0[r] - j (|d| where symmetric), as cpu_attn.c's alibi_tile does
+ * (the same product and difference, so the same bits), in the pass that finds the max. */
 struct pe_attn_x86_alibi {
     const float *slope;
     const int32_t *d0;
@@ -97,9 +100,9 @@ struct pe_attn_x86_alibi {
  * logits at x + r xs, which become the p_j; m[r], l[r] updated), 16 lanes where the CPU has
  * AVX-512F: alpha[r] = exp(m_old - m_new) (0 for the first keys seen), or -1 when every key
  * so far is masked (that row's x untouched but for ab's bias); the rows with alpha >= 0
- * listed in live, their count returned. ab: ALiBi's bias to add first, or NULL. With
- * AVX-512F and kt a multiple of 16, rows go four at a time (one max, exp and sum for the
- * four: see cpu_attn_x86.c). */
+ * listed in live, their count returned. The first pe_attn_x86_rows4 rows go four at a
+ * time (one max, exp and sum for the four: see cpu_attn_x86.c); ab: ALiBi's bias for those
+ * rows, or NULL (the caller adds the others' itself). */
 int64_t pe_attn_x86_softmax_rows(float *x, int64_t xs, int64_t nr, int64_t kt, float *m, float *l,
                                  float *alpha, int64_t *live, const struct pe_attn_x86_alibi *ab);
 #endif
