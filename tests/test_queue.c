@@ -6,6 +6,8 @@
  * position) queued without a wait, independent or chained in place on one buffer, a
  * posenc_buffer_write and a posenc_buffer_destroy in the middle of a queue, and
  * posenc_context_flush; every result is compared with the CPU reference after finish.
+ * Then one-pass attention and ALiBi calls that share their inputs, and a chain of them,
+ * compared bit for bit with the same ops run one at a time.
  * On Vulkan the backend's counters (pe_vk_counters, an internal function) show it
  * structurally: the host never synchronises with a batch's fence until finish / read
  * (pe_vk_counters counts every fence wait, signalled or not), fewer submissions than ops,
@@ -247,6 +249,125 @@ static void test_queue_write_destroy(void **state)
     th_check_warnings();
 }
 
+/* Ops that share only inputs, and one that reads another's output (the barriers of the
+ * other ops than RoPE: issue #20, attention in a runtime's graph). On Vulkan an op's
+ * inputs are only read (each dispatch names the bindings it writes), so:
+ *   - NSH one-pass attention calls (GQA decode, ALiBi) on one q, K and V into their own
+ *     outputs record NSH times the barriers of one call alone (its own: the merge of a
+ *     key split after the split), none between the calls;
+ *   - NSH ALiBi calls on one logits tensor into their own outputs record none;
+ *   - ALiBi on the last attention output, then ALiBi in place on that op's output: one
+ *     barrier before each.
+ * Every output is compared bit for bit with the same op run alone after a finish (the
+ * same kernels on the same inputs); the separate runs are checked against the CPU
+ * reference by the attention and bias suites. On the other backends the same calls run
+ * and the same comparisons hold. */
+enum { NSH = 6, AD = 64, AHQ = 8, AHK = 2, ATK = 1000 };
+
+static void test_queue_shared_inputs(void **state)
+{
+    (void)state;
+    posenc_context *ctx = th.dut;
+    uint64_t s = 0x5eed;
+    static float q[AD * AHQ], logits[ATK * AHQ];
+    static uint16_t kv[2][AD * AHK * ATK];
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+        q[i] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+    for (int m = 0; m < 2; m++)
+        for (size_t i = 0; i < sizeof kv[0] / sizeof kv[0][0]; i++)
+            kv[m][i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(&s) - 1.0));
+    for (size_t i = 0; i < sizeof logits / sizeof logits[0]; i++)
+        logits[i] = (float)(4.0 * pc_rand_uniform(&s) - 2.0);
+    posenc_buffer *bq = th_upload(ctx, q, sizeof q), *bk = th_upload(ctx, kv[0], sizeof kv[0]);
+    posenc_buffer *bv = th_upload(ctx, kv[1], sizeof kv[1]);
+    posenc_buffer *bl = th_upload(ctx, logits, sizeof logits);
+    posenc_buffer *bo[NSH + 1], *bb[NSH + 1], *bc = NULL;
+    for (int i = 0; i <= NSH; i++) {
+        assert_int_equal(posenc_buffer_create(ctx, sizeof q, &bo[i]), POSENC_OK);
+        assert_int_equal(posenc_buffer_create(ctx, sizeof logits, &bb[i]), POSENC_OK);
+    }
+    assert_int_equal(posenc_buffer_create(ctx, sizeof q, &bc), POSENC_OK);
+    posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, AD, AHQ, 1, 1);
+    posenc_tensor tk = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F16, AD, AHK, ATK, 1);
+    posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F16, AD, AHK, ATK, 1);
+    posenc_tensor tl = posenc_tensor_contiguous(bl, 0, POSENC_DTYPE_F32, ATK, 1, AHQ, 1);
+    posenc_tensor to[NSH + 1], tb[NSH + 1];
+    for (int i = 0; i <= NSH; i++) {
+        to[i] = posenc_tensor_contiguous(bo[i], 0, POSENC_DTYPE_F32, AD, AHQ, 1, 1);
+        tb[i] = posenc_tensor_contiguous(bb[i], 0, POSENC_DTYPE_F32, ATK, 1, AHQ, 1);
+    }
+    struct posenc_attention_params ap = {.encoding = POSENC_ATTENTION_ALIBI, .causal = 1,
+                                         .q_offset = ATK - 1};
+    const struct posenc_alibi_params al = {.causal = 1, .q_offset = ATK - 1};
+    /* the last attention output as logits [AD, 1, AHQ]: AD keys, one query, AHQ heads
+     * (written after the last barrier of the attention calls) */
+    posenc_tensor tol =
+        posenc_tensor_contiguous(bo[NSH - 1], 0, POSENC_DTYPE_F32, AD, 1, AHQ, 1);
+    posenc_tensor tc = posenc_tensor_contiguous(bc, 0, POSENC_DTYPE_F32, AD, 1, AHQ, 1);
+    const struct posenc_alibi_params al2 = {.causal = 0, .q_offset = AD - 1};
+
+    /* each op alone: the results to match, and one attention call's own barriers */
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    struct counters c0 = counters();
+    assert_int_equal(posenc_attention(ctx, &tq, &tk, &tv, &to[NSH], NULL, &ap), POSENC_OK);
+    struct counters c1 = counters();
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    assert_int_equal(posenc_alibi(ctx, &tl, &tb[NSH], &al), POSENC_OK);
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    const uint64_t own = c1.barriers - c0.barriers;
+    float *o_alone = th_download(bo[NSH]), *b_alone = th_download(bb[NSH]);
+
+    /* NSH attention calls and NSH ALiBi calls on shared inputs, queued back to back */
+    c0 = counters();
+    for (int i = 0; i < NSH; i++)
+        assert_int_equal(posenc_attention(ctx, &tq, &tk, &tv, &to[i], NULL, &ap), POSENC_OK);
+    c1 = counters();
+    for (int i = 0; i < NSH; i++)
+        assert_int_equal(posenc_alibi(ctx, &tl, &tb[i], &al), POSENC_OK);
+    struct counters c2 = counters();
+    /* a chain: ALiBi reads the last attention output, then ALiBi reads that */
+    assert_int_equal(posenc_alibi(ctx, &tol, &tc, &al2), POSENC_OK);
+    assert_int_equal(posenc_alibi(ctx, &tc, &tc, &al2), POSENC_OK);
+    struct counters c3 = counters();
+    if (is_vulkan()) {
+        assert_true(own <= 1); /* the merge's barrier after a key split, if any */
+        assert_true(c3.submits == c0.submits); /* one batch: its barriers are all counted */
+        assert_int_equal(c1.barriers - c0.barriers, NSH * own);
+        assert_int_equal(c2.barriers - c1.barriers, 0);
+        assert_int_equal(c3.barriers - c2.barriers, 2);
+    }
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    for (int i = 0; i < NSH; i++) {
+        float *o = th_download(bo[i]), *b = th_download(bb[i]);
+        assert_memory_equal(o, o_alone, sizeof q);
+        assert_memory_equal(b, b_alone, sizeof logits);
+        free(o);
+        free(b);
+    }
+    float *chained = th_download(bc);
+    /* the chain again, one op at a time */
+    assert_int_equal(posenc_alibi(ctx, &tol, &tc, &al2), POSENC_OK);
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    assert_int_equal(posenc_alibi(ctx, &tc, &tc, &al2), POSENC_OK);
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    float *alone = th_download(bc);
+    assert_memory_equal(chained, alone, sizeof q);
+    free(chained);
+    free(alone);
+    free(o_alone);
+    free(b_alone);
+    for (int i = 0; i <= NSH; i++) {
+        posenc_buffer_destroy(&bo[i]);
+        posenc_buffer_destroy(&bb[i]);
+    }
+    posenc_buffer_destroy(&bc);
+    posenc_buffer_destroy(&bq);
+    posenc_buffer_destroy(&bk);
+    posenc_buffer_destroy(&bv);
+    posenc_buffer_destroy(&bl);
+    th_check_warnings();
+}
+
 /* posenc_context_flush on every backend: starts the queued work, waits for nothing. */
 static void test_flush(void **state)
 {
@@ -296,6 +417,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_independent),
         cmocka_unit_test(test_queue_chained),
         cmocka_unit_test(test_queue_write_destroy),
+        cmocka_unit_test(test_queue_shared_inputs),
         cmocka_unit_test(test_flush),
     };
     rc = th_run("queue", tests, sizeof tests / sizeof tests[0]);

@@ -121,15 +121,15 @@ static bool pairs_ok(const struct pe_view *v, uint32_t off, const uint32_t st[4]
     return (st[1] & 1u) == 0 && (st[2] & 1u) == 0 && (st[3] & 1u) == 0;
 }
 
+/* write_mask: the bindings the shader writes (pe_vk_dispatch_rw) */
 static posenc_status launch(struct pe_vk_backend *be, const struct shader *s,
-                            const struct pe_vk_bind bufs[3], const void *push,
-                            uint32_t push_size,
-                            uint32_t n_groups)
+                            const struct pe_vk_bind bufs[3], uint32_t write_mask,
+                            const void *push, uint32_t push_size, uint32_t n_groups)
 {
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline(be, s->name, s->code, s->size, &pipe));
     uint32_t gx = pe_vk_groups(be, n_groups, 1, PE_VK_ATTN_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 3, bufs, push, push_size, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, 3, bufs, write_mask, push, push_size, gx, 1, 1);
 }
 
 /*
@@ -187,7 +187,8 @@ posenc_status pe_vk_attn_scores(struct pe_backend *b, const struct pe_attn_score
     PE_RETURN_IF_ERROR(gemm_grid(be, name, D, Tk, Tq, Hq, B, op->group, &pc));
     pc.scale = op->scale_f32;
 
-    return launch(be, &scores_shaders[f16(q) * 2 + f16(k)], bufs, &pc, sizeof pc, pc.n_tiles);
+    return launch(be, &scores_shaders[f16(q) * 2 + f16(k)], bufs, 1u << 2 /* logits */, &pc,
+                  sizeof pc, pc.n_tiles);
 }
 
 /* ---- softmax ------------------------------------------------------------------------- */
@@ -236,7 +237,8 @@ posenc_status pe_vk_attn_softmax(struct pe_backend *b, const struct pe_attn_soft
         pc.flags |= PE_ATTN_FLAG_PAIRS;
 
     const int v = (has_mask && f16(mk)) * 2 + (has_w && f16(w));
-    return launch(be, &softmax_shaders[v], bufs, &pc, sizeof pc, pc.n_rows);
+    /* written: the logits (in place) and the weights */
+    return launch(be, &softmax_shaders[v], bufs, 1u << 0 | 1u << 2, &pc, sizeof pc, pc.n_rows);
 }
 
 /* ---- output -------------------------------------------------------------------------- */
@@ -262,7 +264,8 @@ posenc_status pe_vk_attn_output(struct pe_backend *b, const struct pe_attn_outpu
         pc.flags |= PE_ATTN_FLAG_PAIRS;
     pc.scale = 1.0f;
 
-    return launch(be, &output_shaders[f16(v) * 2 + f16(d)], bufs, &pc, sizeof pc, pc.n_tiles);
+    return launch(be, &output_shaders[f16(v) * 2 + f16(d)], bufs, 1u << 2 /* dst */, &pc,
+                  sizeof pc, pc.n_tiles);
 }
 
 /* Before posenc_attention's first launch (backend.h, attn_prepare): the pipelines of its

@@ -6,9 +6,10 @@
  *
  * Each op picks a shader variant by the storage types of its tensors (shaders/meson.build),
  * fills its push constants (src/kernel_abi.h), copies its small host tables (segment
- * lists, taps, buckets, slopes) into the backend's host-visible table buffers (pe_vk_table:
- * reused by every call, safe because at most one submission is in flight) and dispatches a
- * flat grid-stride loop (pe_vk_dispatch, ops_vulkan.c).
+ * lists, taps, buckets, slopes) into fresh ranges of the open batch (pe_vk_table) and
+ * dispatches a flat grid-stride loop (pe_vk_dispatch_rw, ops_vulkan.c). Every shader here
+ * writes binding 0 only (dst, or the gradient table: shaders/encodings_io.glsl); the others
+ * are read, so ops that share only inputs need no barrier between them.
  */
 #include "vk_internal.h"
 
@@ -194,6 +195,9 @@ static bool pairs_ok(const struct pe_view *dst, int64_t n0, uint32_t off, const 
     return true;
 }
 
+/* The bindings the shaders write (pe_vk_dispatch_rw): binding 0 only. */
+#define PE_ENC_WRITES (1u << 0)
+
 static posenc_status launch(struct pe_vk_backend *be, const struct shader *s, uint32_t n_bufs,
                             const struct pe_vk_bind *bufs, const void *push, uint32_t push_size,
                             uint32_t n_total)
@@ -201,7 +205,7 @@ static posenc_status launch(struct pe_vk_backend *be, const struct shader *s, ui
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline(be, s->name, s->code, s->size, &pipe));
     uint32_t gx = pe_vk_groups(be, n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, n_bufs, bufs, push, push_size, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, n_bufs, bufs, PE_ENC_WRITES, push, push_size, gx, 1, 1);
 }
 
 /* The same with specialization constant 0 = spec (the shaders' path choice). */
@@ -212,7 +216,7 @@ static posenc_status launch_spec(struct pe_vk_backend *be, const struct shader *
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, s->name, s->code, s->size, &spec, 1, &pipe));
     uint32_t gx = pe_vk_groups(be, n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, n_bufs, bufs, push, push_size, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, n_bufs, bufs, PE_ENC_WRITES, push, push_size, gx, 1, 1);
 }
 
 /* ---- learned ------------------------------------------------------------------------- */

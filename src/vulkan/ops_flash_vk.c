@@ -314,7 +314,8 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
                                        VK_WHOLE_SIZE};
     const uint32_t gx = tile ? pe_vk_groups(be, (uint64_t)n_items, 1, PE_FA_CPU_GROUPS)
                              : pe_vk_groups(be, (uint64_t)n_items, wg, PE_FA_CPU_GROUPS);
-    st = pe_vk_dispatch(be, pipe, PE_VK_MAX_BINDINGS, binds, NULL, 0, gx, 1, 1);
+    /* written: dst or the temporary (binding 7) only */
+    st = pe_vk_dispatch_rw(be, pipe, PE_VK_MAX_BINDINGS, binds, 1u << 7, NULL, 0, gx, 1, 1);
     if (st == POSENC_OK && partial) {
         /* 0 dst, 5 sinks, 6 the table, 7 the partials (the rest unused) */
         struct pe_vk_bind mb[PE_VK_MAX_BINDINGS];
@@ -328,8 +329,8 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
         st = pe_vk_table(be, 1, w, n_words * sizeof *w, &mb[6]);
         const uint64_t n_m = (uint64_t)NROWS * (uint64_t)(DVP / 8);
         if (st == POSENC_OK)
-            st = pe_vk_dispatch(be, mpipe, PE_VK_MAX_BINDINGS, mb, NULL, 0,
-                                pe_vk_groups(be, n_m, wg, PE_FA_CPU_GROUPS), 1, 1);
+            st = pe_vk_dispatch_rw(be, mpipe, PE_VK_MAX_BINDINGS, mb, 1u << 0 /* dst */, NULL,
+                                   0, pe_vk_groups(be, n_m, wg, PE_FA_CPU_GROUPS), 1, 1);
     }
     free(w);
     if (tmp)

@@ -87,7 +87,7 @@ posenc_status pe_vk_fill(struct pe_backend *b, const struct pe_fill_op *op)
                                       f16 ? spv_fill_f16 : spv_fill_f32,
                                       f16 ? sizeof spv_fill_f16 : sizeof spv_fill_f32, &pipe));
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ROWS_WG, PE_VK_ROWS_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 1, &bind, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, 1, &bind, 1u << 0 /* dst */, &pc, sizeof pc, gx, 1, 1);
 }
 
 posenc_status pe_vk_set_rows(struct pe_backend *b, const struct pe_set_rows_op *op)
@@ -138,5 +138,5 @@ posenc_status pe_vk_set_rows(struct pe_backend *b, const struct pe_set_rows_op *
                                            set_rows_shaders[variant].code,
                                            set_rows_shaders[variant].size, &spec, 1, &pipe));
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_ROWS_WG, PE_VK_ROWS_CPU_GROUPS);
-    return pe_vk_dispatch(be, pipe, 3, binds, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, 3, binds, 1u << 1 /* dst */, &pc, sizeof pc, gx, 1, 1);
 }

@@ -276,13 +276,6 @@ posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, 
     return POSENC_OK;
 }
 
-posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
-                             const struct pe_vk_bind *binds, const void *push,
-                             uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
-{
-    return pe_vk_dispatch_rw(be, pipe, n_bufs, binds, UINT32_MAX, push, push_size, gx, gy, gz);
-}
-
 posenc_status pe_vk_dispatch_rw(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
                                 const struct pe_vk_bind *binds, uint32_t write_mask,
                                 const void *push, uint32_t push_size, uint32_t gx, uint32_t gy,
@@ -539,7 +532,8 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
         PE_RETURN_IF_ERROR(
             pe_vk_table(be, 0, op->freq_f32, 2 * (size_t)op->half * sizeof(float), &binds[3]));
         const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
-        return pe_vk_dispatch(be, pipe, 4, binds, &pc, sizeof pc, gx, 1, 1);
+        return pe_vk_dispatch_rw(be, pipe, 4, binds, 1u << 0 /* dst */, &pc, sizeof pc, gx,
+                                 1, 1);
     }
 
     /* Grid-stride loop: idx + stride must not wrap around in uint32. */
@@ -568,5 +562,5 @@ posenc_status pe_vk_sinusoidal(struct pe_backend *b, const struct pe_sinusoidal_
     /* CPU implementations (lavapipe) pay a lot per workgroup (~180 instructions per
      * invocation measured): give each invocation more loop iterations there. */
     const uint32_t gx = pe_vk_groups(be, pc.n_total, PE_VK_SIN_WG, PE_VK_CPU_MAX_GROUPS);
-    return pe_vk_dispatch(be, pipe, 4, binds, &pc, sizeof pc, gx, 1, 1);
+    return pe_vk_dispatch_rw(be, pipe, 4, binds, 1u << 0 /* dst */, &pc, sizeof pc, gx, 1, 1);
 }

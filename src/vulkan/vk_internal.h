@@ -5,7 +5,7 @@
  * command buffers, batching, barriers, per-batch resources and recording into the
  * application's command buffer; ops_vulkan.c: the launch infrastructure every op file
  * uses (one descriptor set layout and pipeline layout for all shaders, pipelines created
- * lazily and cached by SPIR-V, table uploads, push-constant helpers, pe_vk_dispatch) and
+ * lazily and cached by SPIR-V, table uploads, push-constant helpers, pe_vk_dispatch_rw) and
  * the sinusoidal op; ops_rope_vk.c: RoPE and copy; ops_encodings_vk.c: the others.
  *
  * Execution model (vk_submit.c). Dispatches are recorded back to back into an open batch:
@@ -283,7 +283,7 @@ posenc_status pe_vk_pipeline_spec(struct pe_vk_backend *be, const char *name,
 /* Copy `size` bytes into a host-visible table for the next dispatch and return its
  * binding (a range of the current batch's arena, at least 4 bytes; `slot` < PE_VK_TABLES
  * is kept for the callers' sake and checked only). Does not wait. Valid for the next
- * pe_vk_dispatch only (a later one may be in another batch). */
+ * pe_vk_dispatch_rw only (a later one may be in another batch). */
 posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, size_t size,
                           struct pe_vk_bind *out);
 
@@ -291,11 +291,9 @@ posenc_status pe_vk_table(struct pe_vk_backend *be, int slot, const void *data, 
  * bindings 0..n_bufs-1 (the remaining bindings get binds[0]; a buffer may appear several
  * times, e.g. dst == x) through a fresh descriptor set, push `push_size` bytes
  * (<= PE_VK_PUSH_MAX), dispatch gx*gy*gz workgroups. Does not wait; the batch is
- * submitted when full (pe_vk_recorded). Every binding counts as written for the barriers
- * (pe_vk_access); pe_vk_dispatch_rw names the written ones. */
-posenc_status pe_vk_dispatch(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
-                             const struct pe_vk_bind *binds, const void *push,
-                             uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+ * submitted when full (pe_vk_recorded). Bit i of write_mask: the shader writes binding i;
+ * the others are only read (declared readonly in the shader), so a later op that only
+ * reads them needs no barrier after this one (pe_vk_access). */
 posenc_status pe_vk_dispatch_rw(struct pe_vk_backend *be, VkPipeline pipe, uint32_t n_bufs,
                                 const struct pe_vk_bind *binds, uint32_t write_mask,
                                 const void *push, uint32_t push_size, uint32_t gx, uint32_t gy,
