@@ -454,6 +454,18 @@ static posenc_status c_attn_alibi(struct sc *s)
     return attention_with(s, POSENC_ATTENTION_ALIBI);
 }
 
+/* One pass (no weights) over 160 keys of one K/V head for a GQA-2 decode row: split into
+ * key ranges and merged where the backend splits (lavapipe: 3 splits; Vulkan keeps the
+ * partials in buffers of its own, made at the first calls). */
+static posenc_status c_attn_one_pass(struct sc *s)
+{
+    posenc_tensor q = TC(s->b[0], 0, F32, 8, 2, 1, 1), k = TC(s->b[2], 0, F16, 8, 1, 160, 1),
+                  v = TC(s->b[0], 1024, F16, 8, 1, 160, 1), dst = TC(s->b[3], 0, F32, 8, 2, 1, 1);
+    struct posenc_attention_params p = {.encoding = POSENC_ATTENTION_ALIBI, .causal = 1,
+                                        .q_offset = 159};
+    return posenc_attention(s->ctx, &q, &k, &v, &dst, NULL, &p);
+}
+
 /* Multi-launch calls under POSENC_MAX_BINDING = 1024. Attention: 40 queries of 16 keys,
  * 64 bytes of logits each, run as query blocks of 16, 16 and 8. */
 static posenc_status attention_blocks(struct sc *s, posenc_attention_encoding enc)
@@ -549,6 +561,7 @@ static const struct scenario scenarios[] = {
     {"attention RELBIAS", prep_basic, c_attn_relbias, 0, 0},
     {"attention ALIBI", prep_basic, c_attn_alibi, 0, 0},
     {"attention_decay", prep_basic, c_decay, 0, 0},
+    {"attention one pass, key splits", prep_basic, c_attn_one_pass, 0, 0},
     {"attention ALIBI, 3 query blocks", prep_basic, c_attn_blocks_alibi, 0, 1024},
     {"attention RELBIAS, 3 query blocks", prep_basic, c_attn_blocks_relbias, 0, 1024},
     {"attention ROPE, 3 query blocks", prep_basic, c_attn_blocks_rope, 0, 1024},

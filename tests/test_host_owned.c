@@ -1221,6 +1221,85 @@ static void test_vk_record_orphan(void **state)
     th_check_warnings();
 }
 
+/* One-pass decode attention with key splits on a host-owned context, whose ops are each
+ * submitted before the call returns (the split and its merge in two submissions), and
+ * recorded into the application's buffer: the partials live in the backend's two buffers
+ * in the first case (one of them grown for the longer rows) and in a buffer of the
+ * recording in the second. The same inputs give the same bits every way (the kernels'
+ * accuracy is test_attention_fused_vk's); the application's instance runs with
+ * synchronization validation (vk_host_open), which reports a missing barrier. */
+static void test_vk_attention(void **state)
+{
+    (void)state;
+    enum { AD = 64, AHQ = 8, AHK = 2, TK0 = 1000, TK1 = 4000 };
+    struct vk_host h;
+    vk_host_open(&h);
+    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
+                                      .vk_instance = h.inst,
+                                      .vk_physical_device = h.phys,
+                                      .vk_device = h.dev,
+                                      .vk_queue = h.q,
+                                      .vk_queue_family = h.family};
+    posenc_context *ctx = create_host_ctx(&host);
+    static float q[AD * AHQ];
+    static uint16_t kv[2][AD * AHK * TK1];
+    uint64_t s = 0xa77e;
+    for (int i = 0; i < AD * AHQ; i++)
+        q[i] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < AD * AHK * TK1; i++)
+            kv[m][i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(&s) - 1.0));
+    posenc_buffer *bq = th_upload(ctx, q, sizeof q), *bk = th_upload(ctx, kv[0], sizeof kv[0]);
+    posenc_buffer *bv = th_upload(ctx, kv[1], sizeof kv[1]);
+    posenc_buffer *bo[5];
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(posenc_buffer_create(ctx, sizeof q, &bo[i]), POSENC_OK);
+    posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, AD, AHQ, 1, 1);
+    posenc_tensor to[5];
+    for (int i = 0; i < 5; i++)
+        to[i] = posenc_tensor_contiguous(bo[i], 0, POSENC_DTYPE_F32, AD, AHQ, 1, 1);
+    posenc_tensor tk[2], tv[2];
+    for (int n = 0; n < 2; n++) {
+        const int64_t tkn = n ? TK1 : TK0;
+        tk[n] = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F16, AD, AHK, tkn, 1);
+        tv[n] = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F16, AD, AHK, tkn, 1);
+    }
+    struct posenc_attention_params ap = {.encoding = POSENC_ATTENTION_ALIBI};
+
+    /* posenc's own submissions: two calls back to back, then one with longer rows */
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[0], NULL, &ap), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[1], NULL, &ap), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[1], &tv[1], &to[3], NULL, &ap), POSENC_OK);
+    /* the same calls recorded into the application's buffer */
+    posenc_vulkan_recording *rec = NULL;
+    vk_begin(&h);
+    assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[2], NULL, &ap), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[1], &tv[1], &to[4], NULL, &ap), POSENC_OK);
+    assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);
+    vk_submit(&h, true);
+    posenc_vulkan_recording_destroy(&rec);
+    float *o[5];
+    for (int i = 0; i < 5; i++)
+        o[i] = th_download(bo[i]);
+    assert_memory_equal(o[1], o[0], sizeof q);
+    assert_memory_equal(o[2], o[0], sizeof q);
+    assert_memory_equal(o[4], o[3], sizeof q);
+    for (int i = 0; i < 5; i++) {
+        free(o[i]);
+        posenc_buffer_destroy(&bo[i]);
+    }
+    posenc_buffer_destroy(&bq);
+    posenc_buffer_destroy(&bk);
+    posenc_buffer_destroy(&bv);
+    posenc_context_destroy(&ctx);
+    vk_host_close(&h);
+    if (g_vk_messages)
+        fail_msg("%d validation messages on the application's instance (see stderr)",
+                 g_vk_messages);
+    th_check_warnings();
+}
+
 static void test_vk_bad_input(void **state)
 {
     (void)state;
@@ -1306,7 +1385,7 @@ int main(int argc, char **argv)
 #if TH_HAVE_OPENCL || TH_HAVE_VULKAN
     make_inputs();
 #endif
-    struct CMUnitTest tests[7];
+    struct CMUnitTest tests[8];
     size_t n = 0;
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_generic_bad_input);
     if (th.kind == POSENC_BACKEND_OPENCL) {
@@ -1326,6 +1405,7 @@ int main(int argc, char **argv)
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_proc_addr);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record_orphan);
+        tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_attention);
 #else
         fprintf(stderr, "host_owned: posenc has Vulkan but this test was built without it\n");
         th_fini();

@@ -25,19 +25,22 @@
 /* src/vulkan/vk_submit.c (internal, reachable: tests link the library's objects). */
 void pe_vk_counters(posenc_context *ctx, uint64_t *out_host_waits, uint64_t *out_submits,
                     uint64_t *out_barriers);
+/* src/vulkan/backend_vulkan.c: device memory allocations made so far. */
+uint64_t pe_vk_alloc_count(posenc_context *ctx);
 #endif
 
 enum { D = 128, H = 32, NX = D * H, NOPS = 100 };
 
 struct counters {
-    uint64_t waits, submits, barriers;
+    uint64_t waits, submits, barriers, allocs;
 };
 
 static struct counters counters(void)
 {
-    struct counters c = {0, 0, 0};
+    struct counters c = {0, 0, 0, 0};
 #if TH_HAVE_VULKAN
     pe_vk_counters(th.dut, &c.waits, &c.submits, &c.barriers);
+    c.allocs = pe_vk_alloc_count(th.dut);
 #endif
     return c;
 }
@@ -254,7 +257,9 @@ static void test_queue_write_destroy(void **state)
  * inputs are only read (each dispatch names the bindings it writes), so:
  *   - NSH one-pass attention calls (GQA decode, ALiBi) on one q, K and V into their own
  *     outputs record NSH times the barriers of one call alone (its own: the merge of a
- *     key split after the split), none between the calls;
+ *     key split after the split), none between the calls, and allocate no device memory
+ *     (the key splits' partials go to the backend's two buffers, taken in turn, which
+ *     the call alone before them made);
  *   - NSH ALiBi calls on one logits tensor into their own outputs record none;
  *   - ALiBi on the last attention output, then ALiBi in place on that op's output: one
  *     barrier before each.
@@ -306,11 +311,15 @@ static void test_queue_shared_inputs(void **state)
     posenc_tensor tc = posenc_tensor_contiguous(bc, 0, POSENC_DTYPE_F32, AD, 1, AHQ, 1);
     const struct posenc_alibi_params al2 = {.causal = 0, .q_offset = AD - 1};
 
-    /* each op alone: the results to match, and one attention call's own barriers */
-    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
-    struct counters c0 = counters();
-    assert_int_equal(posenc_attention(ctx, &tq, &tk, &tv, &to[NSH], NULL, &ap), POSENC_OK);
-    struct counters c1 = counters();
+    /* each op alone: the results to match, and one attention call's own barriers (twice,
+     * so that both of the backend's partials buffers exist) */
+    struct counters c0, c1;
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+        c0 = counters();
+        assert_int_equal(posenc_attention(ctx, &tq, &tk, &tv, &to[NSH], NULL, &ap), POSENC_OK);
+        c1 = counters();
+    }
     assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
     assert_int_equal(posenc_alibi(ctx, &tl, &tb[NSH], &al), POSENC_OK);
     assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
@@ -333,6 +342,7 @@ static void test_queue_shared_inputs(void **state)
         assert_true(own <= 1); /* the merge's barrier after a key split, if any */
         assert_true(c3.submits == c0.submits); /* one batch: its barriers are all counted */
         assert_int_equal(c1.barriers - c0.barriers, NSH * own);
+        assert_int_equal(c1.allocs - c0.allocs, 0);
         assert_int_equal(c2.barriers - c1.barriers, 0);
         assert_int_equal(c3.barriers - c2.barriers, 2);
     }

@@ -859,6 +859,8 @@ static void vk_destroy(struct pe_backend *b)
             vkDeviceWaitIdle(be->dev);
         pe_vk_ops_destroy(be);
         pe_vk_buffer_free(be, &be->staging);
+        for (int i = 0; i < 2; i++)
+            pe_vk_buffer_free(be, &be->fa_part[i]);
         if (be->cmd_pool)
             vkDestroyCommandPool(be->dev, be->cmd_pool, NULL); /* frees the ring's buffers */
         if (!be->host_owned)
@@ -1023,6 +1025,7 @@ static posenc_status vk_buffer_alloc(struct pe_vk_backend *be, VkDeviceSize size
             r = vkAllocateMemory(be->dev, &mai, NULL, &out->mem);
             if (r == VK_SUCCESS) {
                 type = i;
+                be->n_allocs++;
                 break;
             }
             out->mem = VK_NULL_HANDLE;
@@ -1081,6 +1084,26 @@ posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_b
     while (alloc < size)
         alloc *= 2;
     return vk_buffer_alloc(be, alloc, usage, true, b);
+}
+
+posenc_status pe_vk_device_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
+                                          VkDeviceSize size, VkBufferUsageFlags usage)
+{
+    if (b->buf && b->size >= size)
+        return POSENC_OK;
+    pe_vk_release(be, b); /* the batches that used it may still be running */
+    if (pe_fault_device_alloc())
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of device memory for a %" PRIu64 "-byte buffer (injected fault)",
+                        (uint64_t)size);
+    return vk_buffer_alloc(be, size, usage, false, b);
+}
+
+uint64_t pe_vk_alloc_count(posenc_context *ctx)
+{
+    if (!ctx || !ctx->backend || ctx->backend->vt != &pe_vulkan_vtable)
+        return 0;
+    return ((const struct pe_vk_backend *)ctx->backend)->n_allocs;
 }
 
 static posenc_status vk_buffer_create(struct pe_backend *b, size_t size, void **out_mem)

@@ -21,10 +21,15 @@
  * push constants: they go with the ALiBi slopes, the mask slopes and the bucket list in
  * a host table (pe_vk_table), uploaded for each of the two dispatches.
  *
+ * The partials of a key split: in posenc's own batches one of the backend's two buffers
+ * (be->fa_part, taken in turn and grown on demand, so a decode call allocates nothing once
+ * they are large enough, and a call's partials need no barrier after the previous call's
+ * merge); while recording into the application's command buffer, a posenc buffer made and
+ * destroyed by the call (posenc_buffer_destroy is ordered after the recording's use).
+ *
  * Reliability (a failing call writes nothing): the pipelines, the first table and the
- * temporary are all acquired before the first dispatch; with a merge, the first dispatch
- * writes only the temporary, so the merge's table upload may still fail cleanly. The temporary is a posenc buffer destroyed at the end:
- * posenc_buffer_destroy is ordered after the queued work that uses it (vk_internal.h).
+ * partials are all acquired before the first dispatch; with a merge, the first dispatch
+ * writes only the partials, so the merge's table upload may still fail cleanly.
  */
 #include "vk_internal.h"
 
@@ -299,9 +304,24 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
                                  mspec, FA_N_SPEC, &mpipe);
     if (st == POSENC_OK)
         st = pe_vk_table(be, 0, w, n_words * sizeof *w, &binds[6]);
+    /* the partials: in posenc's own batches one of the backend's two buffers (taken in
+     * turn, grown on demand: no allocation per call once they are large enough); while
+     * recording into the application's buffer a buffer of the recording, freed with it */
     posenc_buffer *tmp = NULL;
-    if (st == POSENC_OK && partial)
-        st = posenc_buffer_create(b->ctx, (size_t)(NS * NROWS * PREC) * sizeof(float), &tmp);
+    const VkDeviceSize part_bytes = (VkDeviceSize)(NS * NROWS * PREC) * sizeof(float);
+    struct pe_vk_bind part = {VK_NULL_HANDLE, 0, part_bytes};
+    if (st == POSENC_OK && partial && be->rec) {
+        st = posenc_buffer_create(b->ctx, (size_t)part_bytes, &tmp);
+        if (st == POSENC_OK)
+            part.buf = ((const struct pe_vk_buffer *)tmp->mem)->buf;
+    } else if (st == POSENC_OK && partial) {
+        struct pe_vk_buffer *pb = &be->fa_part[be->fa_next];
+        st = pe_vk_device_buffer_reserve(be, pb, part_bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+        if (st == POSENC_OK) {
+            part.buf = pb->buf;
+            be->fa_next ^= 1u;
+        }
+    }
     if (st != POSENC_OK) {
         free(w);
         return st;
@@ -310,8 +330,7 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
     /* ---- the dispatches -------------------------------------------------------------- */
     const struct pe_vk_bind dst_bind = binds[7];
     if (partial)
-        binds[7] = (struct pe_vk_bind){((const struct pe_vk_buffer *)tmp->mem)->buf, 0,
-                                       VK_WHOLE_SIZE};
+        binds[7] = part;
     const uint32_t gx = tile ? pe_vk_groups(be, (uint64_t)n_items, 1, PE_FA_CPU_GROUPS)
                              : pe_vk_groups(be, (uint64_t)n_items, wg, PE_FA_CPU_GROUPS);
     /* written: dst or the temporary (binding 7) only */

@@ -156,6 +156,13 @@ struct pe_vk_backend {
     bool force_staging; /* POSENC_VK_FORCE_STAGING=1: never map device buffers */
 
     struct pe_vk_buffer staging; /* host-visible bounce buffer, grown on demand */
+    /* ops_flash_vk.c: the key splits' partials of the one-pass attention in posenc's own
+     * batches, two device buffers taken in turn (pe_vk_device_buffer_reserve), so that a
+     * call's partials do not wait for the previous call's merge to have read its own. A
+     * recording into the application's buffer makes its own per call instead. */
+    struct pe_vk_buffer fa_part[2];
+    uint32_t fa_next;
+    uint64_t n_allocs; /* device memory allocations made (tests: none per call) */
 
     /* ops_vulkan.c */
     VkDescriptorSetLayout set_layout; /* PE_VK_MAX_BINDINGS storage buffers */
@@ -244,6 +251,17 @@ void pe_vk_recording_destroy(struct pe_backend *b, struct posenc_vulkan_recordin
 /* Test and bench hook: the counters above for a Vulkan context (0s for another). */
 void pe_vk_counters(posenc_context *ctx, uint64_t *out_host_waits, uint64_t *out_submits,
                     uint64_t *out_barriers);
+
+/* Make `b` a device buffer (device-local memory where there is some) of at least `size`
+ * bytes with `usage`; one that is too small goes to pe_vk_release (freed when the newest
+ * batch has completed, which is after every batch that used it) and a new one is made.
+ * Contents undefined. For buffers used only by posenc's own batches, not by a recording
+ * into the application's buffer (which may run later than any of posenc's batches). */
+posenc_status pe_vk_device_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
+                                          VkDeviceSize size, VkBufferUsageFlags usage);
+
+/* Test hook: device memory allocations made by a Vulkan context so far (0 for another). */
+uint64_t pe_vk_alloc_count(posenc_context *ctx);
 
 /* Make `b` a host-visible, coherent, mapped buffer of at least `size` bytes with
  * `usage` (reallocated when too small; the old contents are lost). Call after
