@@ -731,6 +731,17 @@ static void vk_wait(struct vk_host *h)
     h->pending = false;
 }
 
+/* The posenc_host_device of h's instance, device and queue. */
+static struct posenc_host_device vk_host_device(const struct vk_host *h)
+{
+    return (struct posenc_host_device){.backend = POSENC_BACKEND_VULKAN,
+                                       .vk_instance = h->inst,
+                                       .vk_physical_device = h->phys,
+                                       .vk_device = h->dev,
+                                       .vk_queue = h->q,
+                                       .vk_queue_family = h->family};
+}
+
 static void vk_host_close(struct vk_host *h)
 {
     vk_wait(h);
@@ -740,6 +751,17 @@ static void vk_host_close(struct vk_host *h)
     if (h->messenger)
         h->destroy_messenger(h->inst, h->messenger, NULL);
     vkDestroyInstance(h->inst, NULL);
+}
+
+/* vk_host_close, then fail the test if the application's instance logged validation
+ * messages or the posenc contexts under test logged warnings. */
+static void vk_host_close_checked(struct vk_host *h)
+{
+    vk_host_close(h);
+    if (g_vk_messages)
+        fail_msg("%d validation messages on the application's instance (see stderr)",
+                 g_vk_messages);
+    th_check_warnings();
 }
 
 /* A VkBuffer with the usage posenc documents, in host-visible (mapped) or device memory. */
@@ -850,12 +872,7 @@ static void test_vk_wrapped(void **state)
     vk_buf_make(&h, sizeof(g_pos), false, &pos);
     vk_buf_make(&h, sizeof(g_x), true, &rb); /* the application's read-back buffer */
 
-    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
-                                      .vk_instance = h.inst,
-                                      .vk_physical_device = h.phys,
-                                      .vk_device = h.dev,
-                                      .vk_queue = h.q,
-                                      .vk_queue_family = h.family};
+    struct posenc_host_device host = vk_host_device(&h);
     posenc_context *ctx = create_host_ctx(&host);
     posenc_buffer *bx = vk_wrap(ctx, &x, sizeof(g_x)), *by = vk_wrap(ctx, &y, sizeof(g_x)),
                   *b16 = vk_wrap(ctx, &x16, sizeof(g_x) / 2),
@@ -934,11 +951,7 @@ static void test_vk_wrapped(void **state)
     vk_buf_free(&h, &fill);
     vk_buf_free(&h, &pos);
     vk_buf_free(&h, &rb);
-    vk_host_close(&h);
-    if (g_vk_messages)
-        fail_msg("%d validation messages on the application's instance (see stderr)",
-                 g_vk_messages);
-    th_check_warnings();
+    vk_host_close_checked(&h);
 }
 
 /* The application's loader functions, counted: posenc must get every Vulkan function of
@@ -983,14 +996,8 @@ static void test_vk_proc_addr(void **state)
     struct vk_host h;
     vk_host_open(&h);
     g_gipa_calls = g_gdpa_calls = g_submits = 0;
-    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
-                                      .vk_instance = h.inst,
-                                      .vk_physical_device = h.phys,
-                                      .vk_device = h.dev,
-                                      .vk_queue = h.q,
-                                      .vk_queue_family = h.family,
-                                      .vk_get_instance_proc_addr =
-                                          (void (*)(void))counting_gipa};
+    struct posenc_host_device host = vk_host_device(&h);
+    host.vk_get_instance_proc_addr = (void (*)(void))counting_gipa;
     posenc_context *ctx = create_host_ctx(&host);
     /* Every instance-level command of Vulkan 1.0 + 1.1 (24) through the wrapper, every
      * device-level one (136) through the vkGetDeviceProcAddr it handed out: at least
@@ -1022,11 +1029,7 @@ static void test_vk_proc_addr(void **state)
     ctx = create_host_ctx(&host);
     run_shared_cases(ctx, PC_OP_ROPE, 1);
     posenc_context_destroy(&ctx);
-    vk_host_close(&h);
-    if (g_vk_messages)
-        fail_msg("%d validation messages on the application's instance (see stderr)",
-                 g_vk_messages);
-    th_check_warnings();
+    vk_host_close_checked(&h);
 }
 
 /* ERROR messages of a context (a usage error posenc reports without a status). */
@@ -1055,12 +1058,7 @@ static void test_vk_record(void **state)
     vk_buf_make(&h, sizeof(g_x), false, &fill);
     vk_buf_make(&h, sizeof(g_x), false, &y);
     vk_buf_make(&h, sizeof(g_x), true, &rb); /* the application's read-back buffer */
-    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
-                                      .vk_instance = h.inst,
-                                      .vk_physical_device = h.phys,
-                                      .vk_device = h.dev,
-                                      .vk_queue = h.q,
-                                      .vk_queue_family = h.family};
+    struct posenc_host_device host = vk_host_device(&h);
     posenc_context *ctx = create_host_ctx(&host);
     posenc_vulkan_recording *rec = NULL;
 
@@ -1165,11 +1163,7 @@ static void test_vk_record(void **state)
     vk_buf_free(&h, &fill);
     vk_buf_free(&h, &y);
     vk_buf_free(&h, &rb);
-    vk_host_close(&h);
-    if (g_vk_messages)
-        fail_msg("%d validation messages on the application's instance (see stderr)",
-                 g_vk_messages);
-    th_check_warnings();
+    vk_host_close_checked(&h);
 }
 
 /* A recording left when its context is destroyed (a usage error): the context frees what
@@ -1182,12 +1176,7 @@ static void test_vk_record_orphan(void **state)
     ensure_reference();
     struct vk_host h;
     vk_host_open(&h);
-    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
-                                      .vk_instance = h.inst,
-                                      .vk_physical_device = h.phys,
-                                      .vk_device = h.dev,
-                                      .vk_queue = h.q,
-                                      .vk_queue_family = h.family};
+    struct posenc_host_device host = vk_host_device(&h);
     posenc_context *ctx = NULL;
     posenc_vulkan_recording *rec = NULL;
     struct posenc_context_params lp = g_params;
@@ -1214,11 +1203,7 @@ static void test_vk_record_orphan(void **state)
     posenc_vulkan_recording_destroy(&rec); /* only the handle is left */
     assert_null(rec);
 
-    vk_host_close(&h);
-    if (g_vk_messages)
-        fail_msg("%d validation messages on the application's instance (see stderr)",
-                 g_vk_messages);
-    th_check_warnings();
+    vk_host_close_checked(&h);
 }
 
 /* One-pass decode attention with key splits on a host-owned context, whose ops are each
@@ -1234,12 +1219,7 @@ static void test_vk_attention(void **state)
     enum { AD = 64, AHQ = 8, AHK = 2, TK0 = 1000, TK1 = 4000 };
     struct vk_host h;
     vk_host_open(&h);
-    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
-                                      .vk_instance = h.inst,
-                                      .vk_physical_device = h.phys,
-                                      .vk_device = h.dev,
-                                      .vk_queue = h.q,
-                                      .vk_queue_family = h.family};
+    struct posenc_host_device host = vk_host_device(&h);
     posenc_context *ctx = create_host_ctx(&host);
     static float q[AD * AHQ];
     static uint16_t kv[2][AD * AHK * TK1];
@@ -1293,11 +1273,7 @@ static void test_vk_attention(void **state)
     posenc_buffer_destroy(&bk);
     posenc_buffer_destroy(&bv);
     posenc_context_destroy(&ctx);
-    vk_host_close(&h);
-    if (g_vk_messages)
-        fail_msg("%d validation messages on the application's instance (see stderr)",
-                 g_vk_messages);
-    th_check_warnings();
+    vk_host_close_checked(&h);
 }
 
 static void test_vk_bad_input(void **state)
@@ -1305,12 +1281,7 @@ static void test_vk_bad_input(void **state)
     (void)state;
     struct vk_host h;
     vk_host_open(&h);
-    struct posenc_host_device host = {.backend = POSENC_BACKEND_VULKAN,
-                                      .vk_instance = h.inst,
-                                      .vk_physical_device = h.phys,
-                                      .vk_device = h.dev,
-                                      .vk_queue = h.q,
-                                      .vk_queue_family = h.family};
+    struct posenc_host_device host = vk_host_device(&h);
     struct posenc_host_device bad = host;
     bad.vk_device = NULL;
     expect_create_fails(NULL, &bad, POSENC_ERR_INVALID_ARGUMENT, "host->vk_device is NULL",
@@ -1369,11 +1340,7 @@ static void test_vk_bad_input(void **state)
     posenc_buffer_destroy(&pb);
     posenc_context_destroy(&ctx);
     vk_buf_free(&h, &b);
-    vk_host_close(&h);
-    if (g_vk_messages)
-        fail_msg("%d validation messages on the application's instance (see stderr)",
-                 g_vk_messages);
-    th_check_warnings();
+    vk_host_close_checked(&h);
 }
 #endif
 
