@@ -1070,40 +1070,21 @@ static posenc_status vk_buffer_alloc(struct pe_vk_backend *be, VkDeviceSize size
     return POSENC_OK;
 }
 
-posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
-                                        VkDeviceSize size, VkBufferUsageFlags usage)
+posenc_status pe_vk_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
+                                   VkDeviceSize size, VkBufferUsageFlags usage, bool host)
 {
     if (b->buf && b->size >= size)
         return POSENC_OK;
-    pe_vk_buffer_free(be, b);
+    pe_vk_release(be, b); /* batches that used it may still be running */
     if (pe_fault_device_alloc())
         return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
-                        "out of device memory for a %" PRIu64 "-byte host-visible buffer "
-                        "(injected fault)", (uint64_t)size);
-    VkDeviceSize alloc = 256;
-    while (alloc < size)
-        alloc *= 2;
-    return vk_buffer_alloc(be, alloc, usage, true, b);
-}
-
-posenc_status pe_vk_device_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
-                                          VkDeviceSize size, VkBufferUsageFlags usage)
-{
-    if (b->buf && b->size >= size)
-        return POSENC_OK;
-    pe_vk_release(be, b); /* the batches that used it may still be running */
-    if (pe_fault_device_alloc())
-        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
-                        "out of device memory for a %" PRIu64 "-byte buffer (injected fault)",
-                        (uint64_t)size);
-    return vk_buffer_alloc(be, size, usage, false, b);
-}
-
-uint64_t pe_vk_alloc_count(posenc_context *ctx)
-{
-    if (!ctx || !ctx->backend || ctx->backend->vt != &pe_vulkan_vtable)
-        return 0;
-    return ((const struct pe_vk_backend *)ctx->backend)->n_allocs;
+                        "out of device memory for a %" PRIu64 "-byte%s buffer (injected fault)",
+                        (uint64_t)size, host ? " host-visible" : "");
+    VkDeviceSize alloc = size;
+    if (host) /* staging and arena chunks: powers of two from 256 bytes */
+        for (alloc = 256; alloc < size; alloc *= 2)
+            ;
+    return vk_buffer_alloc(be, alloc, usage, host, b);
 }
 
 static posenc_status vk_buffer_create(struct pe_backend *b, size_t size, void **out_mem)
@@ -1239,8 +1220,9 @@ static posenc_status vk_buffer_write(struct pe_backend *b, void *mem, size_t off
     while (size > 0) {
         VkDeviceSize n = size < PE_VK_STAGING_CHUNK ? size : PE_VK_STAGING_CHUNK;
         PE_RETURN_IF_ERROR(pe_vk_wait(be)); /* the staging buffer may still be read */
-        PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(
-            be, &be->staging, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT));
+        PE_RETURN_IF_ERROR(pe_vk_buffer_reserve(
+            be, &be->staging, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+            true));
         memcpy(be->staging.map, s, (size_t)n);
         PE_RETURN_IF_ERROR(pe_vk_begin(be));
         VkBufferCopy region = {.srcOffset = 0, .dstOffset = offset, .size = n};
@@ -1272,8 +1254,9 @@ static posenc_status vk_buffer_read(struct pe_backend *b, void *mem, size_t offs
     unsigned char *d = dst;
     while (size > 0) {
         VkDeviceSize n = size < PE_VK_STAGING_CHUNK ? size : PE_VK_STAGING_CHUNK;
-        PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(
-            be, &be->staging, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT));
+        PE_RETURN_IF_ERROR(pe_vk_buffer_reserve(
+            be, &be->staging, n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+            true));
         PE_RETURN_IF_ERROR(pe_vk_begin(be));
         VkBufferCopy region = {.srcOffset = offset, .dstOffset = 0, .size = n};
         vkCmdCopyBuffer(be->cmd, vb->buf, be->staging.buf, 1, &region);

@@ -316,7 +316,7 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
             part.buf = ((const struct pe_vk_buffer *)tmp->mem)->buf;
     } else if (st == POSENC_OK && partial) {
         struct pe_vk_buffer *pb = &be->fa_part[be->fa_next];
-        st = pe_vk_device_buffer_reserve(be, pb, part_bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+        st = pe_vk_buffer_reserve(be, pb, part_bytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, false);
         if (st == POSENC_OK) {
             part.buf = pb->buf;
             be->fa_next ^= 1u;

@@ -157,12 +157,12 @@ struct pe_vk_backend {
 
     struct pe_vk_buffer staging; /* host-visible bounce buffer, grown on demand */
     /* ops_flash_vk.c: the key splits' partials of the one-pass attention in posenc's own
-     * batches, two device buffers taken in turn (pe_vk_device_buffer_reserve), so that a
+     * batches, two device buffers taken in turn (pe_vk_buffer_reserve), so that a
      * call's partials do not wait for the previous call's merge to have read its own. A
      * recording into the application's buffer makes its own per call instead. */
     struct pe_vk_buffer fa_part[2];
     uint32_t fa_next;
-    uint64_t n_allocs; /* device memory allocations made (tests: none per call) */
+    uint64_t n_allocs; /* device memory allocations made (pe_vk_counters) */
 
     /* ops_vulkan.c */
     VkDescriptorSetLayout set_layout; /* PE_VK_MAX_BINDINGS storage buffers */
@@ -248,26 +248,20 @@ posenc_status pe_vk_record_begin(struct pe_backend *b, void *vk_command_buffer);
 posenc_status pe_vk_record_end(struct pe_backend *b, struct posenc_vulkan_recording **out);
 void pe_vk_recording_destroy(struct pe_backend *b, struct posenc_vulkan_recording *rec);
 
-/* Test and bench hook: the counters above for a Vulkan context (0s for another). */
+/* Test and bench hook: the counters above, and the device memory allocations made, for
+ * a Vulkan context (0s for another). */
 void pe_vk_counters(posenc_context *ctx, uint64_t *out_host_waits, uint64_t *out_submits,
-                    uint64_t *out_barriers);
+                    uint64_t *out_barriers, uint64_t *out_allocs);
 
-/* Make `b` a device buffer (device-local memory where there is some) of at least `size`
- * bytes with `usage`; one that is too small goes to pe_vk_release (freed when the newest
- * batch has completed, which is after every batch that used it) and a new one is made.
- * Contents undefined. For buffers used only by posenc's own batches, not by a recording
- * into the application's buffer (which may run later than any of posenc's batches). */
-posenc_status pe_vk_device_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
-                                          VkDeviceSize size, VkBufferUsageFlags usage);
-
-/* Test hook: device memory allocations made by a Vulkan context so far (0 for another). */
-uint64_t pe_vk_alloc_count(posenc_context *ctx);
-
-/* Make `b` a host-visible, coherent, mapped buffer of at least `size` bytes with
- * `usage` (reallocated when too small; the old contents are lost). Call after
- * pe_vk_wait. */
-posenc_status pe_vk_host_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
-                                        VkDeviceSize size, VkBufferUsageFlags usage);
+/* Make `b` a buffer of at least `size` bytes with `usage`: `host`, host-visible, coherent
+ * and mapped (a power of two from 256 bytes: staging, arena chunks); else device-local
+ * memory where there is some. One that is too small goes to pe_vk_release (freed at once
+ * when the device is idle, else when the newest batch has completed, which is after every
+ * batch that used it) and a new one is made; contents undefined. For buffers of posenc's
+ * own batches, not of a recording into the application's buffer (which may run later
+ * than any of posenc's batches). */
+posenc_status pe_vk_buffer_reserve(struct pe_vk_backend *be, struct pe_vk_buffer *b,
+                                   VkDeviceSize size, VkBufferUsageFlags usage, bool host);
 void pe_vk_buffer_free(struct pe_vk_backend *be, struct pe_vk_buffer *b);
 
 /* ---- vk_limits.c ------------------------------------------------------------------- */

@@ -129,10 +129,11 @@ static posenc_status res_next_chunk(struct pe_vk_backend *be, struct pe_vk_res *
         want *= 2;
     struct pe_vk_buffer *c = &r->chunks[r->n_chunks];
     memset(c, 0, sizeof *c);
-    PE_RETURN_IF_ERROR(pe_vk_host_buffer_reserve(be, c, want,
-                                                 VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT));
+    PE_RETURN_IF_ERROR(pe_vk_buffer_reserve(be, c, want,
+                                            VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                                VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                                VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                            true));
     r->n_chunks++;
     r->chunk_used = 0;
     return POSENC_OK;
@@ -521,15 +522,16 @@ void pe_vk_release(struct pe_vk_backend *be, struct pe_vk_buffer *b)
 }
 
 void pe_vk_counters(posenc_context *ctx, uint64_t *out_host_waits, uint64_t *out_submits,
-                    uint64_t *out_barriers)
+                    uint64_t *out_barriers, uint64_t *out_allocs)
 {
-    *out_host_waits = *out_submits = *out_barriers = 0;
+    *out_host_waits = *out_submits = *out_barriers = *out_allocs = 0;
     if (!ctx || !ctx->backend || ctx->backend->vt != &pe_vulkan_vtable)
         return;
     const struct pe_vk_backend *be = (const struct pe_vk_backend *)ctx->backend;
     *out_host_waits = be->n_host_waits;
     *out_submits = be->n_submits;
     *out_barriers = be->n_barriers;
+    *out_allocs = be->n_allocs;
 }
 
 /* ------------------------------------------------------------------------------------ */
