@@ -1502,8 +1502,13 @@ struct posenc_attention_params {
  * one-pass kernel (and without POSENC_ATTENTION_UNFUSED), scores, bias, mask, softmax and
  * the sum over V run in one pass with no logits in memory; otherwise the call makes a
  * device temporary for the logits, Tk*Tq*Hq*B f32 values. SINUSOIDAL, LEARNED and ROPE
- * also make an f32 copy of Q and K. Temporaries are freed before the call returns. If q,
- * k, v or dst is empty nothing is written.
+ * also make an f32 copy of Q and K. These device temporaries are buffers the context keeps
+ * for later calls (up to 8 buffers and 256 MiB in all; what would go past that is made and
+ * freed by the call), so that calls of the same or a slowly growing shape allocate no
+ * device memory; posenc_context_destroy frees them, and a call that runs out of memory
+ * frees the kept buffers it does not use and tries again. While a Vulkan context records
+ * into the application's command buffer they are made per call and freed with the
+ * recording. If q, k, v or dst is empty nothing is written.
  * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, overlaps or params (the
  * message names them; an error inside an encoding is reported with the encoding's own
  * message), POSENC_ERR_OUT_OF_RANGE for a LEARNED position past the table, and

@@ -349,6 +349,7 @@ void posenc_context_destroy(posenc_context **pctx)
     pe_enter_wait(ctx);
     if (ctx->backend)
         ctx->backend->vt->finish(ctx->backend);
+    pe_scratch_release(ctx); /* the context's own buffers first: not the user's to free */
     if (ctx->live_buffers != 0) {
         /* A usage error, but the device objects must not outlive the device: release
          * their memory now and leave the handles as orphans that posenc_buffer_destroy

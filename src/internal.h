@@ -33,6 +33,16 @@
 
 struct pe_backend;
 
+/* Scratch (scratch.c): device temporaries of the front end's composite ops, kept by the
+ * context between calls. */
+#define PE_SCRATCH_SLOTS 8
+#define PE_SCRATCH_KEEP ((size_t)256 << 20) /* bytes kept between calls, at most */
+struct pe_scratch_slot {
+    struct posenc_buffer *buf; /* NULL: empty */
+    bool busy;                 /* taken by the call running now */
+    uint64_t gen;              /* the call (ctx->scratch_gen) that last gave it back */
+};
+
 struct posenc_context {
     struct pe_backend *backend;
     posenc_backend_kind kind;
@@ -63,6 +73,11 @@ struct posenc_context {
     /* POSENC_DEVICE_PRESET (test only, src/preset.h): the limits the OpenCL and Vulkan
      * backends lower theirs to at device discovery; NULL = the device's own. */
     const struct pe_preset *preset;
+    /* posenc_vulkan_record_begin .. _end (record_vulkan.c): scratch.c then keeps nothing */
+    bool recording;
+    struct pe_scratch_slot scratch[PE_SCRATCH_SLOTS];
+    uint64_t scratch_gen;  /* composite calls ended (pe_scratch_end_call) */
+    uint64_t scratch_made; /* buffers scratch.c made to keep (tests: pe_scratch_stats) */
 };
 
 struct posenc_buffer {
@@ -100,6 +115,21 @@ void pe_set_thread_error(const char *fmt, ...) PE_PRINTF(1, 2);
 /* Log a message at `level` through the context's callback (if any). */
 void pe_log(posenc_context *ctx, posenc_log_level level, const char *fmt, ...) PE_PRINTF(3, 4);
 void pe_clear_error(posenc_context *ctx);
+
+/* Scratch (scratch.c, whose head has the policy). pe_scratch_take: a buffer of at least
+ * `bytes` for this call, kept by the context or made now (posenc_buffer_create's errors);
+ * pe_scratch_give: back to the context (or destroyed if made for the call only), *buf set
+ * to NULL; pe_scratch_end_call: the composite call is over (Vulkan then prefers the other
+ * set of buffers); pe_scratch_release: destroy what is kept (posenc_context_destroy);
+ * pe_scratch_stats (tests): buffers made to keep so far, kept now and their bytes.
+ * pe_scratch_keep: the bytes kept at most (PE_SCRATCH_KEEP; tests lower it). */
+posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, struct posenc_buffer **out);
+void pe_scratch_give(posenc_context *ctx, struct posenc_buffer **buf);
+void pe_scratch_end_call(posenc_context *ctx);
+void pe_scratch_release(posenc_context *ctx);
+void pe_scratch_stats(const posenc_context *ctx, uint64_t *out_made, int *out_kept,
+                      size_t *out_bytes);
+extern size_t pe_scratch_keep;
 
 /*
  * One context, one thread at a time, enforced: every public call on a context starts with

@@ -25,9 +25,12 @@
  * for the first block, the largest. The backends keep their per-launch host scratch grown
  * only and upload the whole bias tables once, so later blocks allocate nothing. Steps 2 and 4 write only temporaries, so an error an encoding
  * reports there (its own parameter checks, a learned position past the table) still leaves
- * dst and weights untouched. Temporaries are destroyed at the end: posenc_buffer_destroy
- * is ordered after the queued work that uses a buffer on every backend (OpenCL defers the
- * release past the kernels, Vulkan waits, the CPU backend runs synchronously).
+ * dst and weights untouched. Temporaries come from the context's scratch (scratch.c) and go
+ * back to it at the end: a later call that takes one again is ordered after the queued
+ * work that used it, as for any buffer (OpenCL's in-order queue, Vulkan's barriers between
+ * a batch's dispatches and between batches, the CPU backend runs synchronously), and what
+ * the scratch does not keep is destroyed (posenc_buffer_destroy defers the release past the
+ * queued work).
  */
 #include "backend.h"
 #include "split.h"
@@ -42,20 +45,22 @@
 #define PE_ATTN_MAX_TMP 12
 #define PE_ATTN_STREAMS 4 /* implicit positions: one value per token in every stream */
 
-/* Device temporaries of one call. */
+/* Device temporaries of one call, taken from the context's scratch (scratch.c) and given
+ * back at the end. */
 struct attn_tmp {
     posenc_buffer *buf[PE_ATTN_MAX_TMP];
     int n;
 };
 
-static void tmp_free(struct attn_tmp *t)
+static void tmp_free(posenc_context *ctx, struct attn_tmp *t)
 {
     for (int i = 0; i < t->n; i++)
-        posenc_buffer_destroy(&t->buf[i]);
+        pe_scratch_give(ctx, &t->buf[i]);
     t->n = 0;
+    pe_scratch_end_call(ctx);
 }
 
-/* A packed tensor of a new temporary buffer. */
+/* A packed tensor of a temporary buffer (its first bytes: the buffer may be larger). */
 static posenc_status tmp_tensor(posenc_context *ctx, struct attn_tmp *t, posenc_dtype dt,
                                 int64_t n0, int64_t n1, int64_t n2, int64_t n3,
                                 posenc_tensor *out)
@@ -73,7 +78,7 @@ static posenc_status tmp_tensor(posenc_context *ctx, struct attn_tmp *t, posenc_
         bytes *= (size_t)(ne[i] > 0 ? ne[i] : 1);
     }
     posenc_buffer *b = NULL;
-    PE_RETURN_IF_ERROR(posenc_buffer_create(ctx, bytes, &b));
+    PE_RETURN_IF_ERROR(pe_scratch_take(ctx, bytes, &b));
     t->buf[t->n++] = b;
     *out = posenc_tensor_contiguous(b, 0, dt, n0, n1, n2, n3);
     return POSENC_OK;
@@ -842,7 +847,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         pe_alibi_release(&run.alibi);
     if (run.has_relbias)
         pe_relbias_release(&run.relbias, run.buckets);
-    tmp_free(&tmp);
+    tmp_free(ctx, &tmp);
     return st;
 }
 

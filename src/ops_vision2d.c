@@ -35,8 +35,8 @@ static posenc_status resolve_2d(posenc_context *ctx, const struct posenc_2d_para
     return POSENC_OK;
 }
 
-/* Positions c / grid_scale (c = 0..n-1) as f32 in a new buffer of ctx: the division is one
- * f32 operation, as DiT's float32 numpy grid. */
+/* Positions c / grid_scale (c = 0..n-1) as f32 in a scratch buffer of ctx (scratch.c): the
+ * division is one f32 operation, as DiT's float32 numpy grid. */
 static posenc_status make_coords(posenc_context *ctx, int64_t n, float grid_scale,
                                  posenc_buffer **out)
 {
@@ -46,7 +46,7 @@ static posenc_status make_coords(posenc_context *ctx, int64_t n, float grid_scal
                         (long long)n);
     for (int64_t i = 0; i < n; i++)
         v[i] = (float)i / grid_scale;
-    posenc_status st = posenc_buffer_create(ctx, (size_t)n * sizeof(float), out);
+    posenc_status st = pe_scratch_take(ctx, (size_t)n * sizeof(float), out);
     if (st == POSENC_OK)
         st = posenc_buffer_write(*out, 0, v, (size_t)n * sizeof(float));
     free(v);
@@ -143,8 +143,9 @@ posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid
     char msg[PE_ERR_MAX];
     pe_strlcpy(msg, ctx->last_error, sizeof(msg));
     posenc_status fst = posenc_context_finish(ctx);
-    posenc_buffer_destroy(&pc);
-    posenc_buffer_destroy(&pr);
+    pe_scratch_give(ctx, &pc);
+    pe_scratch_give(ctx, &pr);
+    pe_scratch_end_call(ctx);
     if (st != POSENC_OK) {
         pe_strlcpy(ctx->last_error, msg, sizeof(ctx->last_error));
         return st;

@@ -26,7 +26,10 @@ posenc_status posenc_vulkan_record_begin(posenc_context *ctx, void *vk_command_b
     if (!vk_command_buffer)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "vk_command_buffer is NULL (VK_NULL_HANDLE)");
-    return ctx->backend->vt->vk_record_begin(ctx->backend, vk_command_buffer);
+    posenc_status st = ctx->backend->vt->vk_record_begin(ctx->backend, vk_command_buffer);
+    if (st == POSENC_OK)
+        ctx->recording = true; /* scratch.c keeps nothing until _end */
+    return st;
 }
 
 posenc_status posenc_vulkan_record_end(posenc_context *ctx,
@@ -41,7 +44,10 @@ posenc_status posenc_vulkan_record_end(posenc_context *ctx,
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "out_recording is NULL");
     if (!ctx->backend->vt->vk_record_end)
         return no_recording(ctx);
-    return ctx->backend->vt->vk_record_end(ctx->backend, out_recording);
+    posenc_status st = ctx->backend->vt->vk_record_end(ctx->backend, out_recording);
+    if (st == POSENC_OK)
+        ctx->recording = false;
+    return st;
 }
 
 void posenc_vulkan_recording_destroy(posenc_vulkan_recording **recording)

@@ -52,6 +52,8 @@ void __wrap_free(void *p);
 extern int64_t pe_fault_countdown;
 /* first-use program builds / pipeline creations (src/context.c; test-only) */
 extern int64_t pe_fault_build_countdown;
+/* the bytes src/scratch.c keeps at most (test-only lowering) */
+extern size_t pe_scratch_keep;
 /* OpenCL's program cache size for the test (src/opencl/cl_program.c; test-only; weak:
  * absent from a build without OpenCL) */
 extern int pe_cl_program_cap __attribute__((weak));
@@ -895,11 +897,18 @@ static void test_scenarios_host(void **state)
         run_scenario(&scenarios[i], 0);
 }
 
+/* Device faults with nothing kept by the scratch (src/scratch.c; pe_scratch_keep = 0): the
+ * composite ops then make every temporary per call, and each of those allocations fails in
+ * turn. (With the default, the warm-up calls leave the temporaries kept and a faulted call
+ * makes none; the scratch's own fallbacks are tested in test_queue.c.) */
 static void test_scenarios_device(void **state)
 {
     (void)state;
+    const size_t keep = pe_scratch_keep;
+    pe_scratch_keep = 0;
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
         run_scenario(&scenarios[i], 1);
+    pe_scratch_keep = keep;
 }
 
 /* Context creation: a failure at every host allocation returns OUT_OF_MEMORY with the

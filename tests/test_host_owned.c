@@ -45,6 +45,9 @@
 #endif
 #if TH_HAVE_VULKAN
 #include <vulkan/vulkan.h>
+/* src/scratch.c (internal, reachable: tests link the library's objects) */
+void pe_scratch_stats(const posenc_context *ctx, uint64_t *out_made, int *out_kept,
+                      size_t *out_bytes);
 #endif
 
 #if TH_HAVE_OPENCL || TH_HAVE_VULKAN /* what only the host-owned device tests use */
@@ -1265,6 +1268,42 @@ static void test_vk_attention(void **state)
     assert_memory_equal(o[1], o[0], sizeof q);
     assert_memory_equal(o[2], o[0], sizeof q);
     assert_memory_equal(o[4], o[3], sizeof q);
+
+    /* RoPE (explicit positions): its encoded q and k are temporaries. Recorded, they are
+     * made for the call and freed with the recording: the context's scratch (src/scratch.c)
+     * keeps nothing more and makes nothing to keep. */
+    static int32_t pos[TK0];
+    for (int i = 0; i < TK0; i++)
+        pos[i] = i;
+    posenc_buffer *bp = th_upload(ctx, pos, sizeof pos);
+    posenc_tensor tqp = posenc_tensor_contiguous(bp, (TK0 - 1) * 4, POSENC_DTYPE_I32, 1, 1, 1, 1);
+    posenc_tensor tkp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, TK0, 1, 1, 1);
+    struct posenc_attention_params rp = {.encoding = POSENC_ATTENTION_ROPE, .causal = 1,
+                                         .q_pos = &tqp, .k_pos = &tkp};
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[0], NULL, &rp), POSENC_OK);
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    uint64_t made0, made1;
+    int kept0, kept1;
+    size_t bytes0, bytes1;
+    pe_scratch_stats(ctx, &made0, &kept0, &bytes0);
+    vk_begin(&h);
+    assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[1], NULL, &rp), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[2], NULL, &rp), POSENC_OK);
+    assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);
+    pe_scratch_stats(ctx, &made1, &kept1, &bytes1);
+    assert_int_equal(made1, made0);
+    assert_int_equal(kept1, kept0);
+    assert_int_equal(bytes1, bytes0);
+    vk_submit(&h, true);
+    posenc_vulkan_recording_destroy(&rec);
+    for (int i = 0; i < 3; i++) {
+        free(o[i]);
+        o[i] = th_download(bo[i]);
+    }
+    assert_memory_equal(o[1], o[0], sizeof q);
+    assert_memory_equal(o[2], o[0], sizeof q);
+    posenc_buffer_destroy(&bp);
     for (int i = 0; i < 5; i++) {
         free(o[i]);
         posenc_buffer_destroy(&bo[i]);

@@ -26,6 +26,13 @@
 void pe_vk_counters(posenc_context *ctx, uint64_t *out_host_waits, uint64_t *out_submits,
                     uint64_t *out_barriers, uint64_t *out_allocs);
 #endif
+/* src/scratch.c (internal): the scratch's counts, and the bytes it keeps at most */
+void pe_scratch_stats(const posenc_context *ctx, uint64_t *out_made, int *out_kept,
+                      size_t *out_bytes);
+void pe_scratch_release(posenc_context *ctx);
+extern size_t pe_scratch_keep;
+/* src/context.c (test-only): fail the n-th device allocation */
+extern int64_t pe_fault_countdown;
 
 enum { D = 128, H = 32, NX = D * H, NOPS = 100 };
 
@@ -375,6 +382,265 @@ static void test_queue_shared_inputs(void **state)
     th_check_warnings();
 }
 
+/* Composite ops' device temporaries (src/scratch.c): posenc_attention's encoded q and k
+ * and implicit positions, the multi-pass path's logits, posenc_sincos_2d's coordinates are
+ * taken from buffers the context keeps, so that a decode loop allocates no device memory
+ * per call. One sequence of calls -- RoPE attention (GQA decode, one pass), the same with
+ * the weights (multi-pass: a logits temporary), SINUSOIDAL attention and sincos_2d -- is
+ * run with nothing kept (pe_scratch_keep = 0: every temporary made and destroyed per call,
+ * as before the scratch existed), then three times with the default. Checked:
+ *   - every output of every cached run is bit for bit the one with nothing kept (the same
+ *     kernels on the same inputs: a reused buffer's old contents or a missing ordering
+ *     between a call and the next one's writes to its buffers would show);
+ *   - after the first cached run (Vulkan: the first two, which make the two sets of buffers
+ *     taken in turn), the third makes no buffer and, on Vulkan, allocates no device memory
+ *     (pe_vk_counters);
+ *   - a decode loop whose keys grow by one per call (STK to STK + SGROW - 1) makes far fewer
+ *     buffers than calls (the sizes are rounded up to classes 1/8 apart): at most
+ *     SGROW / 4 with 4 temporaries per call (printed);
+ *   - with what was kept dropped and pe_scratch_keep lowered to 16 KiB, no more than that
+ *     is kept (the small temporaries are) and the calls still give the same bytes.
+ * The separate runs' values are checked against the CPU reference by the attention and
+ * vision suites. */
+enum { SD = 64, SHQ = 8, SHK = 2, STK = 160, SGROW = 48, SNOUT = 4 };
+
+struct scratch_io {
+    posenc_buffer *q, *k, *v, *o[SNOUT], *w;
+};
+
+/* The sequence: outputs o[0..3] (attention ROPE, ROPE with weights w, SINUSOIDAL; sincos_2d). */
+static void scratch_sequence(posenc_context *ctx, const struct scratch_io *io, int64_t tk)
+{
+    posenc_tensor tq = posenc_tensor_contiguous(io->q, 0, POSENC_DTYPE_F32, SD, SHQ, 1, 1);
+    posenc_tensor tk_ = posenc_tensor_contiguous(io->k, 0, POSENC_DTYPE_F16, SD, SHK, tk, 1);
+    posenc_tensor tv = posenc_tensor_contiguous(io->v, 0, POSENC_DTYPE_F16, SD, SHK, tk, 1);
+    posenc_tensor to[SNOUT];
+    for (int i = 0; i < 3; i++)
+        to[i] = posenc_tensor_contiguous(io->o[i], 0, POSENC_DTYPE_F32, SD, SHQ, 1, 1);
+    to[3] = posenc_tensor_contiguous(io->o[3], 0, POSENC_DTYPE_F32, SD, 7 * 5, 1, 1);
+    posenc_tensor tw = posenc_tensor_contiguous(io->w, 0, POSENC_DTYPE_F32, tk, 1, SHQ, 1);
+    struct posenc_attention_params ap = {.encoding = POSENC_ATTENTION_ROPE, .causal = 1,
+                                         .q_offset = (int32_t)tk - 1};
+    ap.rope.mode = POSENC_ROPE_NEOX;
+    assert_int_equal(posenc_attention(ctx, &tq, &tk_, &tv, &to[0], NULL, &ap), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk_, &tv, &to[1], &tw, &ap), POSENC_OK);
+    ap.encoding = POSENC_ATTENTION_SINUSOIDAL;
+    assert_int_equal(posenc_attention(ctx, &tq, &tk_, &tv, &to[2], NULL, &ap), POSENC_OK);
+    assert_int_equal(posenc_sincos_2d(ctx, 7, 5, &to[3], NULL), POSENC_OK);
+}
+
+/* The outputs and weights, downloaded after a finish, one block. */
+static unsigned char *scratch_results(posenc_context *ctx, const struct scratch_io *io,
+                                      size_t *n)
+{
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    size_t total = posenc_buffer_size(io->w);
+    for (int i = 0; i < SNOUT; i++)
+        total += posenc_buffer_size(io->o[i]);
+    unsigned char *all = malloc(total), *p = all;
+    assert_non_null(all);
+    for (int i = 0; i <= SNOUT; i++) {
+        posenc_buffer *b = i < SNOUT ? io->o[i] : io->w;
+        assert_int_equal(posenc_buffer_read(b, 0, p, posenc_buffer_size(b)), POSENC_OK);
+        p += posenc_buffer_size(b);
+    }
+    *n = total;
+    return all;
+}
+
+static void test_queue_scratch(void **state)
+{
+    (void)state;
+    posenc_context *ctx = th.dut;
+    const int64_t tk_max = STK + SGROW;
+    uint64_t s = 0x5c7a;
+    float *q = malloc(sizeof(float) * SD * SHQ);
+    uint16_t *kv[2];
+    assert_non_null(q);
+    for (int i = 0; i < SD * SHQ; i++)
+        q[i] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+    for (int m = 0; m < 2; m++) {
+        kv[m] = malloc(sizeof(uint16_t) * SD * SHK * (size_t)tk_max);
+        assert_non_null(kv[m]);
+        for (int64_t i = 0; i < SD * SHK * tk_max; i++)
+            kv[m][i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(&s) - 1.0));
+    }
+    struct scratch_io io;
+    io.q = th_upload(ctx, q, sizeof(float) * SD * SHQ);
+    io.k = th_upload(ctx, kv[0], sizeof(uint16_t) * SD * SHK * (size_t)tk_max);
+    io.v = th_upload(ctx, kv[1], sizeof(uint16_t) * SD * SHK * (size_t)tk_max);
+    for (int i = 0; i < SNOUT; i++)
+        assert_int_equal(posenc_buffer_create(ctx, sizeof(float) * SD * 7 * 5, &io.o[i]),
+                         POSENC_OK);
+    assert_int_equal(posenc_buffer_create(ctx, sizeof(float) * (size_t)tk_max * SHQ, &io.w),
+                     POSENC_OK);
+    const size_t keep = pe_scratch_keep;
+    uint64_t made0, made1;
+    int kept;
+    size_t kept_bytes;
+
+    /* nothing kept: the results to match */
+    pe_scratch_keep = 0;
+    pe_scratch_stats(ctx, &made0, &kept, &kept_bytes);
+    scratch_sequence(ctx, &io, STK);
+    size_t n_gold, n;
+    unsigned char *gold = scratch_results(ctx, &io, &n_gold);
+    pe_scratch_stats(ctx, &made1, &kept, &kept_bytes);
+    assert_int_equal(made1 - made0, 0);
+    assert_int_equal(kept, 0);
+
+    /* kept: three runs, the third makes nothing */
+    pe_scratch_keep = keep;
+    struct counters c0 = counters(), c1 = c0;
+    for (int r = 0; r < 3; r++) {
+        if (r == 2) {
+            pe_scratch_stats(ctx, &made0, &kept, &kept_bytes);
+            c0 = counters();
+        }
+        scratch_sequence(ctx, &io, STK);
+        if (r == 2) {
+            pe_scratch_stats(ctx, &made1, &kept, &kept_bytes);
+            c1 = counters();
+        }
+        unsigned char *now = scratch_results(ctx, &io, &n);
+        assert_int_equal(n, n_gold);
+        assert_memory_equal(now, gold, n);
+        free(now);
+    }
+    assert_int_equal(made1 - made0, 0);
+    assert_true(kept > 0 && kept_bytes <= keep);
+    if (is_vulkan())
+        assert_int_equal(c1.allocs - c0.allocs, 0);
+
+    /* a decode loop, one more key per call */
+    pe_scratch_stats(ctx, &made0, &kept, &kept_bytes);
+    for (int64_t tk = STK; tk < tk_max; tk++) {
+        posenc_tensor tq = posenc_tensor_contiguous(io.q, 0, POSENC_DTYPE_F32, SD, SHQ, 1, 1);
+        posenc_tensor tkk = posenc_tensor_contiguous(io.k, 0, POSENC_DTYPE_F16, SD, SHK, tk, 1);
+        posenc_tensor tv = posenc_tensor_contiguous(io.v, 0, POSENC_DTYPE_F16, SD, SHK, tk, 1);
+        posenc_tensor to = posenc_tensor_contiguous(io.o[0], 0, POSENC_DTYPE_F32, SD, SHQ, 1, 1);
+        struct posenc_attention_params ap = {.encoding = POSENC_ATTENTION_ROPE, .causal = 1,
+                                             .q_offset = (int32_t)tk - 1};
+        assert_int_equal(posenc_attention(ctx, &tq, &tkk, &tv, &to, NULL, &ap), POSENC_OK);
+    }
+    assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+    pe_scratch_stats(ctx, &made1, &kept, &kept_bytes);
+    printf("  decode loop, %d calls of 4 temporaries: %llu buffers made, %d kept (%zu bytes)\n",
+           SGROW, (unsigned long long)(made1 - made0), kept, kept_bytes);
+    assert_true(made1 - made0 <= SGROW / 4);
+
+    /* 16 KiB kept at most (what was kept dropped first): the same bytes */
+    pe_scratch_release(ctx);
+    pe_scratch_keep = 16384;
+    for (int r = 0; r < 2; r++) {
+        scratch_sequence(ctx, &io, STK);
+        unsigned char *now = scratch_results(ctx, &io, &n);
+        assert_memory_equal(now, gold, n);
+        free(now);
+        pe_scratch_stats(ctx, &made1, &kept, &kept_bytes);
+        assert_true(kept > 0 && kept_bytes <= 16384);
+    }
+    pe_scratch_keep = keep;
+
+    free(gold);
+    free(q);
+    free(kv[0]);
+    free(kv[1]);
+    posenc_buffer_destroy(&io.q);
+    posenc_buffer_destroy(&io.k);
+    posenc_buffer_destroy(&io.v);
+    for (int i = 0; i < SNOUT; i++)
+        posenc_buffer_destroy(&io.o[i]);
+    posenc_buffer_destroy(&io.w);
+    th_check_warnings();
+}
+
+/* The scratch's fallbacks, on a context of the suite's backend that counts the errors it
+ * logs: when making a buffer fails for lack of memory while the context keeps buffers no
+ * call holds, those go and the allocation is tried again (or a kept buffer that fits is
+ * taken); the call succeeds, logs no error and gives the bytes of the same call unarmed.
+ * With nothing kept the failure stands: POSENC_ERR_OUT_OF_MEMORY, one error logged, dst
+ * untouched. The failing allocation is the first device allocation of the call (armed
+ * with pe_fault_countdown = 1): the call is the first with more keys than the kept
+ * buffers were made for, so its first allocation is a scratch buffer. */
+static int g_errors_logged;
+
+static void count_errors(posenc_log_level level, const char *msg, void *user)
+{
+    (void)msg;
+    (void)user;
+    if (level == POSENC_LOG_ERROR)
+        g_errors_logged++;
+}
+
+static void test_queue_scratch_fallback(void **state)
+{
+    (void)state;
+    struct posenc_context_params cp = {.backend = th.kind, .log_fn = count_errors,
+                                       .log_level = POSENC_LOG_WARN};
+    posenc_context *ctx = NULL;
+    char err[256];
+    assert_int_equal(posenc_context_create(&cp, &ctx, err, sizeof err), POSENC_OK);
+    const int64_t tk_max = STK + SGROW;
+    uint64_t s = 0xfa11;
+    float q[SD * SHQ], poison[SD * SHQ];
+    static uint16_t kv[2][SD * SHK * (STK + SGROW)];
+    for (int i = 0; i < SD * SHQ; i++) {
+        q[i] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+        poison[i] = -7.25f;
+    }
+    for (int m = 0; m < 2; m++)
+        for (int64_t i = 0; i < SD * SHK * tk_max; i++)
+            kv[m][i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(&s) - 1.0));
+    posenc_buffer *bq = th_upload(ctx, q, sizeof q), *bk = th_upload(ctx, kv[0], sizeof kv[0]);
+    posenc_buffer *bv = th_upload(ctx, kv[1], sizeof kv[1]), *bo = th_upload(ctx, poison, sizeof q);
+    posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, SD, SHQ, 1, 1);
+    posenc_tensor to = posenc_tensor_contiguous(bo, 0, POSENC_DTYPE_F32, SD, SHQ, 1, 1);
+    struct posenc_attention_params ap = {.encoding = POSENC_ATTENTION_ROPE, .causal = 1};
+    float got[SD * SHQ], want[SD * SHQ];
+    for (int pass = 0; pass < 2; pass++) {
+        /* kept buffers for STK keys (pass 1: none kept), then tk_max keys armed */
+        for (int r = 0; r < 2; r++) {
+            const int64_t tk = STK;
+            posenc_tensor tk_ = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F16, SD, SHK, tk, 1);
+            posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F16, SD, SHK, tk, 1);
+            ap.q_offset = (int32_t)tk - 1;
+            assert_int_equal(posenc_attention(ctx, &tq, &tk_, &tv, &to, NULL, &ap), POSENC_OK);
+        }
+        assert_int_equal(posenc_buffer_write(bo, 0, poison, sizeof poison), POSENC_OK);
+        assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+        if (pass == 1)
+            pe_scratch_release(ctx);
+        posenc_tensor tk_ = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F16, SD, SHK, tk_max, 1);
+        posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F16, SD, SHK, tk_max, 1);
+        ap.q_offset = (int32_t)tk_max - 1;
+        g_errors_logged = 0;
+        pe_fault_countdown = 1;
+        const posenc_status st = posenc_attention(ctx, &tq, &tk_, &tv, &to, NULL, &ap);
+        const bool hit = pe_fault_countdown == 0;
+        pe_fault_countdown = 0;
+        assert_true(hit);
+        assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+        assert_int_equal(posenc_buffer_read(bo, 0, got, sizeof got), POSENC_OK);
+        if (pass == 0) {
+            assert_int_equal(st, POSENC_OK);
+            assert_int_equal(g_errors_logged, 0);
+            assert_int_equal(posenc_attention(ctx, &tq, &tk_, &tv, &to, NULL, &ap), POSENC_OK);
+            assert_int_equal(posenc_buffer_read(bo, 0, want, sizeof want), POSENC_OK);
+            assert_memory_equal(got, want, sizeof got);
+        } else {
+            assert_int_equal(st, POSENC_ERR_OUT_OF_MEMORY);
+            assert_int_equal(g_errors_logged, 1);
+            assert_memory_equal(got, poison, sizeof got);
+        }
+    }
+    posenc_buffer_destroy(&bq);
+    posenc_buffer_destroy(&bk);
+    posenc_buffer_destroy(&bv);
+    posenc_buffer_destroy(&bo);
+    posenc_context_destroy(&ctx);
+}
+
 /* posenc_context_flush on every backend: starts the queued work, waits for nothing. */
 static void test_flush(void **state)
 {
@@ -425,6 +691,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_chained),
         cmocka_unit_test(test_queue_write_destroy),
         cmocka_unit_test(test_queue_shared_inputs),
+        cmocka_unit_test(test_queue_scratch),
+        cmocka_unit_test(test_queue_scratch_fallback),
         cmocka_unit_test(test_flush),
     };
     rc = th_run("queue", tests, sizeof tests / sizeof tests[0]);
