@@ -156,15 +156,15 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
             n_free--;
         }
     }
-    /* Out of memory with free buffers kept: they go and the allocation is tried again (or,
-     * with a fitting one, that one is taken). The first attempt's error is not logged
-     * then; a failure that stands is. */
+    /* Out of memory with free buffers kept: they go and the allocation is tried again; a
+     * failed second set (Vulkan) takes the fitting buffer instead. The first attempt's
+     * error is not logged then; a failure that stands is. */
     const bool fallback = best >= 0 || n_free > 0;
     const bool quiet = ctx->quiet_errors;
     ctx->quiet_errors = quiet || fallback;
     posenc_buffer *b = NULL;
     posenc_status st = posenc_buffer_create(ctx, want, &b);
-    if (st == POSENC_ERR_OUT_OF_MEMORY && best >= 0) {
+    if (st != POSENC_OK && best >= 0) { /* Vulkan's second set: the first will do */
         ctx->quiet_errors = quiet;
         pe_clear_error(ctx);
         return use(ctx, best, out);
