@@ -76,7 +76,8 @@ struct posenc_context {
     /* posenc_vulkan_record_begin .. _end (record_vulkan.c): scratch.c then keeps nothing */
     bool recording;
     struct pe_scratch_slot scratch[PE_SCRATCH_SLOTS];
-    uint64_t scratch_gen;  /* composite calls ended (pe_scratch_end_call) */
+    uint64_t scratch_gen;  /* composite calls ended (pe_scratch_give) */
+    uint64_t scratch_max;  /* the device's largest buffer (0: not read yet) */
     uint64_t scratch_made; /* buffers scratch.c made to keep (tests: pe_scratch_stats) */
 };
 
@@ -118,14 +119,13 @@ void pe_clear_error(posenc_context *ctx);
 
 /* Scratch (scratch.c, whose head has the policy). pe_scratch_take: a buffer of at least
  * `bytes` for this call, kept by the context or made now (posenc_buffer_create's errors);
- * pe_scratch_give: back to the context (or destroyed if made for the call only), *buf set
- * to NULL; pe_scratch_end_call: the composite call is over (Vulkan then prefers the other
- * set of buffers); pe_scratch_release: destroy what is kept (posenc_context_destroy);
+ * pe_scratch_give: the call's n buffers back to the context (those made for the call only
+ * destroyed), each set to NULL, and the call is over (Vulkan then prefers the other set of
+ * buffers); pe_scratch_release: destroy what is kept (posenc_context_destroy);
  * pe_scratch_stats (tests): buffers made to keep so far, kept now and their bytes.
  * pe_scratch_keep: the bytes kept at most (PE_SCRATCH_KEEP; tests lower it). */
 posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, struct posenc_buffer **out);
-void pe_scratch_give(posenc_context *ctx, struct posenc_buffer **buf);
-void pe_scratch_end_call(posenc_context *ctx);
+void pe_scratch_give(posenc_context *ctx, struct posenc_buffer **bufs, int n);
 void pe_scratch_release(posenc_context *ctx);
 void pe_scratch_stats(const posenc_context *ctx, uint64_t *out_made, int *out_kept,
                       size_t *out_bytes);

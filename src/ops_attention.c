@@ -54,10 +54,8 @@ struct attn_tmp {
 
 static void tmp_free(posenc_context *ctx, struct attn_tmp *t)
 {
-    for (int i = 0; i < t->n; i++)
-        pe_scratch_give(ctx, &t->buf[i]);
+    pe_scratch_give(ctx, t->buf, t->n);
     t->n = 0;
-    pe_scratch_end_call(ctx);
 }
 
 /* A packed tensor of a temporary buffer (its first bytes: the buffer may be larger). */

@@ -143,9 +143,8 @@ posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid
     char msg[PE_ERR_MAX];
     pe_strlcpy(msg, ctx->last_error, sizeof(msg));
     posenc_status fst = posenc_context_finish(ctx);
-    pe_scratch_give(ctx, &pc);
-    pe_scratch_give(ctx, &pr);
-    pe_scratch_end_call(ctx);
+    posenc_buffer *coords[2] = {pc, pr};
+    pe_scratch_give(ctx, coords, 2);
     if (st != POSENC_OK) {
         pe_strlcpy(ctx->last_error, msg, sizeof(ctx->last_error));
         return st;

@@ -116,14 +116,15 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
     if (ctx->recording)
         return posenc_buffer_create(ctx, bytes, out);
     const bool alternate = ctx->kind == POSENC_BACKEND_VULKAN;
-    size_t want = round_class(bytes);
-    if (want > bytes) { /* not rounded past the device's largest buffer */
+    if (!ctx->scratch_max) { /* the device's largest buffer, read once */
         struct posenc_device_info info;
         memset(&info, 0, sizeof(info));
         ctx->backend->vt->get_info(ctx->backend, &info);
-        if (info.max_buffer_size && want > info.max_buffer_size)
-            want = bytes;
+        ctx->scratch_max = info.max_buffer_size ? info.max_buffer_size : UINT64_MAX;
     }
+    size_t want = round_class(bytes);
+    if (want > ctx->scratch_max)
+        want = bytes; /* not rounded past it */
     bool recent;
     const int best = best_fit(ctx, bytes, want, alternate, &recent);
     const size_t kept = kept_bytes(ctx);
@@ -164,23 +165,18 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
     ctx->quiet_errors = quiet || fallback;
     posenc_buffer *b = NULL;
     posenc_status st = posenc_buffer_create(ctx, want, &b);
+    ctx->quiet_errors = quiet;
     if (st != POSENC_OK && best >= 0) { /* Vulkan's second set: the first will do */
-        ctx->quiet_errors = quiet;
         pe_clear_error(ctx);
         return use(ctx, best, out);
     }
     if (st == POSENC_ERR_OUT_OF_MEMORY && n_free > 0) {
         drop_free(ctx);
-        ctx->quiet_errors = quiet;
-        st = posenc_buffer_create(ctx, want, &b);
-    }
-    if (ctx->quiet_errors != quiet) {
-        ctx->quiet_errors = quiet;
-        if (st != POSENC_OK) { /* the error that stands, logged now */
-            char msg[PE_ERR_MAX];
-            pe_strlcpy(msg, posenc_context_last_error(ctx), sizeof(msg));
-            return pe_error(ctx, st, "%s", msg);
-        }
+        st = posenc_buffer_create(ctx, want, &b); /* logs its own failure */
+    } else if (st != POSENC_OK && fallback) { /* the unlogged failure stands: log it */
+        char msg[PE_ERR_MAX];
+        pe_strlcpy(msg, posenc_context_last_error(ctx), sizeof(msg));
+        return pe_error(ctx, st, "%s", msg);
     }
     if (st != POSENC_OK)
         return st;
@@ -190,25 +186,22 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
     return POSENC_OK;
 }
 
-void pe_scratch_give(posenc_context *ctx, posenc_buffer **buf)
+void pe_scratch_give(posenc_context *ctx, posenc_buffer **bufs, int n)
 {
-    if (!*buf)
-        return;
-    for (int i = 0; i < PE_SCRATCH_SLOTS; i++) {
-        struct pe_scratch_slot *s = &ctx->scratch[i];
-        if (s->buf == *buf && s->busy) {
-            s->busy = false;
-            s->gen = ctx->scratch_gen;
-            *buf = NULL;
-            return;
+    for (int k = 0; k < n; k++) {
+        if (!bufs[k])
+            continue;
+        for (int i = 0; i < PE_SCRATCH_SLOTS && bufs[k]; i++) {
+            struct pe_scratch_slot *s = &ctx->scratch[i];
+            if (s->buf == bufs[k] && s->busy) {
+                s->busy = false;
+                s->gen = ctx->scratch_gen;
+                bufs[k] = NULL;
+            }
         }
+        posenc_buffer_destroy(&bufs[k]); /* made for one call (or while recording); NULL: kept */
     }
-    posenc_buffer_destroy(buf); /* made for one call (or while recording) */
-}
-
-void pe_scratch_end_call(posenc_context *ctx)
-{
-    ctx->scratch_gen++;
+    ctx->scratch_gen++; /* the call is over */
 }
 
 void pe_scratch_release(posenc_context *ctx)
