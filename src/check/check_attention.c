@@ -433,6 +433,69 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c = blank(POSENC_ATTENTION_NONE, F32, 40, 2, 1, 1, 32771, 1, seed++);
     finish(&c);
     add_case(cases, n, cap, &c);
+
+    /* RoPE in the one pass (backends that rotate k as they read it, pe_attn_fused_op.krot):
+     * every pair layout, a window that starts past dim 0 and ends before the last, mscale
+     * != 1 (YaRN), the backward rotation, per-batch and multi-stream positions, decode
+     * (few rows: the CPU's x86 loops), prefill (many rows: the transposed tile), f16 and
+     * f32 K, padded and permuted views. */
+    seed = 9700;
+    c = blank(POSENC_ATTENTION_ROPE, F32, 40, 8, 2, 1, 300, 2, seed++);
+    c.rope.n_offs = 4;
+    c.rope.n_dims = 16;
+    c.rope.scaling.kind = POSENC_ROPE_SCALING_YARN;
+    c.rope.scaling.factor = 4.0f;
+    c.rope.scaling.original_ctx = 64;
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.explicit_pos = 1;
+    c.attn.q_offset = 299;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 4, 2, 70, 70, 2, seed++);
+    c.rope.mode = POSENC_ROPE_NEOX;
+    c.rope.n_offs = 8;
+    c.rope.n_dims = 32;
+    c.rope.flags = POSENC_ROPE_BACKWARD;
+    c.attn.explicit_pos = 1;
+    c.attn.causal = 1;
+    c.view = PC_VIEW_PADDED;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 6, 2, 3, 130, 2, seed++);
+    c.rope.mode = POSENC_ROPE_MROPE;
+    c.rope.sections[0] = 12;
+    c.rope.sections[1] = 10;
+    c.rope.sections[2] = 10;
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.explicit_pos = 1;
+    c.attn.q_offset = 127;
+    c.attn.causal = 1;
+    c.view = PC_VIEW_PERMUTED;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_ROPE, F16, 32, 2, 1, 9, 40, 1, seed++);
+    c.rope.mode = POSENC_ROPE_IMROPE;
+    c.rope.sections[0] = 4;
+    c.rope.sections[1] = 6;
+    c.rope.sections[2] = 6;
+    c.attn.explicit_pos = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_ROPE, F32, 32, 4, 4, 16, 16, 1, seed++);
+    c.rope.mode = POSENC_ROPE_VISION;
+    c.rope.sections[0] = 8;
+    c.rope.sections[1] = 8;
+    c.attn.explicit_pos = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    /* decode as the benchmark runs it: d 128, GQA 32:8, f16 K/V, 4096 keys */
+    c = blank(POSENC_ATTENTION_ROPE, F32, 128, 32, 8, 1, 4096, 1, seed++);
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.q_offset = 4095;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
 }
 
 /* ---- images -------------------------------------------------------------------------- */
