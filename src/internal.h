@@ -501,6 +501,18 @@ struct pe_attn_fused_op {
     const double *mask_slopes;    /* [Hq]: the mask is multiplied by slope_h (NULL: 1) */
     const float *mask_slopes_f32; /* the same rounded to f32 (GPU backends) */
     struct pe_view sinks;         /* f32 [Hq]; mem == NULL: none */
+    /* RoPE on k inside the pass (has_krot; only for backends whose attn_krot says yes):
+     * before its dot products, the row of key t of every K/V head in batch b is rotated
+     * with krot's row (t, b), krot f32 [D, 1, Tk, B] (st[0] == 1; st[3] == 0 when the
+     * batch shares positions): for pair j < krot_pairs with dims (a, b) = krot_adjacent ?
+     * (off + 2j, off + 2j + 1) : (off + j, off + j + krot_pairs), off = krot_off,
+     *     c = krot[a], s = krot[b],  k'_a = k_a c - k_b s,  k'_b = k_a s + k_b c
+     * in f32; other dims as stored. (c, s are mscale cos / sin of the pair's angle; see
+     * ops_attention.c, krot_table.) q arrives rotated already. */
+    int has_krot;
+    struct pe_view krot;
+    int64_t krot_off, krot_pairs;
+    int krot_adjacent;
 };
 
 /* posenc_fill, resolved: every element of dst gets `bits` (the value already converted to

@@ -6,7 +6,9 @@
  * Order of work, all queued on the context in call order:
  *   1. check every argument (nothing is written before all checks pass);
  *   2. SINUSOIDAL / LEARNED / ROPE: Q' and K' (and V' with PE_ON_V) into f32 temporaries
- *      through posenc_sinusoidal / posenc_learned / posenc_rope;
+ *      through posenc_sinusoidal / posenc_learned / posenc_rope; ROPE for a backend whose
+ *      one pass rotates k itself (attn_krot): Q' and the keys' rotation table instead of
+ *      K' (krot_table);
  *   3. attn_scores into the f32 logits temporary;
  *   4. ALIBI / RELBIAS: posenc_alibi / posenc_relbias in place on the logits;
  *   5. attn_softmax (mask, causal mask, the optional weights output);
@@ -373,7 +375,52 @@ struct attn_run {
     struct pe_relbias_op relbias;
     const int32_t *buckets;       /* relbias' own list (freed at the end) */
     const double *mask_slopes;    /* params->mask_slopes widened (NULL: none) */
+    /* RoPE on k inside the one pass (krot_table): k is read as stored */
+    bool has_krot;
+    posenc_tensor krot;           /* f32 [D, 1, Tk, 1 or B] */
+    int64_t krot_off, krot_pairs;
+    int krot_adjacent;
 };
+
+/*
+ * RoPE inside the one pass: instead of K' (an f32 copy of k, rotated: for d 128 with 8 K/V
+ * heads and f16 k, 4x k's bytes written and read again), the rotation of every key, shared
+ * by its heads: out = posenc_rope of the unit pattern u (u_a = 1, u_b = 0 for every pair
+ * (a, b), 0 elsewhere) at the keys' positions, so that out_a = mscale cos(angle_j) and out_b
+ * = mscale sin(angle_j) with every mode, scaling and flag of posenc_rope, on the same
+ * kernels. The backend then rotates each key row it reads (pe_attn_fused_op.krot):
+ * k'_a = k_a out_a - k_b out_b, k'_b = k_a out_b + k_b out_a, the f32 products and sum of
+ * the rope kernels' own y = m (x_a cos - x_b sin) with m folded into cos and sin (the bound
+ * of check_attention.c already counts that rounding). u is one row read with stride 0 for
+ * every key; out is f32 [D, 1, Tk, P], P = k_pos->ne[2] (1 or B).
+ */
+static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
+                                const struct posenc_rope_params *rope, int64_t D,
+                                int32_t n_dims, const posenc_tensor *kp, struct attn_run *r)
+{
+    const int64_t Tk = kp->ne[0], P = kp->ne[2];
+    const int64_t off = rope->n_offs, pairs = n_dims / 2;
+    const bool adjacent = rope->mode == POSENC_ROPE_NORMAL;
+    posenc_tensor u, ones;
+    PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, 1, 1, &u));
+    PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, Tk, P, &r->krot));
+    PE_RETURN_IF_ERROR(posenc_fill(ctx, &u, 0.0));
+    ones = u;
+    ones.offset = (size_t)off * sizeof(float);
+    ones.ne[0] = pairs;
+    ones.nb[0] = adjacent ? 2 * (int64_t)sizeof(float) : (int64_t)sizeof(float);
+    PE_RETURN_IF_ERROR(posenc_fill(ctx, &ones, 1.0));
+    u.ne[2] = Tk;
+    u.ne[3] = P;
+    u.nb[2] = u.nb[3] = 0;
+    PE_RETURN_IF_ERROR(
+        inner(ctx, posenc_rope(ctx, &u, kp, &r->krot, rope), "params->rope (posenc_rope on k)"));
+    r->has_krot = true;
+    r->krot_off = off;
+    r->krot_pairs = pairs;
+    r->krot_adjacent = adjacent;
+    return POSENC_OK;
+}
 
 /* The ops of one block's steps (the first block's go to the backend's attn_prepare). */
 struct attn_block_ops {
@@ -549,6 +596,16 @@ static posenc_status attn_fused_op(const struct attn_run *r, bool *ran)
         memset(&op.relbias.logits, 0, sizeof(op.relbias.logits));
         memset(&op.relbias.dst, 0, sizeof(op.relbias.dst));
     }
+    if (r->has_krot) {
+        PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "k's RoPE table", &r->krot, false, &op.krot));
+        if (op.krot.ne[3] == 1) /* positions shared by the batch */
+            op.krot.st[3] = 0;
+        op.krot.ne[3] = r->B;
+        op.has_krot = 1;
+        op.krot_off = r->krot_off;
+        op.krot_pairs = r->krot_pairs;
+        op.krot_adjacent = r->krot_adjacent;
+    }
     *ran = true;
     return ctx->backend->vt->attn_fused(ctx->backend, &op);
 }
@@ -688,6 +745,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
      * params and find the softmax scale factor */
     struct posenc_rope_params rope = p.rope;
     double softmax_scale = 1.0;
+    int32_t rope_dims = 0;
     if (p.encoding == POSENC_ATTENTION_ROPE) {
         if ((rope.scaling.kind == POSENC_ROPE_SCALING_DYNAMIC_NTK ||
              rope.scaling.kind == POSENC_ROPE_SCALING_LONGROPE) &&
@@ -703,6 +761,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         struct pe_rope_table rt;
         PE_RETURN_IF_ERROR(inner(ctx, pe_rope_table_build(ctx, D, &rope, 0, &rt), "params->rope"));
         softmax_scale = rt.info.softmax_scale;
+        rope_dims = rt.info.n_dims;
         int32_t n_streams = rt.info.n_streams;
         pe_rope_table_free(&rt);
         if ((q_pos && q_pos->ne[1] < n_streams) || (k_pos && k_pos->ne[1] < n_streams))
@@ -741,6 +800,14 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     memset(&tmp, 0, sizeof(tmp));
     posenc_status st = POSENC_OK;
     posenc_tensor qe = *q, ke = *k, ve = *v, qp, kp, logits;
+    struct attn_run run = {.ctx = ctx, .p = &p, .qe = &qe, .ke = &ke, .ve = &ve, .dst = dst,
+                           .weights = weights, .Tk = Tk, .Hq = Hq, .Hk = Hk, .B = B,
+                           .scale = scale};
+    /* RoPE on k inside the one pass where the backend's kernel takes it (krot_table); when
+     * the one pass declines after all (a view past the binding limit), K' is made then */
+    const bool krot = p.encoding == POSENC_ATTENTION_ROPE && !weights && vt->attn_fused &&
+                      vt->attn_krot && vt->attn_krot(ctx->backend) &&
+                      !(p.flags & (POSENC_ATTENTION_UNFUSED | POSENC_ATTENTION_PE_ON_V));
     if (input_enc) {
         if (q_pos)
             qp = *q_pos;
@@ -754,15 +821,14 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         }
         if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "q", q, &qp, &qe);
-        if (st == POSENC_OK)
+        if (st == POSENC_OK && krot)
+            st = krot_table(ctx, &tmp, &rope, D, rope_dims, &kp, &run);
+        else if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
         if (st == POSENC_OK && (p.flags & POSENC_ATTENTION_PE_ON_V))
             st = encode(ctx, &tmp, &p, &rope, "v", v, &kp, &ve);
     }
 
-    struct attn_run run = {.ctx = ctx, .p = &p, .qe = &qe, .ke = &ke, .ve = &ve, .dst = dst,
-                           .weights = weights, .Tk = Tk, .Hq = Hq, .Hk = Hk, .B = B,
-                           .scale = scale};
     /* the logit bias of every block, its checks and host tables made once */
     if (st == POSENC_OK && p.encoding == POSENC_ATTENTION_ALIBI) {
         struct posenc_alibi_params ap = p.alibi;
@@ -796,6 +862,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     bool fused = false;
     if (st == POSENC_OK && !weights && vt->attn_fused && !(p.flags & POSENC_ATTENTION_UNFUSED))
         st = attn_fused_op(&run, &fused);
+    if (st == POSENC_OK && !fused && run.has_krot) {
+        run.has_krot = false;
+        st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
+    }
 
     /* Otherwise steps 3-6 run over blocks of queries whose logits fit one binding of the
      * device (all of them at once when there is no limit): the logits temporary holds one

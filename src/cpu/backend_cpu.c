@@ -500,6 +500,13 @@ static posenc_status cpu_attn_output(struct pe_backend *be, const struct pe_attn
  * (cpu_attn.c), or, in a reference context, the same math row by row in double (logits
  * of the row, max, exp, sums; one rounding per output), which is what the extras
  * (softcap, mask_slopes, sinks) are computed with there: the multi-pass path has none. */
+/* The fast path rotates k itself (pe_attn_fused_op.has_krot); the reference loops take K'
+ * made by the reference posenc_rope, in double. */
+static bool cpu_attn_krot(struct pe_backend *be)
+{
+    return fast_of(be) != NULL;
+}
+
 static posenc_status cpu_attn_fused(struct pe_backend *be, const struct pe_attn_fused_op *op)
 {
     if (fast_of(be))
@@ -807,4 +814,5 @@ const struct pe_backend_vtable pe_cpu_vtable = {
     .buffer_unwrap_host = cpu_buffer_unwrap_host,
     .flush = cpu_flush,
     .attn_fused = cpu_attn_fused,
+    .attn_krot = cpu_attn_krot,
 };

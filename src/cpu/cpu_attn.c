@@ -69,6 +69,7 @@ typedef float pe_v8 __attribute__((vector_size(32)));
 typedef float pe_v8u __attribute__((vector_size(32), aligned(4)));
 #define v8_load(p) (*(const pe_v8u *)(const void *)(p))
 #define v8_store(p, v) (*(pe_v8u *)(void *)(p) = (v))
+typedef int32_t pe_v8i __attribute__((vector_size(32))); /* shuffle masks */
 
 /* exp(x) for x <= 0 (and -inf), branch-free so the loops vectorise: cpu_fast.c's
  * softmax_exp (x = n ln2 + r, Cody-Waite; Cephes' degree-6 polynomial; 2^n in the
@@ -89,6 +90,7 @@ struct attn_job {
                           * item of few rows, decode), blocks of them */
     bool k_direct, v_direct; /* f32 with stride 1: rows read in place */
     bool x86;            /* items of few rows run cpu_attn_x86.c's loops (rows in place) */
+    bool x86_rot;        /* ... and rotate k (has_krot) as they load it */
     size_t k_es, v_es;   /* bytes of an element */
     size_t k_row, v_row; /* bytes of a row (D, Dv elements; stride 1 where prefetched) */
     int64_t k_step, v_step; /* bytes from a key's row to the next key's (st[2]) */
@@ -418,6 +420,47 @@ static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *
 #endif
 
 /* Rows (kv's heads [h0, h0 + gn)) x (queries [q0, q0 + qn)) over keys [k_lo, k_hi). */
+/* RoPE inside the pass (pe_attn_fused_op.krot): rotate the f32 row of key t, batch b, in
+ * place with the key's (mscale cos, mscale sin) pairs: k'_a = k_a c - k_b s, k'_b = k_a s +
+ * k_b c (two products and a sum, each rounded; the same with 8 lanes at a time). */
+static void krot_row(const struct pe_attn_fused_op *op, int64_t t, int64_t b, float *restrict row)
+{
+    const float *tab = (const float *)op->krot.mem + at4(&op->krot, 0, t, b) + op->krot_off;
+    float *restrict r = row + op->krot_off;
+    const int64_t n = op->krot_pairs;
+    int64_t j = 0;
+    if (op->krot_adjacent) {
+        /* 4 pairs per vector: c and s each duplicated over their pair, the pair swapped */
+        const pe_v8 sign = {-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
+        const pe_v8i ic = {0, 0, 2, 2, 4, 4, 6, 6}, is = {1, 1, 3, 3, 5, 5, 7, 7},
+                     isw = {1, 0, 3, 2, 5, 4, 7, 6};
+        for (; j + 4 <= n; j += 4) {
+            const pe_v8 v = v8_load(r + 2 * j), tv = v8_load(tab + 2 * j);
+            const pe_v8 c = __builtin_shuffle(tv, ic), s = __builtin_shuffle(tv, is);
+            v8_store(r + 2 * j, v * c + __builtin_shuffle(v, isw) * (s * sign));
+        }
+        for (; j < n; j++) {
+            const float x = r[2 * j], y = r[2 * j + 1], c = tab[2 * j], s = tab[2 * j + 1];
+            r[2 * j] = x * c - y * s;
+            r[2 * j + 1] = x * s + y * c;
+        }
+    } else {
+        float *restrict rb = r + n;
+        const float *tb = tab + n;
+        for (; j + 8 <= n; j += 8) {
+            const pe_v8 x = v8_load(r + j), y = v8_load(rb + j);
+            const pe_v8 c = v8_load(tab + j), s = v8_load(tb + j);
+            v8_store(r + j, x * c - y * s);
+            v8_store(rb + j, x * s + y * c);
+        }
+        for (; j < n; j++) {
+            const float x = r[j], y = rb[j], c = tab[j], s = tb[j];
+            r[j] = x * c - y * s;
+            rb[j] = x * s + y * c;
+        }
+    }
+}
+
 static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
 {
     const struct pe_attn_fused_op *op = aj->op;
@@ -531,12 +574,16 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                         krow[j] = (const float *)kv->mem + ki;
                     } else {
                         pe_cpu_load_row(kv, ki, D, kbuf + j * D);
+                        if (op->has_krot)
+                            krot_row(op, k0 + j, b, kbuf + j * D);
                         krow[j] = kbuf + j * D;
                     }
                 } else if (aj->k_direct) {
                     k_column(kbuf, (const float *)kv->mem + ki, D, j);
                 } else {
                     pe_cpu_load_row(kv, ki, D, krow_tmp);
+                    if (op->has_krot)
+                        krot_row(op, k0 + j, b, krow_tmp);
                     k_column(kbuf, krow_tmp, D, j);
                 }
                 if (aj->v_direct) {
@@ -551,6 +598,26 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                     for (int64_t i = 0; i < D; i++)
                         kbuf[i * PE_ATTN_KT + j] = 0.0f;
                 scores(qsk, nr, D, kbuf, x);
+            } else if (x86 && aj->x86_rot) {
+#ifdef PE_ATTN_X86
+                /* rotated as the loops load them */
+                const struct pe_attn_x86_rot rot = {
+                    (const float *)op->krot.mem + at4(&op->krot, 0, k0, b), op->krot.st[2],
+                    op->krot_off, op->krot_pairs, op->krot_adjacent};
+                pe_attn_x86_scores_rot(qsk, nr, D, kbase, aj->k_step,
+                                       kv->dtype == POSENC_DTYPE_F16, kt, x, PE_ATTN_KT, &pf.k,
+                                       &rot);
+#endif
+            } else if (x86 && op->has_krot) {
+                /* the rows rotated into kbuf (f32), read there */
+                for (int64_t j = 0; j < kt; j++) {
+                    pe_cpu_load_row(kv, at4(kv, kvh, k0 + j, b), D, kbuf + j * D);
+                    krot_row(op, k0 + j, b, kbuf + j * D);
+                }
+#ifdef PE_ATTN_X86
+                pe_attn_x86_scores(qsk, nr, D, kbuf, D * (int64_t)sizeof(float), false, kt, x,
+                                   PE_ATTN_KT, &pf.k);
+#endif
             } else if (x86) {
 #ifdef PE_ATTN_X86
                 pe_attn_x86_scores(qsk, nr, D, kbase, aj->k_step, kv->dtype == POSENC_DTYPE_F16,
@@ -736,7 +803,7 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
     if (aj.QB < 1)
         aj.QB = 1;
     aj.n_qb = (aj.Tq + aj.QB - 1) / aj.QB;
-    aj.k_direct = op->k.dtype == POSENC_DTYPE_F32 && op->k.st[0] == 1;
+    aj.k_direct = op->k.dtype == POSENC_DTYPE_F32 && op->k.st[0] == 1 && !op->has_krot;
     aj.v_direct = op->v.dtype == POSENC_DTYPE_F32 && op->v.st[0] == 1;
     aj.k_es = posenc_dtype_size(op->k.dtype);
     aj.v_es = posenc_dtype_size(op->v.dtype);
@@ -750,6 +817,8 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
              (op->k.dtype == POSENC_DTYPE_F16 || op->k.dtype == POSENC_DTYPE_F32) &&
              (op->v.dtype == POSENC_DTYPE_F16 || op->v.dtype == POSENC_DTYPE_F32) &&
              op->k.st[0] == 1 && op->v.st[0] == 1;
+    aj.x86_rot = aj.x86 && op->has_krot &&
+                 pe_attn_x86_rot_fits(aj.D, op->krot_off, op->krot_pairs, op->krot_adjacent);
 #endif
     const int64_t n_rows = aj.B * aj.Hq * aj.Tq;
     if (n_rows == 0)

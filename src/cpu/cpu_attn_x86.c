@@ -152,6 +152,10 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
                                                            _mm256_set1_epi32(127)), 23))
 #define V_MUL_IF_GT(x, lo, a, b) \
     _mm256_and_ps(_mm256_cmp_ps(x, lo, _CMP_GT_OQ), _mm256_mul_ps(a, b))
+#define V_FMADDSUB(a, b, c) _mm256_fmaddsub_ps(a, b, c)
+#define V_DUPEVEN(a) _mm256_moveldup_ps(a)
+#define V_DUPODD(a) _mm256_movehdup_ps(a)
+#define V_SWAP2(a) _mm256_permute_ps(a, 0xB1)
 #include "cpu_attn_x86_body.h"
 #undef SFX
 #undef PE_IN
@@ -176,6 +180,10 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #undef V_FLOOR
 #undef V_POW2I
 #undef V_MUL_IF_GT
+#undef V_FMADDSUB
+#undef V_DUPEVEN
+#undef V_DUPODD
+#undef V_SWAP2
 
 /* AVX-512 (F): 16 lanes, twice the work per instruction where D and Dv are multiples of 16. */
 #define PE_X512 __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -275,6 +283,10 @@ PE_X512_INLINE void sums4x4(__m512 a[4][4], const int N, float *x, int64_t xs)
                                                            _mm512_set1_epi32(127)), 23))
 #define V_MUL_IF_GT(x, lo, a, b) \
     _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), a, b)
+#define V_FMADDSUB(a, b, c) _mm512_fmaddsub_ps(a, b, c)
+#define V_DUPEVEN(a) _mm512_moveldup_ps(a)
+#define V_DUPODD(a) _mm512_movehdup_ps(a)
+#define V_SWAP2(a) _mm512_permute_ps(a, 0xB1)
 #define VI __m512i
 #define VI_SET1(x) _mm512_set1_epi32(x)
 #define VI_SUB(a, b) _mm512_sub_epi32(a, b)
@@ -302,6 +314,30 @@ void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, i
         scores_f16_avx2(qs, nr, D, k, kb, kt, x, xs, pf);
     } else {
         scores_f32_avx2(qs, nr, D, k, kb, kt, x, xs, pf);
+    }
+}
+
+bool pe_attn_x86_rot_fits(int64_t D, int64_t lo, int64_t P, int adjacent)
+{
+    pthread_once(&x86_once, x86_detect);
+    const int64_t w = have_avx512 && D % 16 == 0 ? 16 : 8;
+    return lo % w == 0 && (2 * P) % w == 0 && (adjacent || P % w == 0) && lo + 2 * P <= D;
+}
+
+void pe_attn_x86_scores_rot(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
+                            bool k_f16, int64_t kt, float *x, int64_t xs,
+                            const struct pe_attn_x86_pf_stream *pf,
+                            const struct pe_attn_x86_rot *rot)
+{
+    if (have_avx512 && D % 16 == 0) {
+        if (k_f16)
+            scores_f16_rot_avx512(qs, nr, D, k, kb, kt, x, xs, pf, rot);
+        else
+            scores_f32_rot_avx512(qs, nr, D, k, kb, kt, x, xs, pf, rot);
+    } else if (k_f16) {
+        scores_f16_rot_avx2(qs, nr, D, k, kb, kt, x, xs, pf, rot);
+    } else {
+        scores_f32_rot_avx2(qs, nr, D, k, kb, kt, x, xs, pf, rot);
     }
 }
 

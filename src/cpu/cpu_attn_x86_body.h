@@ -10,6 +10,9 @@
  *   V_HSUM4(a, b, c, d)   the four vectors' lane sums as an __m128; V_HSUM1(a) one float
  *   V_FLOOR(a)  V_POW2I(n) (2^n for whole n, as floats)  V_MUL_IF_GT(x, lo, a, b) (a b where
  *               x > lo, else 0)
+ *   V_FMADDSUB(a, b, c) (a b - c in even lanes, a b + c in odd)  V_DUPEVEN(a) V_DUPODD(a)
+ *               (lanes 2p and 2p + 1 both a[2p], or both a[2p + 1])  V_SWAP2(a) (lanes 2p and
+ *               2p + 1 exchanged)
  *   V_SUMS4X4(a, N, x, xs)  optional: scores4n's N x 4 lane sums a[n][u] stored at x[u xs + n]
  *               (without it, V_HSUM4 per key and scalar stores)
  * and KROW(k, kb, j); with VW 16 also tree_step and tree_max (cpu_attn_x86.c) and
@@ -17,12 +20,36 @@
  * Not a header of its own: no include guard, nothing declared outside.
  */
 
+/* VW elements of key row `row` from element i; with rot (RoPE inside the pass), rotated
+ * with the key's table row t: k'_a = k_a c - k_b s (one product, then a fused multiply-
+ * subtract), k'_b = k_a s + k_b c (a product, a fused multiply-add); adjacent pairs in one
+ * vector: the pair swapped in the register, c and s duplicated over it, fmaddsub. rot NULL
+ * (a constant in the plain loops) folds away. */
+PE_IN PV SFX(ldk)(const void *row, int64_t i, const int f16, const float *t,
+                  const struct pe_attn_x86_rot *rot)
+{
+    if (!rot || i < rot->lo || i >= rot->lo + 2 * rot->P)
+        return V_LDROW(row, i, f16);
+    if (rot->adjacent) {
+        const PV v = V_LDROW(row, i, f16), tv = V_LOAD(t + i);
+        return V_FMADDSUB(v, V_DUPEVEN(tv), V_MUL(V_SWAP2(v), V_DUPODD(tv)));
+    }
+    if (i < rot->lo + rot->P) /* a pair's first dims: partners P on */
+        return V_FNMA(V_LDROW(row, i + rot->P, f16), V_LOAD(t + i + rot->P),
+                      V_MUL(V_LDROW(row, i, f16), V_LOAD(t + i)));
+    return V_FMA(V_LDROW(row, i - rot->P, f16), V_LOAD(t + i),
+                 V_MUL(V_LDROW(row, i, f16), V_LOAD(t + i - rot->P)));
+}
+
+/* Key j's table row (rot NULL: none). */
+#define TROW(rot, j) ((rot) ? (rot)->tab + (j) * (rot)->ts : (const float *)0)
+
 /* Four rows of q against N (1-3) keys from key j: 4 N accumulators, each q load serving N
  * keys and each k load (converted once) four rows; with N = 3, 12 chains of FMAs in flight
  * (the latency of an FMA times the two FMA ports needs 8). */
 PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int64_t kb,
                             int64_t j, float *restrict x, int64_t xs, const int N, const int f16,
-                            struct pe_attn_x86_pf_stream *pf)
+                            struct pe_attn_x86_pf_stream *pf, const struct pe_attn_x86_rot *rot)
 {
     PV a[4][4];
     for (int n = 0; n < N; n++)
@@ -30,8 +57,34 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
             a[n][u] = V_ZERO();
     for (int64_t i = 0; i < D; i += VW) {
         PV kk[4];
+        if (rot && !rot->adjacent && i >= rot->lo && i < rot->lo + 2 * rot->P) {
+            /* NeoX-style pairs: both halves of the pair from one load of each (the second
+             * half's step is then skipped) */
+            if (i >= rot->lo + rot->P)
+                continue;
+            const int64_t P = rot->P;
+            PV kh[4];
+            for (int n = 0; n < N; n++) {
+                const void *row = KROW(k, kb, j + n);
+                const float *t = TROW(rot, j + n);
+                const PV ka = V_LDROW(row, i, f16), kb2 = V_LDROW(row, i + P, f16);
+                const PV c = V_LOAD(t + i), sn = V_LOAD(t + i + P);
+                kk[n] = V_FNMA(kb2, sn, V_MUL(ka, c));
+                kh[n] = V_FMA(ka, sn, V_MUL(kb2, c));
+            }
+            for (int u = 0; u < 4; u++) {
+                const PV qa = V_LOAD(q + u * D + i), qb = V_LOAD(q + u * D + i + P);
+                for (int n = 0; n < N; n++)
+                    a[n][u] = V_FMA(qb, kh[n], V_FMA(qa, kk[n], a[n][u]));
+            }
+            pf_step(pf);
+            pf_step(pf);
+            pf_step(pf);
+            pf_step(pf);
+            continue;
+        }
         for (int n = 0; n < N; n++)
-            kk[n] = V_LDROW(KROW(k, kb, j + n), i, f16);
+            kk[n] = SFX(ldk)(KROW(k, kb, j + n), i, f16, TROW(rot, j + n), rot);
         for (int u = 0; u < 4; u++) {
             const PV qu = V_LOAD(q + u * D + i);
             for (int n = 0; n < N; n++)
@@ -57,30 +110,30 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
 /* pf: the next tile's K lines, a few at each step of the inner loops. */
 PE_IN void SFX(scores4)(const float *restrict q, int64_t D, const void *k, int64_t kb,
                            int64_t kt, float *restrict x, int64_t xs, const int f16,
-                           const struct pe_attn_x86_pf_stream *pf)
+                           const struct pe_attn_x86_pf_stream *pf, const struct pe_attn_x86_rot *rot)
 {
     struct pe_attn_x86_pf_stream s = pf_local(pf); /* in registers, not aliased by x */
     int64_t j = 0;
 #if VW == 16 /* 32 registers: 4 keys (16 chains, 4 k rows and a q vector live) */
     for (; j + 4 <= kt; j += 4)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 4, f16, &s);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 4, f16, &s, rot);
     if (kt - j == 3)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16, &s);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16, &s, rot);
 #else
     for (; j + 3 <= kt; j += 3)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16, &s);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 3, f16, &s, rot);
 #endif
     if (kt - j == 2)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 2, f16, &s);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 2, f16, &s, rot);
     else if (kt - j == 1)
-        SFX(scores4n)(q, D, k, kb, j, x, xs, 1, f16, &s);
+        SFX(scores4n)(q, D, k, kb, j, x, xs, 1, f16, &s, rot);
     pf_rest(&s);
 }
 
 /* One row: four keys at a time, one accumulator each. */
 PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64_t kb,
                            int64_t kt, float *restrict x, const int f16,
-                           const struct pe_attn_x86_pf_stream *pf)
+                           const struct pe_attn_x86_pf_stream *pf, const struct pe_attn_x86_rot *rot)
 {
     struct pe_attn_x86_pf_stream s = pf_local(pf);
     int64_t j = 0;
@@ -92,17 +145,17 @@ PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64
         PV a0 = V_ZERO(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t i = 0; i < D; i += VW) {
             const PV qi = V_LOAD(q + i);
-            a0 = V_FMA(qi, V_LDROW(KROW(k, kb, j), i, f16), a0);
-            a1 = V_FMA(qi, V_LDROW(KROW(k, kb, j + 1), i, f16), a1);
-            a2 = V_FMA(qi, V_LDROW(KROW(k, kb, j + 2), i, f16), a2);
-            a3 = V_FMA(qi, V_LDROW(KROW(k, kb, j + 3), i, f16), a3);
+            a0 = V_FMA(qi, SFX(ldk)(KROW(k, kb, j), i, f16, TROW(rot, j), rot), a0);
+            a1 = V_FMA(qi, SFX(ldk)(KROW(k, kb, j + 1), i, f16, TROW(rot, j + 1), rot), a1);
+            a2 = V_FMA(qi, SFX(ldk)(KROW(k, kb, j + 2), i, f16, TROW(rot, j + 2), rot), a2);
+            a3 = V_FMA(qi, SFX(ldk)(KROW(k, kb, j + 3), i, f16, TROW(rot, j + 3), rot), a3);
         }
         _mm_storeu_ps(x + j, V_HSUM4(a0, a1, a2, a3));
     }
     for (; j < kt; j++) {
         PV a = V_ZERO();
         for (int64_t i = 0; i < D; i += VW)
-            a = V_FMA(V_LOAD(q + i), V_LDROW(KROW(k, kb, j), i, f16), a);
+            a = V_FMA(V_LOAD(q + i), SFX(ldk)(KROW(k, kb, j), i, f16, TROW(rot, j), rot), a);
         x[j] = V_HSUM1(a);
     }
     pf_rest(&s);
@@ -111,27 +164,44 @@ PE_IN void SFX(scores1)(const float *restrict q, int64_t D, const void *k, int64
 /* The prefetches go with the first group of rows. */
 PE_IN void SFX(scores_body)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
                                int64_t kb, int64_t kt, float *restrict x, int64_t xs,
-                               const int f16, const struct pe_attn_x86_pf_stream *pf)
+                               const int f16, const struct pe_attn_x86_pf_stream *pf,
+                               const struct pe_attn_x86_rot *rot)
 {
     int64_t r = 0;
     for (; r + 4 <= nr; r += 4, pf = NULL)
-        SFX(scores4)(qs + r * D, D, k, kb, kt, x + r * xs, xs, f16, pf);
+        SFX(scores4)(qs + r * D, D, k, kb, kt, x + r * xs, xs, f16, pf, rot);
     for (; r < nr; r++, pf = NULL)
-        SFX(scores1)(qs + r * D, D, k, kb, kt, x + r * xs, f16, pf);
+        SFX(scores1)(qs + r * D, D, k, kb, kt, x + r * xs, f16, pf, rot);
 }
 
 PE_FN static void SFX(scores_f16)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
                               int64_t kb, int64_t kt, float *restrict x, int64_t xs,
                               const struct pe_attn_x86_pf_stream *pf)
 {
-    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 1, pf);
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 1, pf, NULL);
 }
 
 PE_FN static void SFX(scores_f32)(const float *restrict qs, int64_t nr, int64_t D, const void *k,
                               int64_t kb, int64_t kt, float *restrict x, int64_t xs,
                               const struct pe_attn_x86_pf_stream *pf)
 {
-    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 0, pf);
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 0, pf, NULL);
+}
+
+PE_FN static void SFX(scores_f16_rot)(const float *restrict qs, int64_t nr, int64_t D,
+                                      const void *k, int64_t kb, int64_t kt, float *restrict x,
+                                      int64_t xs, const struct pe_attn_x86_pf_stream *pf,
+                                      const struct pe_attn_x86_rot *rot)
+{
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 1, pf, rot);
+}
+
+PE_FN static void SFX(scores_f32_rot)(const float *restrict qs, int64_t nr, int64_t D,
+                                      const void *k, int64_t kb, int64_t kt, float *restrict x,
+                                      int64_t xs, const struct pe_attn_x86_pf_stream *pf,
+                                      const struct pe_attn_x86_rot *rot)
+{
+    SFX(scores_body)(qs, nr, D, k, kb, kt, x, xs, 0, pf, rot);
 }
 
 /* G (1-4) rows' acc over columns [i, i + VW W) (W = 1 or 2 vectors a row): scaled by alpha,

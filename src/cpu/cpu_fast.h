@@ -80,6 +80,24 @@ void pe_attn_x86_prefetch(struct pe_attn_x86_pf_stream *s);
 void pe_attn_x86_scores(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
                         bool k_f16, int64_t kt, float *x, int64_t xs,
                         const struct pe_attn_x86_pf_stream *pf);
+/* RoPE inside the pass (pe_attn_fused_op.krot) for pe_attn_x86_scores_rot: key j's row is
+ * rotated as it is loaded, with the table row at tab + j ts (mscale cos at each pair's
+ * first dim, mscale sin at its second): pairs (lo + 2p, lo + 2p + 1) where adjacent, else
+ * (lo + p, lo + p + P), for the window [lo, lo + 2P); the other dims as stored. */
+struct pe_attn_x86_rot {
+    const float *tab;
+    int64_t ts;
+    int64_t lo, P;
+    int adjacent;
+};
+/* Whether pe_attn_x86_scores_rot takes this window for rows of D elements: lo and the
+ * window's end, and for NeoX-style pairs P, whole vectors of the loops' width. */
+bool pe_attn_x86_rot_fits(int64_t D, int64_t lo, int64_t P, int adjacent);
+/* pe_attn_x86_scores with each key row rotated by rot as it is read. */
+void pe_attn_x86_scores_rot(const float *qs, int64_t nr, int64_t D, const void *k, int64_t kb,
+                            bool k_f16, int64_t kt, float *x, int64_t xs,
+                            const struct pe_attn_x86_pf_stream *pf,
+                            const struct pe_attn_x86_rot *rot);
 /* For each r of rows[0 .. n_rows): acc_r = acc_r alpha_r + sum over j < kt of
  * x[r xs + j] v_j (acc_r: Dv floats at acc + r Dv; alpha indexed by r too). */
 void pe_attn_x86_accum(const float *x, int64_t xs, const int64_t *rows, int64_t n_rows,
