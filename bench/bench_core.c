@@ -26,6 +26,10 @@
  *             all of it for decode); prefill rows add GFLOP/s, 2 (D + Dv) multiply-adds
  *             per (query, visible key, head) pair. Each row times about
  *             PE_BENCH_ATTN_BUDGET_S seconds of calls after one warm-up (at least one).
+ *             The "rope" decode rows run the same shapes with RoPE (NORMAL pairs,
+ *             positions 0 .. Tk - 1) instead of ALiBi: q and every key rotated in the
+ *             call, so no 70% target (RoPE's angles and rotation are work a KV cache of
+ *             rotated keys would not redo every call).
  *   cold      (OpenCL, Vulkan, CPU) context creation + the first RoPE, each in a fresh
  *             process: with every cache empty, with only posenc's own cache warm
  *             (POSENC_CACHE_DIR; the driver's cache empty), and with every cache warm
@@ -188,47 +192,50 @@ struct bench_case {
     int latency;            /* decode rows: us per call against the minimal call */
     int target;             /* 1: the 90% / same-GB/s targets apply (attention: >= 70%) */
     int long_row;           /* attention: only with --long */
+    int attn_rope;          /* attention: RoPE instead of ALiBi */
 };
 
 #define ROPE_NE {128, 32, 4096, 1}
 #define ROPE_NE_Q {128, 32, 64, 1}
 static const struct bench_case cases[] = {
-    {"copy f32 (ceiling)", BK_COPY, POSENC_DTYPE_F32, 0, 0, {16777216, 1, 1, 1}, {262144, 1, 1, 1}, 0, 0, 0, 0},
-    {"rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope normal f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope neox f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope neox f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope normal f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope normal f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope neox f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0},
-    {"rope_qk gqa neox f32", BK_ROPE_QK, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1, 0},
-    {"rope_qk gqa neox f32 in-place", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1, 0},
-    {"sinusoidal add f32", BK_SIN, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
-    {"sinusoidal add f32 in-place", BK_SIN, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
-    {"sinusoidal add f16", BK_SIN, POSENC_DTYPE_F16, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
-    {"alibi add f32", BK_ALIBI, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
-    {"alibi add f32 in-place", BK_ALIBI, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
-    {"alibi add f16 in-place", BK_ALIBI, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
-    {"learned add f32", BK_LEARNED, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
-    {"learned add f32 in-place", BK_LEARNED, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
-    {"learned add f16 in-place", BK_LEARNED, POSENC_DTYPE_F16, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0},
-    {"relbias add f32", BK_RELBIAS, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
-    {"relbias add f32 in-place", BK_RELBIAS, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
-    {"relbias add f16 in-place", BK_RELBIAS, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0},
-    {"minimal call (1-element copy)", BK_MINIMAL, POSENC_DTYPE_F32, 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, 0, 1, 0, 0},
-    {"decode rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1, 0},
-    {"decode rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1, 0},
-    {"decode rope_qk gqa f32", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 8, 1, 1, 0},
+    {"copy f32 (ceiling)", BK_COPY, POSENC_DTYPE_F32, 0, 0, {16777216, 1, 1, 1}, {262144, 1, 1, 1}, 0, 0, 0, 0, 0},
+    {"rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope normal f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope neox f32", BK_ROPE, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope neox f32 in-place", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope normal f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope normal f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NORMAL, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope neox f16 in-place", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 0, 0, 1, 0, 0},
+    {"rope_qk gqa neox f32", BK_ROPE_QK, POSENC_DTYPE_F32, 0, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1, 0, 0},
+    {"rope_qk gqa neox f32 in-place", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, ROPE_NE, ROPE_NE_Q, 8, 0, 1, 0, 0},
+    {"sinusoidal add f32", BK_SIN, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0, 0},
+    {"sinusoidal add f32 in-place", BK_SIN, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0, 0},
+    {"sinusoidal add f16", BK_SIN, POSENC_DTYPE_F16, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0, 0},
+    {"alibi add f32", BK_ALIBI, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0, 0},
+    {"alibi add f32 in-place", BK_ALIBI, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0, 0},
+    {"alibi add f16 in-place", BK_ALIBI, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0, 0},
+    {"learned add f32", BK_LEARNED, POSENC_DTYPE_F32, 0, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0, 0},
+    {"learned add f32 in-place", BK_LEARNED, POSENC_DTYPE_F32, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0, 0},
+    {"learned add f16 in-place", BK_LEARNED, POSENC_DTYPE_F16, 1, 0, {1024, 2048, 8, 1}, {256, 64, 4, 1}, 0, 0, 1, 0, 0},
+    {"relbias add f32", BK_RELBIAS, POSENC_DTYPE_F32, 0, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0, 0},
+    {"relbias add f32 in-place", BK_RELBIAS, POSENC_DTYPE_F32, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0, 0},
+    {"relbias add f16 in-place", BK_RELBIAS, POSENC_DTYPE_F16, 1, 0, {2048, 2048, 32, 1}, {256, 256, 8, 1}, 0, 0, 1, 0, 0},
+    {"minimal call (1-element copy)", BK_MINIMAL, POSENC_DTYPE_F32, 0, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, 0, 1, 0, 0, 0},
+    {"decode rope normal f32", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1, 0, 0},
+    {"decode rope neox f16", BK_ROPE, POSENC_DTYPE_F16, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 1, 0, 0},
+    {"decode rope_qk gqa f32", BK_ROPE_QK, POSENC_DTYPE_F32, 1, POSENC_ROPE_NEOX, {128, 32, 1, 1}, {128, 32, 1, 1}, 8, 1, 1, 0, 0},
     /* attention: ne = {D, Hq, Tq, Tk}, k_heads = Hk, dt = K/V's dtype */
-    {"attn decode d128 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 1, 0},
-    {"attn decode d128 alibi 32k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 1, 32768}, {64, 8, 1, 1024}, 8, 0, 1, 1},
-    {"attn decode d64 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 1, 0},
-    {"attn decode d64 alibi 32k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 1, 32768}, {64, 8, 1, 1024}, 8, 0, 1, 1},
-    {"attn prefill d128 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 512, 512}, {64, 8, 32, 32}, 8, 0, 0, 0},
-    {"attn prefill d64 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 512, 512}, {64, 8, 32, 32}, 8, 0, 0, 0},
-    {"attn prefill d128 alibi 2k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 2048, 2048}, {64, 8, 64, 64}, 8, 0, 0, 1},
-    {"attn prefill d64 alibi 2k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 2048, 2048}, {64, 8, 64, 64}, 8, 0, 0, 1},
+    {"attn decode d128 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 1, 0, 0},
+    {"attn decode d128 alibi 32k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 1, 32768}, {64, 8, 1, 1024}, 8, 0, 1, 1, 0},
+    {"attn decode d64 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 1, 0, 0},
+    {"attn decode d64 alibi 32k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 1, 32768}, {64, 8, 1, 1024}, 8, 0, 1, 1, 0},
+    {"attn decode d128 rope", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 0, 0, 1},
+    {"attn decode d64 rope", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 1, 4096}, {64, 8, 1, 256}, 8, 0, 0, 0, 1},
+    {"attn prefill d128 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 512, 512}, {64, 8, 32, 32}, 8, 0, 0, 0, 0},
+    {"attn prefill d64 alibi", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 512, 512}, {64, 8, 32, 32}, 8, 0, 0, 0, 0},
+    {"attn prefill d128 alibi 2k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {128, 32, 2048, 2048}, {64, 8, 64, 64}, 8, 0, 0, 1, 0},
+    {"attn prefill d64 alibi 2k", BK_ATTN, POSENC_DTYPE_F16, 0, 0, {64, 32, 2048, 2048}, {64, 8, 64, 64}, 8, 0, 0, 1, 0},
 };
 
 /* The buffers and tensors of one case on one context. */
@@ -345,7 +352,7 @@ static posenc_status run_once(struct bench_setup *s)
     case BK_ATTN: {
         struct posenc_attention_params p;
         memset(&p, 0, sizeof(p));
-        p.encoding = POSENC_ATTENTION_ALIBI;
+        p.encoding = c->attn_rope ? POSENC_ATTENTION_ROPE : POSENC_ATTENTION_ALIBI;
         p.causal = 1;
         p.q_offset = (int32_t)(s->tk.ne[2] - s->tx.ne[2]); /* the queries end the sequence */
         return posenc_attention(s->ctx, &s->tx, &s->tk, &s->ttab, &s->ty, NULL, &p);
@@ -785,7 +792,7 @@ static int cold_child(posenc_backend_kind kind, int n_threads)
     }
     double t1 = now_s();
     static const struct bench_case c = {"cold", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL,
-                                        {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 0, 0};
+                                        {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 0, 0, 0};
     struct bench_setup s;
     posenc_status st = setup(&s, ctx, &c, c.ne);
     if (st == POSENC_OK)
