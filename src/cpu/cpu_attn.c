@@ -69,7 +69,6 @@ typedef float pe_v8 __attribute__((vector_size(32)));
 typedef float pe_v8u __attribute__((vector_size(32), aligned(4)));
 #define v8_load(p) (*(const pe_v8u *)(const void *)(p))
 #define v8_store(p, v) (*(pe_v8u *)(void *)(p) = (v))
-typedef int32_t pe_v8i __attribute__((vector_size(32))); /* shuffle masks */
 
 /* exp(x) for x <= 0 (and -inf), branch-free so the loops vectorise: cpu_fast.c's
  * softmax_exp (x = n ln2 + r, Cody-Waite; Cephes' degree-6 polynomial; 2^n in the
@@ -432,12 +431,12 @@ static void krot_row(const struct pe_attn_fused_op *op, int64_t t, int64_t b, fl
     if (op->krot_adjacent) {
         /* 4 pairs per vector: c and s each duplicated over their pair, the pair swapped */
         const pe_v8 sign = {-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f};
-        const pe_v8i ic = {0, 0, 2, 2, 4, 4, 6, 6}, is = {1, 1, 3, 3, 5, 5, 7, 7},
-                     isw = {1, 0, 3, 2, 5, 4, 7, 6};
         for (; j + 4 <= n; j += 4) {
             const pe_v8 v = v8_load(r + 2 * j), tv = v8_load(tab + 2 * j);
-            const pe_v8 c = __builtin_shuffle(tv, ic), s = __builtin_shuffle(tv, is);
-            v8_store(r + 2 * j, v * c + __builtin_shuffle(v, isw) * (s * sign));
+            const pe_v8 c = __builtin_shufflevector(tv, tv, 0, 0, 2, 2, 4, 4, 6, 6);
+            const pe_v8 s = __builtin_shufflevector(tv, tv, 1, 1, 3, 3, 5, 5, 7, 7);
+            const pe_v8 sw = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
+            v8_store(r + 2 * j, v * c + sw * (s * sign));
         }
         for (; j < n; j++) {
             const float x = r[2 * j], y = r[2 * j + 1], c = tab[2 * j], s = tab[2 * j + 1];
