@@ -496,10 +496,6 @@ static posenc_status cpu_attn_output(struct pe_backend *be, const struct pe_attn
     return POSENC_OK;
 }
 
-/* posenc_attention's one pass (pe_attn_fused_op): the fast path's f32 online softmax
- * (cpu_attn.c), or, in a reference context, the same math row by row in double (logits
- * of the row, max, exp, sums; one rounding per output), which is what the extras
- * (softcap, mask_slopes, sinks) are computed with there: the multi-pass path has none. */
 /* The fast path rotates k itself (pe_attn_fused_op.has_krot); the reference loops take K'
  * made by the reference posenc_rope, in double. */
 static bool cpu_attn_krot(struct pe_backend *be)
@@ -507,6 +503,10 @@ static bool cpu_attn_krot(struct pe_backend *be)
     return fast_of(be) != NULL;
 }
 
+/* posenc_attention's one pass (pe_attn_fused_op): the fast path's f32 online softmax
+ * (cpu_attn.c), or, in a reference context, the same math row by row in double (logits
+ * of the row, max, exp, sums; one rounding per output), which is what the extras
+ * (softcap, mask_slopes, sinks) are computed with there: the multi-pass path has none. */
 static posenc_status cpu_attn_fused(struct pe_backend *be, const struct pe_attn_fused_op *op)
 {
     if (fast_of(be))
