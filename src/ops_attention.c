@@ -396,11 +396,12 @@ struct attn_run {
  */
 static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
                                 const struct posenc_rope_params *rope, int64_t D,
-                                int32_t n_dims, const posenc_tensor *kp, struct attn_run *r)
+                                const struct pe_rope_table *rt, const posenc_tensor *kp,
+                                struct attn_run *r)
 {
     const int64_t Tk = kp->ne[0], P = kp->ne[2];
-    const int64_t off = rope->n_offs, pairs = n_dims / 2;
-    const bool adjacent = rope->mode == POSENC_ROPE_NORMAL;
+    const int64_t off = rt->n_offs, pairs = rt->n_pairs;
+    const bool adjacent = rt->mode == POSENC_ROPE_NORMAL;
     posenc_tensor u, ones;
     PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, 1, 1, &u));
     PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, Tk, P, &r->krot));
@@ -745,7 +746,8 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
      * params and find the softmax scale factor */
     struct posenc_rope_params rope = p.rope;
     double softmax_scale = 1.0;
-    int32_t rope_dims = 0;
+    struct pe_rope_table rt_pairs; /* RoPE: the resolved pair window (krot_table) */
+    memset(&rt_pairs, 0, sizeof(rt_pairs));
     if (p.encoding == POSENC_ATTENTION_ROPE) {
         if ((rope.scaling.kind == POSENC_ROPE_SCALING_DYNAMIC_NTK ||
              rope.scaling.kind == POSENC_ROPE_SCALING_LONGROPE) &&
@@ -761,7 +763,9 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         struct pe_rope_table rt;
         PE_RETURN_IF_ERROR(inner(ctx, pe_rope_table_build(ctx, D, &rope, 0, &rt), "params->rope"));
         softmax_scale = rt.info.softmax_scale;
-        rope_dims = rt.info.n_dims;
+        rt_pairs.n_pairs = rt.n_pairs;
+        rt_pairs.n_offs = rt.n_offs;
+        rt_pairs.mode = rt.mode;
         int32_t n_streams = rt.info.n_streams;
         pe_rope_table_free(&rt);
         if ((q_pos && q_pos->ne[1] < n_streams) || (k_pos && k_pos->ne[1] < n_streams))
@@ -822,7 +826,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "q", q, &qp, &qe);
         if (st == POSENC_OK && krot)
-            st = krot_table(ctx, &tmp, &rope, D, rope_dims, &kp, &run);
+            st = krot_table(ctx, &tmp, &rope, D, &rt_pairs, &kp, &run);
         else if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
         if (st == POSENC_OK && (p.flags & POSENC_ATTENTION_PE_ON_V))
