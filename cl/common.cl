@@ -306,4 +306,30 @@ static inline float fa_merge_max(__global const float *pp, const long nc, const 
                                   : ((__global const float *)(p))[(i)])
 #define FA_CAT_(a, b) a##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
+
+/* RoPE on k inside the pass (pe_attn_fused_op.krot; -DFA_KROT=1 with -DFA_KR_OFF,
+ * -DFA_KR_P, -DFA_KR_ADJ): each key's row of the table (f32, D floats, at krot + kr_off +
+ * key * kr_st.s2 + b * kr_st.s3) holds mscale cos at the first dim of each pair and
+ * mscale sin at its second; pair j < FA_KR_P has dims (a, b) = FA_KR_ADJ ? (FA_KR_OFF + 2j,
+ * FA_KR_OFF + 2j + 1) : (FA_KR_OFF + j, FA_KR_OFF + j + FA_KR_P), and
+ *     k'_a = k_a c - k_b s,  k'_b = k_a s + k_b c
+ * (two products and a sum, each rounded, as the CPU backend's krot_row). The dims outside
+ * the window [FA_KR_OFF, FA_KR_OFF + 2 FA_KR_P) are read as stored. */
+#ifndef FA_KROT
+#define FA_KROT 0
+#endif
+#if FA_KROT
+#define FA_KR_END (FA_KR_OFF + 2 * FA_KR_P)
+/* dim i's pair: its first dim, its second, and whether i is the first */
+#define FA_KR_A(i) (FA_KR_ADJ ? (i) - (((i) - FA_KR_OFF) & 1) : ((i) < FA_KR_OFF + FA_KR_P ? (i) : (i) - FA_KR_P))
+#define FA_KR_B(i) (FA_KR_A(i) + (FA_KR_ADJ ? 1 : FA_KR_P))
+/* lane masks of adjacent pairs in an n-wide vector (n = 4, 8, 16): each pair's first lane
+ * twice, its second twice, the pair swapped; and the swapped lanes' signs */
+#define FA_KR_M4(a, b) (uint4)(a, b, (a) + 2, (b) + 2)
+#define FA_KR_M8(a, b) (uint8)(FA_KR_M4(a, b), FA_KR_M4((a) + 4, (b) + 4))
+#define FA_KR_M16(a, b) (uint16)(FA_KR_M8(a, b), FA_KR_M8((a) + 8, (b) + 8))
+#define FA_KR_SGN4 (float4)(-1.0f, 1.0f, -1.0f, 1.0f)
+#define FA_KR_SGN8 (float8)(FA_KR_SGN4, FA_KR_SGN4)
+#define FA_KR_SGN16 (float16)(FA_KR_SGN8, FA_KR_SGN8)
+#endif
 #endif

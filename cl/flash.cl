@@ -134,6 +134,64 @@
  */
 #define FA_R (FA_HB * FA_RG)
 #define FA_NG (FA_HB * FA_NVG)
+
+/* RoPE on k (FA_KROT, common.cl): dim i of the key row at kr (elements st0 apart), and
+ * dims [i, i + FA_KW) of a unit-stride row, rotated with the key's row kt of the table.
+ * The pair's other dim is loaded too (a second read of the same row, from cache). The
+ * vector form needs the window's start, and with NeoX pairs its half, on multiples of
+ * FA_KW (the host loads k a dim at a time otherwise). */
+#if FA_KROT
+static inline float fa_krot1(__global const void *k, const long kr, const long st0, const int i,
+                             __global const float *kt)
+{
+    const float x = FA_LOAD(FA_K_F16, k, kr + i * st0);
+    if (i < FA_KR_OFF || i >= FA_KR_END)
+        return x;
+    const int a = FA_KR_A(i), b = FA_KR_B(i);
+    const float c = kt[a], s = kt[b];
+    const float y = FA_LOAD(FA_K_F16, k, kr + (i == a ? b : a) * st0);
+    return i == a ? x * c - y * s : y * s + x * c;
+}
+#if FA_KW > 1
+static inline FA_KT fa_krotv(__global const void *k, const long kr, const int i,
+                             __global const float *kt)
+{
+    const FA_KT x = FA_LOAD_K(kr + i);
+    if (i + FA_KW <= FA_KR_OFF || i >= FA_KR_END)
+        return x;
+#if FA_KR_ADJ
+    const FA_KT t = FA_CAT(vload, FA_KW)(0, kt + i);
+    const FA_KT c = shuffle(t, FA_CAT(FA_KR_M, FA_KW)(0, 0));
+    const FA_KT s = shuffle(t, FA_CAT(FA_KR_M, FA_KW)(1, 1));
+    const FA_KT sw = shuffle(x, FA_CAT(FA_KR_M, FA_KW)(1, 0));
+    const FA_KT r = x * c + sw * (s * FA_CAT(FA_KR_SGN, FA_KW));
+    if (i + FA_KW <= FA_KR_END)
+        return r;
+    FA_KT out = x; /* the window ends inside these dims */
+    for (int e = 0; e < FA_KR_END - i; e++)
+        ((float *)&out)[e] = ((const float *)&r)[e];
+    return out;
+#else
+    if (i < FA_KR_OFF + FA_KR_P) {
+        const FA_KT y = FA_LOAD_K(kr + i + FA_KR_P);
+        const FA_KT c = FA_CAT(vload, FA_KW)(0, kt + i);
+        const FA_KT s = FA_CAT(vload, FA_KW)(0, kt + i + FA_KR_P);
+        return x * c - y * s;
+    }
+    const FA_KT y = FA_LOAD_K(kr + i - FA_KR_P);
+    const FA_KT c = FA_CAT(vload, FA_KW)(0, kt + i - FA_KR_P);
+    const FA_KT s = FA_CAT(vload, FA_KW)(0, kt + i);
+    return y * s + x * c;
+#endif
+}
+#endif
+#define FA_K1(kr, i, st0) fa_krot1(k, (kr), (st0), (int)(i), kt)
+#define FA_KV(kr, i) fa_krotv(k, (kr), (int)(i), kt)
+#else
+#define FA_K1(kr, i, st0) FA_LOAD(FA_K_F16, k, (kr) + (i) * (st0))
+#define FA_KV(kr, i) FA_LOAD_K((kr) + (i))
+#endif
+
 __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
                        __global const void *q, const long q_off, const long4 q_st,
                        __global const void *k, const long k_off, const long4 k_st,
@@ -144,7 +202,8 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
                        __global const float *mslopes, __global const float *sinks,
                        const long s_off, const long s_st, __global float *part,
                        const long4 dims, const long4 shape, const long4 offs,
-                       const long4 aoffs, const float scale, const float softcap)
+                       const long4 aoffs, const float scale, const float softcap,
+                       __global const float *krot, const long kr_off, const long4 kr_st)
 {
 #if FA_QG
     __local long row_qb[FA_R]; /* q rows read from global memory (tiny local memory) */
@@ -237,9 +296,12 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
             for (int rr = 0; rr < FA_RG; rr++)
                 a[rr] = (FA_KT)0.0f;
             const long kr = k_off + (hk0 + hb) * k_st.s1 + b * k_st.s3 + kk * k_st.s2;
+#if FA_KROT
+            __global const float *kt = krot + kr_off + kk * kr_st.s2 + b * kr_st.s3;
+#endif
 #if FA_QG /* FA_KW == 1 */
             for (long i = 0; i < FA_DQ; i++) {
-                const float kx = FA_LOAD(FA_K_F16, k, kr + i * k_st.s0);
+                const float kx = FA_K1(kr, i, k_st.s0);
                 for (int rr = 0; rr < FA_RG; rr++)
                     if (rr < nrr)
                         a[rr] = FA_MAD(FA_LOAD(FA_Q_F16, q, row_qb[hb * FA_RG + rr] +
@@ -249,7 +311,7 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
 #elif FA_KW == 1
             __local const float *qh = qs + hb * FA_RG * FA_DQ;
             for (long i = 0; i < FA_DQ; i++) {
-                const float kx = FA_LOAD(FA_K_F16, k, kr + i * k_st.s0);
+                const float kx = FA_K1(kr, i, k_st.s0);
 #pragma unroll
                 for (int rr = 0; rr < FA_RG; rr++)
                     a[rr] = FA_MAD(qh[rr * FA_DQ + i], kx, a[rr]);
@@ -261,7 +323,7 @@ __kernel void pe_flash(__global void *dst, const long o_off, const long4 o_st,
              * implementations then prefetch it) */
 #pragma unroll
             for (long i = 0; i < FA_DQ; i += FA_KW) {
-                const FA_KT kx = FA_LOAD_K(kr + i);
+                const FA_KT kx = FA_KV(kr, i);
 #pragma unroll
                 for (int rr = 0; rr < FA_RG; rr++)
                     a[rr] = FA_MAD(FA_CAT(vload, FA_KW)(0, qh + rr * FA_DQ + i), kx, a[rr]);

@@ -44,7 +44,8 @@
  * Options (-D): FA_FLAGS (cl/flash.cl's bits, decoded in common.cl), FA_FMA, FA_MERGE_LAST,
  * FA_KW / FA_VW (4, 8 or 16: k / v rows unit-stride, their starts multiples of the width,
  * D / Dv multiples of it), FA_D, FA_DV (D, Dv), FA_HB, FA_RG, FA_TK (a multiple of 16 and
- * of FA_KB), FA_KB.
+ * of FA_KB), FA_KB; FA_KROT with FA_KR_OFF, FA_KR_P, FA_KR_ADJ (RoPE on k: each key row is
+ * rotated in registers after it is loaded, fa_krot_row).
  */
 
 #ifndef FA_FLAGS
@@ -169,6 +170,59 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
 #endif
 #define FA_HEAD_MAJOR (FA_RG * FA_NV <= FA_REGS)
 
+/* RoPE on k (FA_KROT, common.cl): the key row kx (FA_NK vectors, as loaded) rotated in
+ * place with its row kt of the table. Where the window is whole vectors (its start, and
+ * with NeoX pairs its half, multiples of FA_KW; adjacent pairs never straddle a vector
+ * then) a pair's two dims are lanes of vectors already loaded: NeoX, vector i with
+ * vector i + FA_KR_P / FA_KW; adjacent, neighbouring lanes swapped. Otherwise dim by dim. */
+#if FA_KROT
+#define FA_KR_VEC (FA_KR_OFF % FA_KW == 0 && (FA_KR_ADJ ? 1 : FA_KR_P % FA_KW == 0))
+static inline void fa_krot_row(FA_KT *kx, __global const float *kt)
+{
+#if FA_KR_VEC && !FA_KR_ADJ
+#pragma unroll
+    for (int i = FA_KR_OFF / FA_KW; i < (FA_KR_OFF + FA_KR_P) / FA_KW; i++) {
+        const int j = i + FA_KR_P / FA_KW;
+        const FA_KT c = FA_CAT(vload, FA_KW)(0, kt + i * FA_KW);
+        const FA_KT s = FA_CAT(vload, FA_KW)(0, kt + j * FA_KW);
+        const FA_KT xa = kx[i], xb = kx[j];
+        kx[i] = xa * c - xb * s;
+        kx[j] = xa * s + xb * c;
+    }
+#elif FA_KR_VEC
+#pragma unroll
+    for (int i = FA_KR_OFF / FA_KW; i < (FA_KR_END + FA_KW - 1) / FA_KW; i++) {
+        const FA_KT t = FA_CAT(vload, FA_KW)(0, kt + i * FA_KW), x = kx[i];
+        const FA_KT c = shuffle(t, FA_CAT(FA_KR_M, FA_KW)(0, 0));
+        const FA_KT s = shuffle(t, FA_CAT(FA_KR_M, FA_KW)(1, 1));
+        const FA_KT sw = shuffle(x, FA_CAT(FA_KR_M, FA_KW)(1, 0));
+        const FA_KT r = x * c + sw * (s * FA_CAT(FA_KR_SGN, FA_KW));
+        if ((i + 1) * FA_KW <= FA_KR_END) {
+            kx[i] = r;
+        } else { /* the window ends inside this vector */
+            for (int e = 0; e < FA_KR_END - i * FA_KW; e++)
+                ((float *)&kx[i])[e] = ((const float *)&r)[e];
+        }
+    }
+#else
+    float *f = (float *)kx;
+#pragma unroll
+    for (int j = 0; j < FA_KR_P; j++) {
+        const int a = FA_KR_ADJ ? FA_KR_OFF + 2 * j : FA_KR_OFF + j;
+        const int b = a + (FA_KR_ADJ ? 1 : FA_KR_P);
+        const float c = kt[a], s = kt[b], xa = f[a], xb = f[b];
+        f[a] = xa * c - xb * s;
+        f[b] = xa * s + xb * c;
+    }
+#endif
+}
+/* the table's row of key t (batch b) */
+#define FA_KR_ROW(t) (krot + kr_off + (t) * kr_st.s2 + b * kr_st.s3)
+#define FA_KR_APPLY(kx, t) fa_krot_row((kx), FA_KR_ROW(t))
+#else
+#define FA_KR_APPLY(kx, t) ((void)0)
+#endif
+
 #if FA_TK % 16 != 0 || FA_TK % FA_KB != 0
 #error "FA_TK: the softmax step works on float16 vectors, step 3 on FA_KB keys"
 #endif
@@ -239,7 +293,8 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
              __global const float *mslopes, __global const float *sinks, const long s_off,
              const long s_st, __global float *part, const long4 dims, const long4 shape,
              const long4 offs, const long4 aoffs, const float scale, const float softcap,
-             __global volatile int *counts)
+             __global volatile int *counts, __global const float *krot, const long kr_off,
+             const long4 kr_st)
 {
     const long chunk = (long)get_group_id(0);
     const long hk0 = (long)get_group_id(1) * FA_HB;
@@ -330,6 +385,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
 #pragma unroll
                 for (int i = 0; i < FA_NK; i++)
                     kx[i] = FA_LOAD_K(kr + i * FA_KW);
+                FA_KR_APPLY(kx, k0 + t);
                 float16 a0 = q0[0] * kx[0], a1 = q1[0] * kx[0];
                 float16 a2 = q2[0] * kx[0], a3 = q3[0] * kx[0];
 #pragma unroll
@@ -363,6 +419,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
 #pragma unroll
                     for (int i = 0; i < FA_NK; i++)
                         kx[i] = FA_LOAD_K(kr + u * k_st.s2 + i * FA_KW);
+                    FA_KR_APPLY(kx, k0 + t1 + u);
 #pragma unroll
                     for (int rr = 0; rr < 4; rr++) {
                         float16 c = qv[r + rr][0] * kx[0];
@@ -410,6 +467,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
 #pragma unroll
                 for (int i = 0; i < FA_NK; i++)
                     kx[i] = FA_LOAD_K(kr + i * FA_KW);
+                FA_KR_APPLY(kx, k0 + t);
 #if FA_KW == 16 && FA_RG % 4 == 0
 #pragma unroll
                 for (int r4 = 0; r4 < FA_RG; r4 += 4) {

@@ -801,4 +801,5 @@ const struct pe_backend_vtable pe_opencl_vtable = {
     .wait_events = pe_cl_wait_events,
     .flush = cl_flush,
     .attn_fused = pe_cl_attn_fused,
+    .attn_krot = pe_cl_attn_krot,
 };

@@ -252,6 +252,7 @@ posenc_status pe_cl_softmax(struct pe_backend *be, const struct pe_softmax_op *o
 
 /* posenc_attention in one pass (src/opencl/ops_flash.c). */
 posenc_status pe_cl_attn_fused(struct pe_backend *be, const struct pe_attn_fused_op *op);
+bool pe_cl_attn_krot(struct pe_backend *be);
 
 /* Small helpers shared by the op files: a view's element strides as a kernel argument,
  * whether a view is f16, and one kernel argument from a variable. */

@@ -53,6 +53,11 @@
  *    27     long4 offs (q_offset, k_offset, causal, rel_min)
  *    28     long4 aoffs (ALiBi q_offset, k_offset, causal, symmetric)
  *    29     float scale   30 float softcap
+ *    31-33  the RoPE table of k (pe_attn_fused_op.krot: mem f32, long off, long4 st; q's
+ *           buffer and zeros without it)
+ *   With RoPE on k (op->has_krot): -DFA_KROT=1 -DFA_KR_OFF -DFA_KR_P -DFA_KR_ADJ (the
+ *   pair window, common.cl); FA_KW is 1 unless the window's start, and with NeoX pairs
+ *   its half, are multiples of the width.
  *   NDRange (FA_WG * n_chunks, ceil(group*Tq / FA_RG), ceil(Hk / FA_HB) * B), local
  *   (FA_WG, 1, 1).
  *
@@ -70,8 +75,9 @@
  * cost passes over memory there; pe_flash_cpu is one work-item per work-group doing what
  * a CPU thread would, over every K/V head's row of each key in memory order:
  *   pe_flash_cpu  (-DFA_FLAGS -DFA_FMA -DFA_KW -DFA_VW -DFA_D -DFA_DV -DFA_HB -DFA_RG
- *                  -DFA_TK -DFA_KB -DFA_MERGE_LAST) pe_flash's arguments, then counts
- *                  (mem); NDRange
+ *                  -DFA_TK -DFA_KB -DFA_MERGE_LAST, and pe_flash's RoPE options)
+ *                  pe_flash's arguments 0-30, counts (mem), then the RoPE table (31-33
+ *                  of pe_flash); NDRange
  *                  (n_chunks, ceil(Hk / FA_HB), B), local (1, 1, 1); FA_RG = group * Tq
  *                  exactly, FA_HB heads (PE_FA_CPU_WI_ROWS rows in all, within
  *                  PE_FA_CPU_PRIVATE bytes of private arrays), chunks of at least
@@ -196,16 +202,36 @@ static unsigned flash_flags(const struct pe_attn_fused_op *op, bool split)
         << FA_SINKS | (unsigned)split << FA_SPLIT;
 }
 
+/* The options of RoPE on k inside the pass (common.cl, FA_KROT), "" without it. */
+static void krot_defines(const struct pe_attn_fused_op *op, char *out, size_t n)
+{
+    if (!op->has_krot)
+        out[0] = '\0';
+    else
+        snprintf(out, n, " -DFA_KROT=1 -DFA_KR_OFF=%lld -DFA_KR_P=%lld -DFA_KR_ADJ=%d",
+                 (long long)op->krot_off, (long long)op->krot_pairs, op->krot_adjacent ? 1 : 0);
+}
+
+/* Whether pe_flash's kw-wide loads of k can rotate it (fa_krotv): the window's start, and
+ * with NeoX pairs its half, on multiples of kw. */
+static bool krot_fits_width(const struct pe_attn_fused_op *op, int64_t kw)
+{
+    return !op->has_krot || kw == 1 ||
+           (op->krot_off % kw == 0 && (op->krot_adjacent || op->krot_pairs % kw == 0));
+}
+
 /* The -D options of pe_flash for plan pl (split: with partials). */
 static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_plan *pl,
                           bool split, int fma, char *out, size_t n)
 {
     const unsigned flags = flash_flags(op, split);
+    char kr[96];
+    krot_defines(op, kr, sizeof(kr));
     snprintf(out, n,
              "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_QG=%d -DFA_KW=%d -DFA_VW=%d -DFA_WG=%zu -DFA_HB=%d -DFA_RG=%d "
-             "-DFA_DQ=%lld -DFA_NVG=%lld -DFA_LANES=%lld -DFA_VGPW=%lld -DFA_SC=%lld",
+             "-DFA_DQ=%lld -DFA_NVG=%lld -DFA_LANES=%lld -DFA_VGPW=%lld -DFA_SC=%lld%s",
              flags, fma, (int)pl->qg, (int)pl->kw, (int)pl->vw, pl->wg, (int)pl->hb, (int)pl->rg, (long long)pl->dq,
-             (long long)pl->nvg, (long long)pl->lanes, (long long)pl->vgpw, (long long)pl->sc);
+             (long long)pl->nvg, (long long)pl->lanes, (long long)pl->vgpw, (long long)pl->sc, kr);
 }
 
 /* Whether decode-shaped calls take pe_flash_cpu: on CPU devices, unless
@@ -307,17 +333,20 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
         *split = pl->n_chunks > 1;
         /* one launch: the last work-item of a head block merges (coherent memory only) */
         pl->merge_last = *split && pe_cl_is_cpu(be);
-        char defines[PE_CL_OPTS_MAX + 64];
+        char defines[PE_CL_OPTS_MAX + 64], kr[96];
+        krot_defines(op, kr, sizeof(kr));
         snprintf(defines, sizeof(defines),
                  "-DFA_FLAGS=%u -DFA_FMA=%d -DFA_KW=%d -DFA_VW=%d -DFA_D=%lld -DFA_DV=%lld "
-                 "-DFA_HB=%d -DFA_RG=%d -DFA_TK=%d -DFA_KB=%d -DFA_MERGE_LAST=%d",
+                 "-DFA_HB=%d -DFA_RG=%d -DFA_TK=%d -DFA_KB=%d -DFA_MERGE_LAST=%d%s",
                  flash_flags(op, *split), be->hw_fma, (int)pl->kw, (int)pl->vw, (long long)D,
                  (long long)Dv, (int)pl->hb, (int)pl->rg, PE_FA_CPU_TK, PE_FA_CPU_KB,
-                 pl->merge_last ? 1 : 0);
+                 pl->merge_last ? 1 : 0, kr);
         if (strlen(defines) >= PE_CL_OPTS_MAX)
             return pe_error(ctx, POSENC_ERR_INTERNAL, "attention: build options too long");
         return pe_cl_get_program(be, "flash_cpu.cl", "pe_flash_cpu", defines, out);
     }
+    if (!krot_fits_width(op, pl->kw)) /* k a dim at a time (fa_krot1) */
+        pl->kw = 1;
     const uint64_t lm = local_mem(be);
     const uint64_t budget = lm > 4 * PE_FA_LOCAL_SLACK ? lm - PE_FA_LOCAL_SLACK : lm - lm / 8;
     plan_groups(pl, Dv);
@@ -524,13 +553,22 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
                                  op->alibi.symmetric ? 1 : 0)
                       : long4_of(0, 0, 0, 0);
     const cl_float scale = op->scale_f32, softcap = op->softcap;
+    cl_mem kr_mem = op->has_krot ? (cl_mem)op->krot.mem : q_mem;
+    const cl_long kr_off = op->has_krot ? op->krot.offset : 0;
+    const cl_long4 kr_st = op->has_krot ? view_st(&op->krot) : long4_of(0, 0, 0, 0);
+    /* pe_flash_cpu takes counts between softcap and the RoPE table; pe_flash does not */
     const struct pe_cl_arg args[] = {
         ARG(o_mem),  ARG(o_off),  ARG(o_st),   ARG(q_mem),   ARG(q_off), ARG(q_st),
         ARG(k_mem),  ARG(k_off),  ARG(k_st),   ARG(v_mem),   ARG(v_off), ARG(v_st),
         ARG(m_mem),  ARG(m_off),  ARG(m_st),   ARG(r_mem),   ARG(r_off), ARG(r_st),
         ARG(buckets), ARG(slopes), ARG(mslopes), ARG(s_mem), ARG(s_off), ARG(s_st),
         ARG(part),   ARG(dims),   ARG(shape),  ARG(offs),    ARG(aoffs), ARG(scale),
-        ARG(softcap), ARG(counts)};
+        ARG(softcap), ARG(counts), ARG(kr_mem), ARG(kr_off), ARG(kr_st)};
+    enum { ARG_COUNTS = 31 }; /* args[ARG_COUNTS] is counts */
+    struct pe_cl_arg gargs[PE_ARRAY_SIZE(args) - 1];
+    memcpy(gargs, args, ARG_COUNTS * sizeof(args[0]));
+    memcpy(gargs + ARG_COUNTS, args + ARG_COUNTS + 1,
+           (PE_ARRAY_SIZE(args) - ARG_COUNTS - 1) * sizeof(args[0]));
     const uint64_t g[3] = {(uint64_t)pl.wg * (uint64_t)pl.n_chunks, (uint64_t)pl.n_blocks,
                            pl.cpu ? (uint64_t)B
                                   : (uint64_t)((Hk + pl.hb - 1) / pl.hb) * (uint64_t)B};
@@ -539,8 +577,8 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
             return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
                             "attention: %llu work-groups in dimension %d do not fit this device",
                             (unsigned long long)g[i], i);
-    /* pe_flash_cpu takes counts after pe_flash's arguments */
-    PE_RETURN_IF_ERROR(pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args) - (pl.cpu ? 0 : 1)));
+    PE_RETURN_IF_ERROR(pl.cpu ? pe_cl_set_args(be, p, args, PE_ARRAY_SIZE(args))
+                              : pe_cl_set_args(be, p, gargs, PE_ARRAY_SIZE(gargs)));
     if (split && !pl.merge_last) {
         const cl_long4 mdims = long4_of(Dv, Hq, Tq, pl.n_chunks);
         const cl_long nr = (cl_long)n_rows;
@@ -583,6 +621,14 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
         PE_RETURN_IF_ERROR(pe_cl_launch(be, pm, margs, PE_ARRAY_SIZE(margs), n));
     }
     return POSENC_OK;
+}
+
+/* Both kernels rotate k themselves (FA_KROT): pe_flash_cpu in registers after loading a
+ * row, pe_flash as it loads each slice. */
+bool pe_cl_attn_krot(struct pe_backend *base)
+{
+    (void)base;
+    return true;
 }
 
 posenc_status pe_cl_attn_fused(struct pe_backend *base, const struct pe_attn_fused_op *op)
