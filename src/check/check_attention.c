@@ -496,6 +496,32 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
+    /* windows off the kernels' vector widths: NeoX pairs 12 dims apart (not a multiple of
+     * 16, 8: OpenCL rotates dim by dim), and adjacent pairs from dim 16 to dim 36 (the
+     * window ends inside a vector), in decode and prefill */
+    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 8, 2, 1, 300, 1, seed++);
+    c.rope.mode = POSENC_ROPE_NEOX;
+    c.rope.n_dims = 24;
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.q_offset = 299;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 4, 1, 2, 200, 1, seed++);
+    c.rope.n_offs = 16;
+    c.rope.n_dims = 20;
+    c.attn.q_offset = 198;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 4, 1, 24, 40, 1, seed++);
+    c.rope.n_offs = 16;
+    c.rope.n_dims = 20;
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.q_offset = 16;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
 }
 
 /* ---- images -------------------------------------------------------------------------- */
