@@ -116,6 +116,67 @@ void ld8_v(uint base, uint st0, uint c, out vec4 a, out vec4 b)
     b = vec4(x[4], x[5], x[6], x[7]);
 }
 
+// RoPE on k (FA_KROT): the table (binding 4, f32) has one row of D floats per key, mscale
+// cos at the first dim of each pair and mscale sin at its second; pair j < KR_P has dims
+// (a, b) = FA_KR_ADJ ? (KR_OFF + 2j, KR_OFF + 2j + 1) : (KR_OFF + j, KR_OFF + j + KR_P), and
+//     k'_a = k_a c - k_b s,  k'_b = k_a s + k_b c.
+// Dims outside [KR_OFF, KR_OFF + 2 KR_P) are read as stored.
+const uint KR_END = KR_OFF + 2u * KR_P;
+const bool KR_ADJ = (FLAGS & FA_KR_ADJ) != 0u;
+
+// Element d of the key row at `base` (stride st0), x = its stored value, rotated with the
+// key's table row `tr`.
+float kr_rot1(uint base, uint st0, uint d, uint tr, float x)
+{
+    if ((FLAGS & FA_KROT) == 0u || d < KR_OFF || d >= KR_END)
+        return x;
+    const bool first = KR_ADJ ? ((d - KR_OFF) & 1u) == 0u : d < KR_OFF + KR_P;
+    const uint a = first ? d : d - (KR_ADJ ? 1u : KR_P);
+    const uint bd = a + (KR_ADJ ? 1u : KR_P);
+    const float c = t_f[tr + a], s = t_f[tr + bd];
+    const float y = ld_k(base + (first ? bd : a) * st0);
+    return first ? x * c - y * s : y * s + x * c;
+}
+
+// Elements 8c .. 8c + 7 of the key row (ld8_k's a, b) rotated with its table row tr. The
+// pair's other dim comes from the same chunk (adjacent pairs, KR_OFF even), from the
+// chunk KR_P / 8 away (NeoX pairs, KR_OFF and KR_P multiples of 8), else a dim at a time.
+void kr_rot8(uint base, uint st0, uint c, uint tr, inout vec4 a, inout vec4 b)
+{
+    const uint lo = 8u * c;
+    if ((FLAGS & FA_KROT) == 0u || lo + 8u <= KR_OFF || lo >= KR_END)
+        return;
+    float x[8] = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+    float y[8];
+    if (KR_ADJ && (KR_OFF & 1u) == 0u) {
+        [[unroll]] for (uint i = 0u; i < 8u; i++)
+            y[i] = x[i ^ 1u];
+    } else if (!KR_ADJ && (KR_OFF & 7u) == 0u && (KR_P & 7u) == 0u) {
+        // the whole chunk is in one half of the window
+        const uint cp = lo < KR_OFF + KR_P ? c + KR_P / 8u : c - KR_P / 8u;
+        vec4 pa, pb;
+        ld8_k(base, st0, cp, pa, pb);
+        y = float[8](pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w);
+    } else {
+        [[unroll]] for (uint i = 0u; i < 8u; i++)
+            x[i] = lo + i < D ? kr_rot1(base, st0, lo + i, tr, x[i]) : x[i];
+        a = vec4(x[0], x[1], x[2], x[3]);
+        b = vec4(x[4], x[5], x[6], x[7]);
+        return;
+    }
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        const uint d = lo + i;
+        if (d < KR_OFF || d >= KR_END)
+            continue;
+        const bool first = KR_ADJ ? ((d - KR_OFF) & 1u) == 0u : d < KR_OFF + KR_P;
+        const uint da = first ? d : d - (KR_ADJ ? 1u : KR_P);
+        const float cs = t_f[tr + da], sn = t_f[tr + da + (KR_ADJ ? 1u : KR_P)];
+        x[i] = first ? x[i] * cs - y[i] * sn : y[i] * sn + x[i] * cs;
+    }
+    a = vec4(x[0], x[1], x[2], x[3]);
+    b = vec4(x[4], x[5], x[6], x[7]);
+}
+
 // dst element e (f16: its half of the word, atomically: another row may share the word).
 void st_o(uint e, float x)
 {
@@ -243,6 +304,9 @@ void main()
 
         const uint kbase = k_off + hk * k_st1 + b * k_st3;
         const uint vbase = v_off + hk * v_st1 + b * v_st3;
+        // the RoPE table's rows: key k's at trbase + k * tr_st2
+        const uint trbase = (FLAGS & FA_KROT) != 0u ? pu(P_T) + b * pu(P_T + 2u) : 0u;
+        const uint tr_st2 = (FLAGS & FA_KROT) != 0u ? pu(P_T + 1u) : 0u;
         // FA_TILE: tiles of BK keys; split-K: one "tile" of the whole range
         const uint t_step = TILE ? BK : max(k_hi - k_lo, 1u);
         for (uint k0 = k_lo; k0 < k_hi; k0 += t_step) {
@@ -253,8 +317,10 @@ void main()
                 for (uint e = lid; e < BK * DP; e += WG) {
                     uint j = e / DP, d = e - j * DP, k = k0 + j;
                     float x = 0.0f;
-                    if (k < t_end && d < D)
+                    if (k < t_end && d < D) {
                         x = ld_k(kbase + k * k_st2 + d * k_st0);
+                        x = kr_rot1(kbase + k * k_st2, k_st0, d, trbase + k * tr_st2, x);
+                    }
                     ks4[e >> 2][e & 3u] = x;
                 }
                 for (uint e = lid; e < BK * DVP; e += WG) {
@@ -286,6 +352,8 @@ void main()
                             kb = ks4[jt * (DP / 4u) + 2u * c + 1u];
                         } else {
                             ld8_k(kbase + krow[j] * k_st2, k_st0, c, ka, kb);
+                            kr_rot8(kbase + krow[j] * k_st2, k_st0, c,
+                                    trbase + krow[j] * tr_st2, ka, kb);
                         }
                         [[unroll]] for (uint r = 0u; r < R; r++)
                             sc[r * KB + j] += dot(qv[r * DC * 2u + 2u * c], ka) +

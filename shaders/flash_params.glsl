@@ -20,6 +20,9 @@ layout(constant_id = 2) const uint DV = 128u;   // head dim of v and dst
 layout(constant_id = 3) const uint R = 4u;      // rows (query, head) per invocation
 layout(constant_id = 4) const uint BK = 1u;     // keys per shared-memory tile (FA_TILE)
 layout(constant_id = 5) const uint FLAGS = 0u;  // FA_* below
+// RoPE on k (FA_KROT): the pair window's first dim and its pairs (pe_attn_fused_op.krot)
+layout(constant_id = 6) const uint KR_OFF = 0u;
+layout(constant_id = 7) const uint KR_P = 0u;
 
 // Head dims padded to whole chunks of 8 elements (one uvec4 of halves, two vec4 of f32).
 const uint DP = ((D + 7u) / 8u) * 8u;
@@ -45,6 +48,8 @@ const uint DVP = ((DV + 7u) / 8u) * 8u;
 #define FA_PAIRS    0x20000u // f16 dst written as whole words
 #define FA_KVEC     0x40000u // k rows: unit stride, 16-byte aligned (vector loads)
 #define FA_VVEC     0x80000u // v rows: the same
+#define FA_KROT     0x100000u // k rotated by the keys' RoPE table (binding 4, words P_T)
+#define FA_KR_ADJ   0x200000u // ... pairs of adjacent dims (else NeoX: KR_P apart)
 
 // Words of the parameter block.
 #define P_Q      0u  // q: off, st0..st3 (d, h, q, b)
@@ -52,7 +57,8 @@ const uint DVP = ((DV + 7u) / 8u) * 8u;
 #define P_V      10u // v: off, st0..st3 (d, hk, k, b)
 #define P_O      15u // dst: off, st0..st3 (d, h, q, b)
 #define P_M      20u // mask: off, st0..st3 (k, q, h, b; broadcast dims 0)
-#define P_T      25u // relative-bias table: off, st0 (bucket), st1 (head)
+#define P_T      25u // relative-bias table: off, st0 (bucket), st1 (head); with FA_KROT
+                     // the RoPE table instead: off, st2 (key), st3 (batch)
 #define P_S      28u // sinks: off, st0
 #define P_TQ     30u
 #define P_TK     31u
@@ -76,7 +82,8 @@ const uint DVP = ((DV + 7u) / 8u) * 8u;
 #define P_TILES  49u // row tiles per (kv head, batch) (FA_TILE)
 #define P_WORDS  50u
 
-// Bindings: 0 q (merge: dst), 1 k, 2 v, 3 mask, 4 relative-bias table, 5 sinks,
+// Bindings: 0 q (merge: dst), 1 k, 2 v, 3 mask, 4 relative-bias table or the keys' RoPE
+// table (f32; a call has one encoding), 5 sinks,
 // 6 the parameter table, 7 dst or the partials (merge: the partials).
 layout(std430, set = 0, binding = 6) readonly buffer ParBuf { uint par[]; };
 layout(std430, set = 0, binding = 5) readonly buffer SinkBuf { float sink_f[]; };

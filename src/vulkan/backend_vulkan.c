@@ -1311,4 +1311,5 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .vk_record_end = pe_vk_record_end,
     .vk_recording_destroy = pe_vk_recording_destroy,
     .attn_fused = pe_vk_attn_fused,
+    .attn_krot = pe_vk_attn_krot,
 };

@@ -17,6 +17,10 @@
  * maxComputeWorkGroupSize[0], maxComputeSharedMemorySize): at most 64 invocations, and a
  * tile that fits the shared memory (16 KiB gives 8 keys at d 256, 16 at d 128).
  *
+ * RoPE on k (op->has_krot): the keys' table takes binding 4 and the words P_T (a call has
+ * RoPE or a relative bias, never both); FA_KROT / FA_KR_ADJ and the window's KR_OFF / KR_P
+ * (specialization constants 6, 7) make the shader rotate each key as it loads it.
+ *
  * The parameters (seven views' offsets and strides and the sizes) do not fit 128 bytes of
  * push constants: they go with the ALiBi slopes, the mask slopes and the bucket list in
  * a host table (pe_vk_table), uploaded for each of the two dispatches.
@@ -46,13 +50,14 @@ static const uint32_t spv_flash_merge[] =
 
 /* shaders/flash_params.glsl: specialization constant ids, FLAGS bits, parameter words.
  * Change both together. */
-enum { FA_SPEC_WG, FA_SPEC_D, FA_SPEC_DV, FA_SPEC_R, FA_SPEC_BK, FA_SPEC_FLAGS, FA_N_SPEC };
+enum { FA_SPEC_WG, FA_SPEC_D, FA_SPEC_DV, FA_SPEC_R, FA_SPEC_BK, FA_SPEC_FLAGS, FA_SPEC_KR_OFF,
+       FA_SPEC_KR_P, FA_N_SPEC };
 enum {
     FA_Q16 = 0x1, FA_K16 = 0x2, FA_V16 = 0x4, FA_O16 = 0x8, FA_M16 = 0x10, FA_T16 = 0x20,
     FA_MASK = 0x40, FA_ALIBI = 0x80, FA_ALIBI_SYM = 0x100, FA_ALIBI_CAUSAL = 0x200,
     FA_RELB = 0x400, FA_SOFTCAP = 0x800, FA_CAUSAL = 0x1000, FA_SINKS = 0x2000,
     FA_MSLOPES = 0x4000, FA_TILE = 0x8000, FA_PARTIAL = 0x10000, FA_PAIRS = 0x20000,
-    FA_KVEC = 0x40000, FA_VVEC = 0x80000,
+    FA_KVEC = 0x40000, FA_VVEC = 0x80000, FA_KROT = 0x100000, FA_KR_ADJ = 0x200000,
 };
 enum {
     P_Q = 0, P_K = 5, P_V = 10, P_O = 15, P_M = 20, P_T = 25, P_S = 28, P_TQ = 30, P_TK = 31,
@@ -121,6 +126,13 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
     if (be->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU)
         return PE_FA_TARGET;
     return (int64_t)wg * (int64_t)pe_host_cpus();
+}
+
+/* flash_attn.comp rotates k itself (FA_KROT), in the split-K loads and the shared tile. */
+bool pe_vk_attn_krot(struct pe_backend *b)
+{
+    (void)b;
+    return true;
 }
 
 posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_op *op)
@@ -230,6 +242,18 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
         memcpy(&w[P_T], tw, 3 * sizeof *tw);
         flags |= FA_RELB | (f16(t) ? FA_T16 : 0);
     }
+    if (st == POSENC_OK && op->has_krot) {
+        /* binding 4 and the words P_T: a call has RoPE or a relative bias, not both */
+        if (op->has_relbias)
+            st = pe_error(b->ctx, POSENC_ERR_INTERNAL, "attention: RoPE and relative bias");
+        uint32_t tw[5] = {0};
+        if (st == POSENC_OK)
+            st = put(be, &op->krot, 4, op->krot.ne, tw, "k's RoPE table", &binds[4]);
+        w[P_T] = tw[0];     /* offset */
+        w[P_T + 1] = tw[3]; /* per key */
+        w[P_T + 2] = tw[4]; /* per batch (0: shared) */
+        flags |= FA_KROT | (op->krot_adjacent ? FA_KR_ADJ : 0);
+    }
     if (st == POSENC_OK && has_sinks) {
         uint32_t sw[5] = {0};
         st = put(be, &op->sinks, 1, op->sinks.ne, sw, "params->sinks", &binds[5]);
@@ -293,9 +317,11 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
     spec[FA_SPEC_R] = (uint32_t)R;
     spec[FA_SPEC_BK] = (uint32_t)BK;
     spec[FA_SPEC_FLAGS] = flags | (partial ? FA_PARTIAL : 0);
+    spec[FA_SPEC_KR_OFF] = op->has_krot ? (uint32_t)op->krot_off : 0u;
+    spec[FA_SPEC_KR_P] = op->has_krot ? (uint32_t)op->krot_pairs : 0u;
     /* the merge: only the sizes and the flags it reads */
     uint32_t mspec[FA_N_SPEC] = {wg, 1, (uint32_t)Dv, 1, 1,
-                                 flags & (FA_O16 | FA_SINKS | FA_PAIRS)};
+                                 flags & (FA_O16 | FA_SINKS | FA_PAIRS), 0, 0};
     VkPipeline pipe = VK_NULL_HANDLE, mpipe = VK_NULL_HANDLE;
     st = pe_vk_pipeline_spec(be, "flash_attn", spv_flash_attn, sizeof spv_flash_attn, spec,
                              FA_N_SPEC, &pipe);
