@@ -113,9 +113,62 @@ void *th_download(posenc_buffer *b)
     return p;
 }
 
+/* Whether name matches glob pattern p ('*' any run, '?' any one character), up to `end`. */
+static int glob_match(const char *p, const char *end, const char *name)
+{
+    for (; p < end; p++, name++) {
+        if (*p == '*') {
+            for (;; name++) {
+                if (glob_match(p + 1, end, name))
+                    return 1;
+                if (!*name)
+                    return 0;
+            }
+        }
+        if (!*name || (*p != '?' && *p != *name))
+            return 0;
+    }
+    return *name == '\0';
+}
+
+int th_selected(const char *name)
+{
+    const char *f = getenv("POSENC_TEST_FILTER");
+    if (!f || !*f)
+        return 1;
+    for (const char *p = f;;) {
+        const char *bar = strchr(p, '|');
+        const char *end = bar ? bar : p + strlen(p);
+        if (glob_match(p, end, name))
+            return 1;
+        if (!bar)
+            return 0;
+        p = bar + 1;
+    }
+}
+
 int th_run(const char *suite, const struct CMUnitTest *tests, size_t count)
 {
     char name[128];
     snprintf(name, sizeof(name), "%s/%s", suite, posenc_backend_name(th.kind));
-    return _cmocka_run_group_tests(name, tests, count, NULL, NULL);
+    /* POSENC_TEST_FILTER: only the tests it selects, and at least one */
+    struct CMUnitTest *sel = calloc(count ? count : 1, sizeof *sel);
+    if (!sel) {
+        fprintf(stderr, "%s: out of memory\n", name);
+        return 1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++)
+        if (th_selected(tests[i].name))
+            sel[n++] = tests[i];
+    int rc;
+    if (n == 0 && count > 0) {
+        fprintf(stderr, "%s: POSENC_TEST_FILTER=%s selects none of the %zu tests\n", name,
+                getenv("POSENC_TEST_FILTER"), count);
+        rc = 1;
+    } else {
+        rc = _cmocka_run_group_tests(name, sel, n, NULL, NULL);
+    }
+    free(sel);
+    return rc;
 }

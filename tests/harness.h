@@ -44,7 +44,13 @@ posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes);
 /* Read a whole buffer into a malloc'd block (asserts success). */
 void *th_download(posenc_buffer *b);
 
-/* Run the cmocka tests (any count, heap arrays too) under the suite name. */
+/* Run the cmocka tests (any count, heap arrays too) under the suite name. With
+ * POSENC_TEST_FILTER set, only the tests whose names match one of its '|'-separated glob
+ * patterns ('*', '?'), for a run that repeats part of a suite under another setting
+ * (tests/meson.build); a filter that selects none of them fails the run. */
 int th_run(const char *suite, const struct CMUnitTest *tests, size_t count);
+
+/* Whether POSENC_TEST_FILTER (unset: everything) selects the test called name. */
+int th_selected(const char *name);
 
 #endif

@@ -45,6 +45,7 @@ struct fcase {
     int mslopes, sinks;
     float softcap, scale;
     int layout;    /* 0 contiguous, 1 padded, 2 permuted (dims 1, 2), 3 element stride 2 */
+    int tile;      /* named tile/...: small head dims, many rows (see build_cases) */
     uint64_t seed;
 };
 
@@ -522,9 +523,9 @@ static void name_case(struct fcase *c)
     static const char *enc[] = {"none", "alibi", "t5", "clipped"};
     static const char *mk[] = {"", "/mask", "/mask_bh", "/mask_bb", "/mask_bhb"};
     snprintf(c->name, sizeof c->name,
-             "fused/%s/q%s.k%s.v%s.o%s/D=%lld/Dv=%lld/Hq=%lld/Hk=%lld/Tq=%lld/Tk=%lld/B=%lld%s%s%s"
+             "%s/%s/q%s.k%s.v%s.o%s/D=%lld/Dv=%lld/Hq=%lld/Hk=%lld/Tq=%lld/Tk=%lld/B=%lld%s%s%s"
              "%s%s%s/off=%d,%d/layout=%d",
-             enc[c->enc], dn(c->qt), dn(c->kt), dn(c->vt), dn(c->ot), (long long)c->D,
+             c->tile ? "tile" : "fused", enc[c->enc], dn(c->qt), dn(c->kt), dn(c->vt), dn(c->ot), (long long)c->D,
              (long long)c->Dv, (long long)c->Hq, (long long)c->Hk, (long long)c->Tq,
              (long long)c->Tk, (long long)c->B, c->causal ? "/causal" : "", mk[c->mask],
              c->mask_inf ? (c->mask_inf == 2 ? "+rows_inf" : "+inf") : "",
@@ -629,13 +630,14 @@ static void build_cases(void)
         c.q_off = 30;
         add(c);
     }
-    /* prefill: d 256, f16, clipped relative bias (f16 table), permuted views, 2 batches */
+    /* prefill: d 256, f16, clipped relative bias (f16 table), 2 batches (contiguous: with
+     * permuted views, as the tile/ case of d 24 below has them, lavapipe took 175 s to
+     * compile this variant's scalar loads, against 64 s for the vector ones) */
     {
         struct fcase c = base(256, 4, 2, 70, 90, 303);
         c.qt = c.kt = c.vt = c.tt = F16;
         c.enc = ENC_CLIPPED;
         c.B = 2;
-        c.layout = 2;
         add(c);
     }
     /* prefill: d 40, MHA, softcap and sinks, f16 dst, symmetric ALiBi */
@@ -675,6 +677,70 @@ static void build_cases(void)
         c.mask = MASK_BH;
         c.mask_inf = 1;
         c.sinks = 1;
+        add(c);
+    }
+    /* many rows at small head dims, named tile/...: on GPUs these take the shared-memory
+     * tile grid (FA_TILE: R = 4 rows per invocation, work-groups of 64, so at least ~253
+     * rows per K/V head), which lavapipe runs only with POSENC_VK_FLASH=gpu (its tile
+     * variants take 1-200 s each to compile, growing with the head dims: the larger
+     * prefill cases above stay on the split-K grid there); tests/meson.build runs these
+     * again that way. Every feature the tile's staging and masks see: causal tiles
+     * skipped, full / broadcast masks with -inf rows, mask slopes, both relative biases
+     * with f16 / f32 tables, symmetric and causal ALiBi with offsets, softcap, sinks,
+     * f16 everywhere, Dv != D, and every layout (vector and scalar loads). */
+    {
+        struct fcase c = base(40, 8, 2, 70, 100, 601);
+        c.kt = c.vt = F16;
+        c.enc = ENC_ALIBI;
+        c.causal = 1;
+        c.q_off = 30;
+        c.tile = 1;
+        add(c);
+        c = base(16, 4, 1, 200, 230, 602);
+        c.mask = MASK_FULL;
+        c.mask_inf = 2;
+        c.causal = 1;
+        c.q_off = 30;
+        c.tile = 1;
+        add(c);
+        c = base(24, 4, 2, 130, 90, 603);
+        c.qt = c.kt = c.vt = c.ot = c.tt = F16;
+        c.enc = ENC_CLIPPED;
+        c.B = 2;
+        c.layout = 2;
+        c.tile = 1;
+        add(c);
+        c = base(8, 2, 2, 260, 130, 604);
+        c.softcap = 3.0f;
+        c.sinks = 1;
+        c.ot = F16;
+        c.enc = ENC_ALIBI;
+        c.alibi_sym = 1;
+        c.tile = 1;
+        add(c);
+        c = base(16, 4, 1, 160, 160, 605);
+        c.Dv = 8;
+        c.vt = F16;
+        c.enc = ENC_ALIBI;
+        c.causal = 1;
+        c.q_off = 7;
+        c.k_off = 3;
+        c.mask = MASK_BHB;
+        c.mslopes = 1;
+        c.layout = 1;
+        c.tile = 1;
+        add(c);
+        c = base(8, 4, 1, 70, 50, 606);
+        c.Dv = 16;
+        c.enc = ENC_T5;
+        c.B = 2;
+        c.layout = 3;
+        c.mask = MASK_BH;
+        c.mt = F16;
+        c.mask_inf = 1;
+        c.q_off = 12;
+        c.k_off = 5;
+        c.tile = 1;
         add(c);
     }
     /* seeded random shapes. Few of them: on lavapipe each new combination of head dims,

@@ -128,11 +128,35 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
     return (int64_t)wg * (int64_t)pe_host_cpus();
 }
 
-/* flash_attn.comp rotates k itself (FA_KROT), in the split-K loads and the shared tile. */
+/* Whether the pass takes its GPU shape: the FA_TILE grid for many rows (prefill) and k
+ * rotated as it is loaded (FA_KROT). On GPUs yes, on CPU implementations (lavapipe) no:
+ * the split-K grid for every shape, and RoPE on a rotated copy of K made before the pass
+ * (ops_attention.c). POSENC_VK_FLASH=gpu|cpu forces either on any device, so that tests
+ * run both on one device. Why not on lavapipe, measured there (docs/performance.md,
+ * "Vulkan on CPU devices: no tiles, no rotation in the pass"):
+ *  - compile time: lavapipe compiles each variant at its first dispatch, with LLVM, as a
+ *    coroutine (barriers are its suspend points), and most of it goes to building the
+ *    coroutine frame (perf: llvm::coro::buildCoroutineFrame, 50-80%), which grows with
+ *    the unrolled code. Tile variants took 9-200 s each with empty caches; rotating k in
+ *    the split-K loads added 12-16 s to a d 64 variant's 18-24 s.
+ *  - speed: 512 x 512 prefill, 32|8 heads: d 128 333-345 ms split-K against 534-569 ms
+ *    tiled, d 64 156-162 against 244-264 ms (a CPU's caches give the reuse the shared
+ *    tile is for); decode with RoPE 4-10% slower rotating in the pass than on K'. */
+static bool gpu_shaped(const struct pe_vk_backend *be)
+{
+    const char *e = getenv("POSENC_VK_FLASH");
+    if (e && strcmp(e, "cpu") == 0)
+        return false;
+    if (e && strcmp(e, "gpu") == 0)
+        return true;
+    return be->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+
+/* flash_attn.comp rotates k itself (FA_KROT), in the split-K loads and the shared tile,
+ * where the pass takes its GPU shape. */
 bool pe_vk_attn_krot(struct pe_backend *b)
 {
-    (void)b;
-    return true;
+    return gpu_shaped((const struct pe_vk_backend *)b);
 }
 
 posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_op *op)
@@ -172,7 +196,7 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
     BK = BK / PE_FA_KB * PE_FA_KB;
     if (BK > 64)
         BK = 64;
-    const bool tile = RB >= (int64_t)wg && BK >= PE_FA_KB;
+    const bool tile = gpu_shaped(be) && RB >= (int64_t)wg && BK >= PE_FA_KB;
     int64_t NS = 1, KS = Tk, n_items, tiles = 0;
     if (tile) {
         tiles = (RB + wg - 1) / wg;

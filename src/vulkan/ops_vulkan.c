@@ -171,6 +171,7 @@ static posenc_status create_pipeline(struct pe_vk_backend *be, const char *name,
         .codeSize = size,
         .pCode = code,
     };
+    const int64_t t0 = pe_mono_ns();
     VkShaderModule module;
     VkResult r = vkCreateShaderModule(be->dev, &smci, NULL, &module);
     if (r != VK_SUCCESS)
@@ -203,7 +204,13 @@ static posenc_status create_pipeline(struct pe_vk_backend *be, const char *name,
                         "vkCreateComputePipelines (%s) failed: %s (%d)", name,
                         pe_vk_result_name(r), (int)r);
     }
-    pe_log(be->base.ctx, POSENC_LOG_DEBUG, "vulkan: built pipeline %s", name);
+    /* the build time and the constants (which variant), for a slow first call: most
+     * drivers compile here; lavapipe compiles at the variant's first dispatch instead */
+    char sp[PE_VK_MAX_SPEC * 11 + 1] = "";
+    for (uint32_t i = 0, n = 0; i < n_spec; i++)
+        n += (uint32_t)snprintf(sp + n, sizeof sp - n, " %" PRIu32, spec[i]);
+    pe_log(be->base.ctx, POSENC_LOG_DEBUG, "vulkan: built pipeline %s in %.3f s (spec:%s)",
+           name, (double)(pe_mono_ns() - t0) * 1e-9, n_spec ? sp : " none");
     return POSENC_OK;
 }
 
