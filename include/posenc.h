@@ -1502,11 +1502,12 @@ struct posenc_attention_params {
  * one-pass kernel (and without POSENC_ATTENTION_UNFUSED), scores, bias, mask, softmax and
  * the sum over V run in one pass with no logits in memory; otherwise the call makes a
  * device temporary for the logits, Tk*Tq*Hq*B f32 values. SINUSOIDAL, LEARNED and ROPE
- * also make an f32 copy of Q and K; ROPE in the one pass (every backend) makes, instead
- * of K's copy, a table of the keys' rotations (Tk*head_dim f32 values, times B with per-batch
- * positions) that every K/V head shares and the pass applies as it reads K. These device
- * temporaries are buffers the context keeps for later calls (up to 8 buffers and 256 MiB in all; what would go past that is made and
- * freed by the call), so that calls of the same or a slowly growing shape allocate no
+ * also make an f32 copy of Q and K; ROPE in the one pass (every backend but Vulkan on a
+ * CPU device, such as lavapipe) makes, instead of K's copy, a table of the keys' rotations
+ * (Tk*head_dim f32 values, times B with per-batch positions) that every K/V head shares
+ * and the pass applies as it reads K. These device temporaries are buffers the context
+ * keeps for later calls (up to 8 buffers and 256 MiB in all; what would go past that is
+ * made and freed by the call), so that calls of the same or a slowly growing shape allocate no
  * device memory; posenc_context_destroy frees them, and a call that runs out of memory
  * frees the kept buffers it does not use and tries again. While a Vulkan context records
  * into the application's command buffer they are made per call and freed with the
