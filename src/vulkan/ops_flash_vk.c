@@ -136,7 +136,7 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
  * "Vulkan on CPU devices: no tiles, no rotation in the pass"):
  *  - compile time: lavapipe compiles each variant at its first dispatch, with LLVM, as a
  *    coroutine (barriers are its suspend points), and most of it goes to building the
- *    coroutine frame (perf: llvm::coro::buildCoroutineFrame, 50-80%), which grows with
+ *    coroutine frame (perf: llvm::coro::buildCoroutineFrame, 45-54%), which grows with
  *    the unrolled code. Tile variants took 9-200 s each with empty caches; rotating k in
  *    the split-K loads added 12-16 s to a d 64 variant's 18-24 s.
  *  - speed: 512 x 512 prefill, 32|8 heads: d 128 333-345 ms split-K against 534-569 ms
