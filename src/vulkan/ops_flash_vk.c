@@ -142,21 +142,25 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
  *  - speed: 512 x 512 prefill, 32|8 heads: d 128 333-345 ms split-K against 534-569 ms
  *    tiled, d 64 156-162 against 244-264 ms (a CPU's caches give the reuse the shared
  *    tile is for); decode with RoPE 4-10% slower rotating in the pass than on K'. */
-static bool gpu_shaped(const struct pe_vk_backend *be)
+static bool gpu_shaped(struct pe_vk_backend *be)
 {
-    const char *e = getenv("POSENC_VK_FLASH");
-    if (e && strcmp(e, "cpu") == 0)
-        return false;
-    if (e && strcmp(e, "gpu") == 0)
-        return true;
-    return be->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (be->fa_shape == 0) { /* once per backend, not on every call */
+        const char *e = getenv("POSENC_VK_FLASH");
+        bool gpu = be->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+        if (e && strcmp(e, "cpu") == 0)
+            gpu = false;
+        else if (e && strcmp(e, "gpu") == 0)
+            gpu = true;
+        be->fa_shape = gpu ? 2 : 1;
+    }
+    return be->fa_shape == 2;
 }
 
 /* flash_attn.comp rotates k itself (FA_KROT), in the split-K loads and the shared tile,
  * where the pass takes its GPU shape. */
 bool pe_vk_attn_krot(struct pe_backend *b)
 {
-    return gpu_shaped((const struct pe_vk_backend *)b);
+    return gpu_shaped((struct pe_vk_backend *)b);
 }
 
 posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_op *op)

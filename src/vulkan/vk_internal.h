@@ -162,6 +162,9 @@ struct pe_vk_backend {
      * recording into the application's buffer makes its own per call instead. */
     struct pe_vk_buffer fa_part[2];
     uint32_t fa_next;
+    /* ops_flash_vk.c: the pass's shape, decided at its first call (device type, or
+     * POSENC_VK_FLASH): 0 not yet, 1 CPU shape, 2 GPU shape */
+    uint8_t fa_shape;
     uint64_t n_allocs; /* device memory allocations made (pe_vk_counters) */
 
     /* ops_vulkan.c */
