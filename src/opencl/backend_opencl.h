@@ -104,6 +104,9 @@ struct pe_cl_backend {
      * in-order queue the next call finds them zero). NULL until a call needs them. */
     cl_mem fa_part, fa_counts;
     size_t fa_part_bytes, fa_counts_bytes;
+    /* Decode's kernel (ops_flash.c, want_cpu_kernel), decided at the first attention call
+     * from the device type and POSENC_CL_FLASH: 0 not yet, 1 pe_flash_cpu, 2 pe_flash. */
+    uint8_t fa_kernel;
     /* While `pinning` (from pe_cl_attn_prepare to pe_cl_attn_end), every program asked for
      * gets pin_gen and a full program cache evicts none of those: a program prepared for
      * a later pass stays built. */

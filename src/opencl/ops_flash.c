@@ -237,14 +237,18 @@ static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_pla
 /* Whether decode-shaped calls take pe_flash_cpu: on CPU devices, unless
  * POSENC_CL_FLASH says otherwise ("gpu": pe_flash, "cpu": pe_flash_cpu on any device), so
  * that tests run both kernels on one device. */
-static bool want_cpu_kernel(const struct pe_cl_backend *be)
+static bool want_cpu_kernel(struct pe_cl_backend *be)
 {
-    const char *e = getenv("POSENC_CL_FLASH");
-    if (e && strcmp(e, "gpu") == 0)
-        return false;
-    if (e && strcmp(e, "cpu") == 0)
-        return true;
-    return pe_cl_is_cpu(be);
+    if (be->fa_kernel == 0) { /* once per backend, not on every call */
+        const char *e = getenv("POSENC_CL_FLASH");
+        bool cpu = pe_cl_is_cpu(be);
+        if (e && strcmp(e, "gpu") == 0)
+            cpu = false;
+        else if (e && strcmp(e, "cpu") == 0)
+            cpu = true;
+        be->fa_kernel = cpu ? 1 : 2;
+    }
+    return be->fa_kernel == 1;
 }
 
 /* pe_flash_cpu's plan for op (cl/flash_cpu.cl), false where it does not apply: rows per
@@ -254,7 +258,7 @@ static bool want_cpu_kernel(const struct pe_cl_backend *be)
  * all, as many as fit PE_FA_CPU_PRIVATE; the keys are then split into chunks until there
  * are PE_FA_CPU_PER_CU work-items per compute unit (the implementation deals them to its
  * threads), keeping at least PE_FA_CPU_MIN_CHUNK keys per chunk. */
-static bool plan_cpu(const struct pe_cl_backend *be, const struct pe_attn_fused_op *op,
+static bool plan_cpu(struct pe_cl_backend *be, const struct pe_attn_fused_op *op,
                      struct fa_plan *pl)
 {
     const int64_t D = op->q.ne[0], Dv = op->v.ne[0], Tq = op->q.ne[2], B = op->q.ne[3];
