@@ -164,4 +164,9 @@ extern const struct pe_backend_vtable pe_vulkan_vtable;
 /* The registry (src/backends.c): the vtable for `kind`, or NULL if not compiled in. */
 const struct pe_backend_vtable *pe_backend_lookup(posenc_backend_kind kind);
 
+/* Whether a backend takes the shape of its kernels meant for CPU devices: the environment
+ * variable `name` set to "cpu" or "gpu" decides (tests run both shapes on one device),
+ * otherwise `device_is_cpu` (src/backends.c). */
+bool pe_cpu_shaped(const char *name, bool device_is_cpu);
+
 #endif

@@ -239,15 +239,8 @@ static void flash_defines(const struct pe_attn_fused_op *op, const struct fa_pla
  * that tests run both kernels on one device. */
 static bool want_cpu_kernel(struct pe_cl_backend *be)
 {
-    if (be->fa_kernel == 0) { /* once per backend, not on every call */
-        const char *e = getenv("POSENC_CL_FLASH");
-        bool cpu = pe_cl_is_cpu(be);
-        if (e && strcmp(e, "gpu") == 0)
-            cpu = false;
-        else if (e && strcmp(e, "cpu") == 0)
-            cpu = true;
-        be->fa_kernel = cpu ? 1 : 2;
-    }
+    if (be->fa_kernel == 0) /* once per backend, not on every call */
+        be->fa_kernel = pe_cpu_shaped("POSENC_CL_FLASH", pe_cl_is_cpu(be)) ? 1 : 2;
     return be->fa_kernel == 1;
 }
 

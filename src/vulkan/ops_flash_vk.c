@@ -144,15 +144,9 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
  *    tile is for); decode with RoPE 4-10% slower rotating in the pass than on K'. */
 static bool gpu_shaped(struct pe_vk_backend *be)
 {
-    if (be->fa_shape == 0) { /* once per backend, not on every call */
-        const char *e = getenv("POSENC_VK_FLASH");
-        bool gpu = be->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
-        if (e && strcmp(e, "cpu") == 0)
-            gpu = false;
-        else if (e && strcmp(e, "gpu") == 0)
-            gpu = true;
-        be->fa_shape = gpu ? 2 : 1;
-    }
+    if (be->fa_shape == 0) /* once per backend, not on every call */
+        be->fa_shape = pe_cpu_shaped("POSENC_VK_FLASH",
+                                     be->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) ? 1 : 2;
     return be->fa_shape == 2;
 }
 
