@@ -104,23 +104,24 @@ pf_local(const struct pe_attn_x86_pf_stream *pf)
 {
     if (pf)
         return *pf;
-    return (struct pe_attn_x86_pf_stream){NULL, NULL};
+    return (struct pe_attn_x86_pf_stream){NULL, 0, 0, 0, 0};
 }
 
 /* The stream's next line, if any. */
 __attribute__((always_inline)) static inline void pf_step(struct pe_attn_x86_pf_stream *s)
 {
-    if (s->p < s->end) {
-        _mm_prefetch(s->p, _MM_HINT_T2);
-        s->p += 64;
+    if (s->i < s->end) {
+        const int64_t mask = ((int64_t)1 << s->shift) - 1;
+        _mm_prefetch(s->base + ((s->i & mask) * s->part + (s->i >> s->shift)) * 64, _MM_HINT_T2);
+        s->i++;
     }
 }
 
 /* Whatever the steps left. */
 __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_stream *s)
 {
-    for (; s->p < s->end; s->p += 64)
-        _mm_prefetch(s->p, _MM_HINT_T2);
+    while (s->i < s->end)
+        pf_step(s);
 }
 
 /* Key j's row: kt rows from k, kb bytes apart. */

@@ -65,11 +65,17 @@ void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma, int *avx512f);
 bool pe_attn_x86_available(void);
 /* x[r xs + j] = q_r . k_j for the nr rows of qs (D floats each, scale applied) and keys
  * j < kt. */
-/* Lines [p, end) to prefetch (to L2) a line or two at a time from inside a compute loop,
- * spread over the work rather than issued in one burst: a burst fills the core's line-fill
- * buffers and stalls the loads the work itself makes. */
+/* Lines to prefetch (to L2) a line or two at a time from inside a compute loop, spread
+ * over the work rather than issued in one burst: a burst fills the core's line-fill
+ * buffers and stalls the loads the work itself makes. Step i (i < end) requests the line
+ * base + 64 ((i mod 2^shift) part + i / 2^shift): with shift > 0 the requests go round
+ * 2^shift parts of `part` lines each, one line of each in turn (several regions of memory
+ * in flight at once, which the L2's own prefetchers then run ahead in); shift 0 walks the
+ * lines from base in order. */
 struct pe_attn_x86_pf_stream {
-    const char *p, *end;
+    const char *base;
+    int64_t i, end, part;
+    int shift;
 };
 /* The next tile's K lines (taken by the scores) and V lines (by the weighted sum of V). */
 struct pe_attn_x86_pf {
