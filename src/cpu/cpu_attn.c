@@ -394,17 +394,19 @@ static bool mask_hides_tile(const struct pe_attn_fused_op *op, const struct attn
  * 1 x 32768 8.66 against 10.76; one thread, d 64 1 x 4096 1.02 against 1.15. 8 parts
  * measured the same as 4; 2 parts the same at d 64, 4-10% slower at d 128; 16 slower
  * than 8 in 3 runs of 4. A plain read of 8 MiB the same day: one run forwards per thread
- * 9-12 GB/s, 8 runs a line each in turn 17-25 GB/s (more pages in flight for the L2
- * streamer). */
+ * 7-13 GB/s, 8 runs a line each in turn 17-25 GB/s (more pages in flight for the L2
+ * streamer; docs/performance.md). */
 static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *vp, int64_t nt,
                          int64_t nk, int64_t kl, int64_t kvh0, int64_t k1, int64_t b,
                          struct pe_attn_x86_pf *pf)
 {
     const struct pe_view *kv = &aj->op->k, *vv = &aj->op->v;
     const int64_t kr = (int64_t)aj->k_row, vr = (int64_t)aj->v_row;
-    if (aj->k_step == kr && aj->v_step == vr) {
-        pf->k = (struct pe_attn_x86_pf_stream){kp, 0, (nt * kr + 63) / 64, 0, 0};
-        pf->v = (struct pe_attn_x86_pf_stream){vp, 0, (nt * vr + 63) / 64, 0, 0};
+    if (aj->k_step == kr && aj->v_step == vr) { /* the lines [kp, kp + nt kr) touches */
+        const char *ka = (const char *)((uintptr_t)kp & ~(uintptr_t)63);
+        const char *va = (const char *)((uintptr_t)vp & ~(uintptr_t)63);
+        pf->k = (struct pe_attn_x86_pf_stream){ka, 0, (kp + nt * kr - ka + 63) / 64, 0, 0};
+        pf->v = (struct pe_attn_x86_pf_stream){va, 0, (vp + nt * vr - va + 63) / 64, 0, 0};
         return true;
     }
     if (nk < 2 || kv->st[1] <= 0 || vv->st[1] <= 0 || kv->st[1] >= kv->st[2] ||
