@@ -374,7 +374,8 @@ static bool mask_hides_tile(const struct pe_attn_fused_op *op, const struct attn
 }
 
 #ifdef PE_ATTN_X86
-/* Parts the prefetches of a dense block go round (next_tile_pf): 2^2. */
+/* Parts the prefetches of a dense block go round (next_tile_pf): 2^2 (pf_round in
+ * cpu_attn_x86.c takes a round of 4 at once; another count goes line by line). */
 #define PE_ATTN_PF_SHIFT 2
 
 /* The next tile's lines for K/V head kl of an item's nk (from kvh0), keys [k1, k1 + nt);
@@ -382,7 +383,7 @@ static bool mask_hides_tile(const struct pe_attn_fused_op *op, const struct attn
  *  - the nk heads' rows of those keys make one dense block (heads inside a key, the usual
  *    [D, H, T] layout): the block is cut into 2^PE_ATTN_PF_SHIFT parts whose lines are
  *    requested in turn (part 0's first line, part 1's first, ...), and head kl takes the
- *    kl-th nk-th of that order;
+ *    kl-th nk-th of that order in whole rounds (a line of each part);
  *  - the head's rows are adjacent: those rows, in order.
  * Otherwise false (the caller prefetches the rows itself). Measured at d 128, 8 heads, from
  * memory: the rows of one head, 2 KiB apart, prefetched a tile at a time read 13-15 GB/s
@@ -429,9 +430,11 @@ static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *
     const int sh = PE_ATTN_PF_SHIFT;
     const int64_t kpart = ((k_end - kb + 63) / 64 + ((int64_t)1 << sh) - 1) >> sh;
     const int64_t vpart = ((v_end - vb + 63) / 64 + ((int64_t)1 << sh) - 1) >> sh;
-    const int64_t kn = kpart << sh, vn = vpart << sh; /* steps over the whole block */
-    pf->k = (struct pe_attn_x86_pf_stream){kb, kl * kn / nk, (kl + 1) * kn / nk, kpart, sh};
-    pf->v = (struct pe_attn_x86_pf_stream){vb, kl * vn / nk, (kl + 1) * vn / nk, vpart, sh};
+    /* head kl's share in whole rounds (a line of each part), for pf_round */
+    pf->k = (struct pe_attn_x86_pf_stream){kb, (kl * kpart / nk) << sh,
+                                           ((kl + 1) * kpart / nk) << sh, kpart, sh};
+    pf->v = (struct pe_attn_x86_pf_stream){vb, (kl * vpart / nk) << sh,
+                                           ((kl + 1) * vpart / nk) << sh, vpart, sh};
     return true;
 }
 #endif

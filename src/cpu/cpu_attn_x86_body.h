@@ -90,10 +90,11 @@ PE_IN void SFX(scores4n)(const float *restrict q, int64_t D, const void *k, int6
             for (int n = 0; n < N; n++)
                 a[n][u] = V_FMA(qu, kk[n], a[n][u]);
         }
-        pf_step(pf);
-        pf_step(pf); /* two lines a step: at d 64 with 16 lanes (the fewest steps, 64 in a
-                      * 64-key tile) that is a head's share of K, 128 lines; pf_rest after
-                      * the loop takes what a shorter tile leaves */
+        /* four lines every other step (and at the last): at d 64 with 16 lanes (the
+         * fewest steps, 64 in a 64-key tile) that is a head's share of K, 128 lines;
+         * pf_rest after the loop takes what a shorter tile leaves */
+        if ((i & VW) || i + VW >= D)
+            pf_round(pf);
     }
 #ifdef V_SUMS4X4
     V_SUMS4X4(a, N, x + j, xs);
@@ -261,7 +262,8 @@ PE_IN void SFX(accum4x2)(const float *const *xr, float *const *ar, const float *
         p = V_BCAST(x3 + j);
         a30 = V_FMA(p, v0, a30);
         a31 = V_FMA(p, v1, a31);
-        pf_step(pf);
+        if ((j & 3) == 3) /* a line a key */
+            pf_round(pf);
     }
     V_STORE(ar[0] + i, a00);
     V_STORE(ar[0] + i + VW, a01);

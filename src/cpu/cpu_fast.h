@@ -71,7 +71,9 @@ bool pe_attn_x86_available(void);
  * base + 64 ((i mod 2^shift) part + i / 2^shift): with shift > 0 the requests go round
  * 2^shift parts of `part` lines each, one line of each in turn (several regions of memory
  * in flight at once, which the L2's own prefetchers then run ahead in); shift 0 walks the
- * lines from base in order. */
+ * lines from base in order. The hot loops take 2^shift steps at once where i and end are
+ * whole rounds (pf_round: one address, then `part` lines on for each request), which
+ * next_tile_pf's ranges are. */
 struct pe_attn_x86_pf_stream {
     const char *base;
     int64_t i, end, part;
