@@ -467,7 +467,10 @@ POSENC_API posenc_status posenc_backend_device_count(posenc_backend_kind backend
 
 /* Allocate `size` bytes (> 0) of device memory. Contents are undefined until written.
  * A buffer may be larger than one launch can address (max_binding_size in
- * posenc_device_info); ops cut their work to fit.
+ * posenc_device_info); ops cut their work to fit. In host memory (the CPU backend, and
+ * OpenCL CPU devices such as PoCL) a buffer of 2 MiB or more starts on a 2 MiB boundary,
+ * takes its size rounded up to a multiple of 2 MiB, and on Linux is asked for transparent
+ * huge pages (madvise): fewer TLB misses for ops that read many pages at once.
  * Returns POSENC_OK, POSENC_ERR_INVALID_ARGUMENT (NULL ctx / out_buffer, size 0),
  * POSENC_ERR_UNSUPPORTED (larger than the device's largest buffer), POSENC_ERR_OUT_OF_MEMORY
  * or POSENC_ERR_BACKEND; on failure *out_buffer is NULL. */
