@@ -175,6 +175,13 @@ int64_t pe_mono_ns(void);
 /* The host's online CPUs, at least 1, asked once per process (src/status.c). */
 int pe_host_cpus(void);
 
+/* Host memory for a buffer of `size` bytes (src/host_mem.c), released with free(): 64-byte
+ * aligned, or from PE_HOST_HUGE_PAGE bytes up where the OS has transparent huge pages
+ * (Linux) 2 MiB aligned, its size rounded up to a multiple of 2 MiB and asked for huge
+ * pages (*huge = true). NULL when out of memory. */
+#define PE_HOST_HUGE_PAGE ((size_t)2 << 20)
+void *pe_host_alloc(size_t size, bool *huge);
+
 /* Test-only fault injection (src/context.c, tests/test_faults.c): a backend calls it right
  * before a device allocation it makes for itself and fails that allocation as out of
  * device memory when it returns true. Always false in normal use. */

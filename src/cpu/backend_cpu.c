@@ -11,7 +11,6 @@
  * that have a fast version (rope, sinusoidal, learned, alibi, copy; attention's one pass
  * in cpu_attn.c) go there; the others run the reference loops.
  */
-#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (cpu_buffer_create) */
 #include "backend.h"
 #include "cpu_fast.h"
 #include "posenc_config.h"
@@ -21,9 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 /* The largest buffer: malloc refuses more than PTRDIFF_MAX bytes; a multiple of the 64-byte
  * alignment, so rounding it up cannot wrap. */
@@ -717,39 +713,19 @@ static posenc_status cpu_flush(struct pe_backend *be)
     return POSENC_OK;
 }
 
-/* Buffers of at least this many bytes start on a boundary of it, their size rounded up to
- * a multiple of it, and where the OS has transparent huge pages (Linux) they are asked for
- * them: in THP's "madvise" mode (Debian's default) a buffer gets them only when asked. A
- * decode call's K and V rows are read from many 4 KiB pages at once (cpu_attn.c), each a
- * page walk after the TLB has been flushed by other work; in 2 MiB pages (4 MiB of f16 K
- * and of V, 32|8 heads, d 64, 1 x 4096 keys, each call after a 64 MiB copy, alternated
- * call by call in one process, 2026-12-03) the call took 0.009-0.023 ms less (0.590-0.639
- * against 0.603-0.655 ms), and the 64 MiB copy the same (17.5-18.6 GB/s with, 18.0-18.4
- * without). The cost: up to 2 MiB - 64 bytes more than asked for, per buffer of 2 MiB or
- * more. */
-#define PE_CPU_HUGE_PAGE ((size_t)2 << 20)
-
 static posenc_status cpu_buffer_create(struct pe_backend *be, size_t size, void **out_mem)
 {
-    /* 64-byte aligned (2 MiB from PE_CPU_HUGE_PAGE up), size rounded up to a multiple of the
-     * alignment (aligned_alloc) */
+    /* 64-byte aligned; from 2 MiB up in huge pages where the OS has them (pe_host_alloc) */
     if (size > PE_CPU_MAX_BUFFER)
         return pe_error(be->ctx, POSENC_ERR_UNSUPPORTED,
                         "buffer size %zu bytes exceeds the CPU backend's largest buffer "
                         "(%zu bytes, PTRDIFF_MAX)",
                         size, (size_t)PE_CPU_MAX_BUFFER);
-    const size_t align = size >= PE_CPU_HUGE_PAGE && size <= PE_CPU_MAX_BUFFER - PE_CPU_HUGE_PAGE
-                             ? PE_CPU_HUGE_PAGE
-                             : 64;
-    size_t rounded = (size + align - 1) & ~(align - 1);
-    void *p = aligned_alloc(align, rounded);
+    bool huge;
+    void *p = pe_host_alloc(size, &huge);
     if (!p)
         return pe_error(be->ctx, POSENC_ERR_OUT_OF_MEMORY,
                         "out of host memory allocating a %zu-byte buffer", size);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align == PE_CPU_HUGE_PAGE)
-        (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: 4 KiB pages if refused */
-#endif
     *out_mem = p;
     return POSENC_OK;
 }

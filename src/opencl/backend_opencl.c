@@ -169,7 +169,6 @@
  * no-CLBlast pe_attn_scores / pe_attn_output) and its CLBlast calls are listed in
  * src/opencl/ops_attention.c.
  */
-#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (cl_buffer_create) */
 #include "backend_opencl.h"
 #include "posenc_config.h"
 
@@ -178,9 +177,6 @@
 #include <string.h>
 #if !defined(_WIN32)
 #include <sched.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 #endif
 
 _Static_assert(offsetof(struct pe_cl_backend, base) == 0,
@@ -437,16 +433,10 @@ static posenc_status cl_flush(struct pe_backend *base)
 /* Buffers                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
-/* On a CPU device (PoCL), buffers of at least this many bytes are host memory of posenc's
- * own in 2 MiB pages where the OS has transparent huge pages (Linux: in THP's "madvise"
- * mode, Debian's default, only memory that asks gets them), given to the implementation
- * with CL_MEM_USE_HOST_PTR, which a CPU device reads in place. As in the CPU backend
- * (cpu_buffer_create): a decode call reads K and V from many pages at once. PoCL, 32|8
- * heads, d 64, f16 K/V of 4 MiB each, 1 x 4096 keys, each call after a 64 MiB copy,
- * alternated call by call in one process (2026-12-03): 0.883-0.887 ms against 0.888-0.897
- * ms in 4 KiB pages. The cost: up to 2 MiB - 1 bytes more than asked for per buffer. */
-#define PE_CL_HUGE_PAGE ((size_t)2 << 20)
-
+/* On a CPU device (PoCL), a buffer of PE_HOST_HUGE_PAGE bytes or more is host memory of
+ * posenc's own in huge pages (pe_host_alloc, src/host_mem.c, which has the figures), given
+ * to the implementation with CL_MEM_USE_HOST_PTR, which a CPU device reads in place; the
+ * implementation's own allocations (malloc) stay in 4 KiB pages. */
 static void CL_CALLBACK free_host_memory(cl_mem mem, void *host)
 {
     (void)mem;
@@ -457,14 +447,14 @@ static void CL_CALLBACK free_host_memory(cl_mem mem, void *host)
  * here, or refused (the caller then takes the implementation's own memory). */
 static cl_mem huge_page_buffer(struct pe_cl_backend *be, size_t size)
 {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (size < PE_CL_HUGE_PAGE || size > SIZE_MAX - PE_CL_HUGE_PAGE || !pe_cl_is_cpu(be))
+    if (size < PE_HOST_HUGE_PAGE || !pe_cl_is_cpu(be))
         return NULL;
-    const size_t rounded = (size + PE_CL_HUGE_PAGE - 1) & ~(PE_CL_HUGE_PAGE - 1);
-    void *host = aligned_alloc(PE_CL_HUGE_PAGE, rounded);
-    if (!host)
+    bool huge;
+    void *host = pe_host_alloc(size, &huge);
+    if (!host || !huge) {
+        free(host);
         return NULL;
-    (void)madvise(host, rounded, MADV_HUGEPAGE); /* advice only: 4 KiB pages if refused */
+    }
     cl_int err = CL_SUCCESS;
     cl_mem mem =
         clCreateBuffer(be->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, size, host, &err);
@@ -475,11 +465,6 @@ static cl_mem huge_page_buffer(struct pe_cl_backend *be, size_t size)
         clReleaseMemObject(mem); /* no command has used it: released at once */
     free(host);
     return NULL;
-#else
-    (void)be;
-    (void)size;
-    return NULL;
-#endif
 }
 
 static posenc_status cl_buffer_create(struct pe_backend *base, size_t size, void **out_mem)
