@@ -160,7 +160,7 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #define V_SET1(x) _mm256_set1_ps(x)
 #define V_LOAD(p) _mm256_loadu_ps(p)
 #define V_STORE(p, v) _mm256_storeu_ps(p, v)
-#define V_BCAST(p) _mm256_broadcast_ss(p)
+#define V_FMA_BC(p, b, c) _mm256_fmadd_ps(_mm256_broadcast_ss(p), b, c)
 #define V_MUL(a, b) _mm256_mul_ps(a, b)
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
@@ -191,7 +191,7 @@ __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_
 #undef V_SET1
 #undef V_LOAD
 #undef V_STORE
-#undef V_BCAST
+#undef V_FMA_BC
 #undef V_MUL
 #undef V_ADD
 #undef V_FMA
@@ -220,6 +220,18 @@ PE_X512_INLINE __m512 ld16(const void *row, int64_t i, const int f16)
         return _mm512_cvtph_ps(
             _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + i)));
     return _mm512_loadu_ps((const float *)row + i);
+}
+
+/* *p b + c with the float at p in every lane, read by the FMA itself ({1to16}). Written
+ * out because GCC, given one _mm512_set1_ps(*p) feeding two FMAs (accum4x2: each p_j
+ * times two vectors of V), emits a vbroadcastss that takes a vector pipe: on Zen 4 eight
+ * FMAs, four such broadcasts and two f16 conversions of V take 10.2 cycles, eight FMAs
+ * reading their broadcast from memory and the two conversions 8.0 (docs/performance.md).
+ * The same single rounding as _mm512_fmadd_ps. */
+PE_X512_INLINE __m512 fma_bc512(const float *p, __m512 b, __m512 c)
+{
+    __asm__("vfmadd231ps %[p]%{1to16%}, %[b], %[c]" : [c] "+v"(c) : [b] "v"(b), [p] "m"(*p));
+    return c;
 }
 
 /* Lanes i and i + 8 added: the 16 lanes to 8 (then hsum4's order). */
@@ -291,7 +303,7 @@ PE_X512_INLINE void sums4x4(__m512 a[4][4], const int N, float *x, int64_t xs)
 #define V_SET1(x) _mm512_set1_ps(x)
 #define V_LOAD(p) _mm512_loadu_ps(p)
 #define V_STORE(p, v) _mm512_storeu_ps(p, v)
-#define V_BCAST(p) _mm512_set1_ps(*(p))
+#define V_FMA_BC(p, b, c) fma_bc512(p, b, c)
 #define V_MUL(a, b) _mm512_mul_ps(a, b)
 #define V_ADD(a, b) _mm512_add_ps(a, b)
 #define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)

@@ -4,7 +4,9 @@
  *   SFX(name)   the function's name for this width (name_avx2, name_avx512)
  *   PE_IN       the target attribute, always_inline, static inline; PE_FN the target
  *   PV, VW      the vector type and its lanes
- *   V_ZERO() V_SET1(x) V_LOAD(p) V_STORE(p, v) V_BCAST(p) V_MUL V_ADD V_SUB V_MAX
+ *   V_ZERO() V_SET1(x) V_LOAD(p) V_STORE(p, v) V_MUL V_ADD V_SUB V_MAX
+ *   V_FMA_BC(p, b, c)  *p b + c, the float at p in every lane (AVX-512: read by the FMA
+ *               itself, {1to16})
  *   V_FMA(a, b, c) V_FNMA(a, b, c) (c - a b) V_HMAX(a) (the lanes' max, a float)
  *   V_LDROW(row, i, f16)  VW elements of a K / V row from element i (f16 converted, or f32)
  *   V_HSUM4(a, b, c, d)   the four vectors' lane sums as an __m128; V_HSUM1(a) one float
@@ -219,11 +221,9 @@ PE_IN void SFX(accum_block)(const float *const *xr, float *const *ar, const floa
         PV vv[2];
         for (int w = 0; w < W; w++)
             vv[w] = V_LDROW(KROW(v, vb, j), i + VW * w, f16);
-        for (int u = 0; u < G; u++) {
-            const PV p = V_BCAST(xr[u] + j);
+        for (int u = 0; u < G; u++)
             for (int w = 0; w < W; w++)
-                a[u][w] = V_FMA(p, vv[w], a[u][w]);
-        }
+                a[u][w] = V_FMA_BC(xr[u] + j, vv[w], a[u][w]);
         pf_step(pf);
     }
     for (int u = 0; u < G; u++)
@@ -250,18 +250,14 @@ PE_IN void SFX(accum4x2)(const float *const *xr, float *const *ar, const float *
     const char *vp = v;
     for (int64_t j = 0; j < kt; j++, vp += vb) {
         const PV v0 = V_LDROW(vp, i, f16), v1 = V_LDROW(vp, i + VW, f16);
-        PV p = V_BCAST(x0 + j);
-        a00 = V_FMA(p, v0, a00);
-        a01 = V_FMA(p, v1, a01);
-        p = V_BCAST(x1 + j);
-        a10 = V_FMA(p, v0, a10);
-        a11 = V_FMA(p, v1, a11);
-        p = V_BCAST(x2 + j);
-        a20 = V_FMA(p, v0, a20);
-        a21 = V_FMA(p, v1, a21);
-        p = V_BCAST(x3 + j);
-        a30 = V_FMA(p, v0, a30);
-        a31 = V_FMA(p, v1, a31);
+        a00 = V_FMA_BC(x0 + j, v0, a00);
+        a01 = V_FMA_BC(x0 + j, v1, a01);
+        a10 = V_FMA_BC(x1 + j, v0, a10);
+        a11 = V_FMA_BC(x1 + j, v1, a11);
+        a20 = V_FMA_BC(x2 + j, v0, a20);
+        a21 = V_FMA_BC(x2 + j, v1, a21);
+        a30 = V_FMA_BC(x3 + j, v0, a30);
+        a31 = V_FMA_BC(x3 + j, v1, a31);
         if ((j & 3) == 3) /* a line a key */
             pf_round(pf);
     }
@@ -290,24 +286,24 @@ PE_IN void SFX(accum1x4)(const float *x0, float *a, float al, int64_t kt, const 
     const char *vp = v;
     int64_t j = 0;
     for (; j + 2 <= kt; j += 2, vp += 2 * vb) {
-        const PV p = V_BCAST(x0 + j), q = V_BCAST(x0 + j + 1);
-        e0 = V_FMA(p, V_LDROW(vp, i, f16), e0);
-        e1 = V_FMA(p, V_LDROW(vp, i + VW, f16), e1);
-        e2 = V_FMA(p, V_LDROW(vp, i + 2 * VW, f16), e2);
-        e3 = V_FMA(p, V_LDROW(vp, i + 3 * VW, f16), e3);
-        o0 = V_FMA(q, V_LDROW(vp + vb, i, f16), o0);
-        o1 = V_FMA(q, V_LDROW(vp + vb, i + VW, f16), o1);
-        o2 = V_FMA(q, V_LDROW(vp + vb, i + 2 * VW, f16), o2);
-        o3 = V_FMA(q, V_LDROW(vp + vb, i + 3 * VW, f16), o3);
+        const float *p = x0 + j, *q = x0 + j + 1;
+        e0 = V_FMA_BC(p, V_LDROW(vp, i, f16), e0);
+        e1 = V_FMA_BC(p, V_LDROW(vp, i + VW, f16), e1);
+        e2 = V_FMA_BC(p, V_LDROW(vp, i + 2 * VW, f16), e2);
+        e3 = V_FMA_BC(p, V_LDROW(vp, i + 3 * VW, f16), e3);
+        o0 = V_FMA_BC(q, V_LDROW(vp + vb, i, f16), o0);
+        o1 = V_FMA_BC(q, V_LDROW(vp + vb, i + VW, f16), o1);
+        o2 = V_FMA_BC(q, V_LDROW(vp + vb, i + 2 * VW, f16), o2);
+        o3 = V_FMA_BC(q, V_LDROW(vp + vb, i + 3 * VW, f16), o3);
         pf_step(pf);
         pf_step(pf);
     }
     if (j < kt) {
-        const PV p = V_BCAST(x0 + j);
-        e0 = V_FMA(p, V_LDROW(vp, i, f16), e0);
-        e1 = V_FMA(p, V_LDROW(vp, i + VW, f16), e1);
-        e2 = V_FMA(p, V_LDROW(vp, i + 2 * VW, f16), e2);
-        e3 = V_FMA(p, V_LDROW(vp, i + 3 * VW, f16), e3);
+        const float *p = x0 + j;
+        e0 = V_FMA_BC(p, V_LDROW(vp, i, f16), e0);
+        e1 = V_FMA_BC(p, V_LDROW(vp, i + VW, f16), e1);
+        e2 = V_FMA_BC(p, V_LDROW(vp, i + 2 * VW, f16), e2);
+        e3 = V_FMA_BC(p, V_LDROW(vp, i + 3 * VW, f16), e3);
     }
     V_STORE(a + i, V_ADD(e0, o0));
     V_STORE(a + i + VW, V_ADD(e1, o1));
