@@ -167,6 +167,37 @@ static posenc_status pos_len(posenc_context *ctx, const char *name, const posenc
     return POSENC_OK;
 }
 
+/* LEARNED with explicit positions: stream 0 of every batch row must index a row of the
+ * table. Checked for q and k before either is encoded, so that a bad position is
+ * OUT_OF_RANGE whatever else the call would have met first (a binding limit that refuses
+ * the encoding of q, say). */
+static posenc_status learned_pos_range(posenc_context *ctx, const char *name, const char *who,
+                                       const posenc_tensor *pos, int64_t rows)
+{
+    if (is_empty(pos))
+        return POSENC_OK;
+    unsigned char *img = NULL;
+    uint64_t begin = 0;
+    PE_RETURN_IF_ERROR(pe_enc_read_back(ctx, name, pos, &img, &begin));
+    for (int64_t b = 0; b < pos->ne[2]; b++)
+        for (int64_t t = 0; t < pos->ne[0]; t++) {
+            int32_t v;
+            memcpy(&v, img + (size_t)(pos->offset - begin) + (size_t)(t * pos->nb[0] + b * pos->nb[2]),
+                   4);
+            if (v < 0 || (int64_t)v >= rows) {
+                free(img);
+                return pe_error(ctx, POSENC_ERR_OUT_OF_RANGE,
+                                "%s[%lld, 0, %lld] = %d: %s %lld (batch %lld) has position %d, "
+                                "outside the %lld rows of params->learned_table (valid "
+                                "positions 0..%lld)",
+                                name, (long long)t, (long long)b, (int)v, who, (long long)t,
+                                (long long)b, (int)v, (long long)rows, (long long)rows - 1);
+            }
+        }
+    free(img);
+    return POSENC_OK;
+}
+
 /* The implicit positions offset + t of T tokens, in every stream: i32 [T, 4, 1, 1]. */
 static posenc_status implicit_pos(posenc_context *ctx, struct attn_tmp *tmp, int64_t T,
                                   int32_t offset, posenc_tensor *out)
@@ -712,7 +743,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
             return shape_error(ctx, "params->learned_table", table, want);
         }
         /* implicit positions are known here: a row past the table is caught now (explicit
-         * positions are read back and checked by posenc_learned) */
+         * positions are read back and checked before the encodings run) */
         int64_t rows = table->ne[1];
         if (!q_pos && Tq > 0 && (int64_t)p.q_offset + Tq - 1 >= rows)
             return pe_error(ctx, POSENC_ERR_OUT_OF_RANGE,
@@ -798,6 +829,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
      * when the call runs. */
     if (ctx->check_only)
         return POSENC_OK;
+    if (learned && q_pos)
+        PE_RETURN_IF_ERROR(learned_pos_range(ctx, "params->q_pos", "query", q_pos, table->ne[1]));
+    if (learned && k_pos)
+        PE_RETURN_IF_ERROR(learned_pos_range(ctx, "params->k_pos", "key", k_pos, table->ne[1]));
 
     /* ---- 2. input encodings ------------------------------------------------------------ */
     struct attn_tmp tmp;

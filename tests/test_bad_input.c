@@ -1029,7 +1029,7 @@ static const struct row rows_specific[] = {
     {OP_ATTN, "LEARNED keys past the table", OOR, "key positions k_offset .. k_offset + Tk - 1 "
      "= 5 .. 8", 0, {TON(8)},
      {PI(ATP, encoding, POSENC_ATTENTION_LEARNED), PI(ATP, k_offset, 5)}},
-    {OP_ATTN, "LEARNED explicit position 8", OOR, "pos[2, 0] = 8", R_LATE,
+    {OP_ATTN, "LEARNED explicit position 8", OOR, "params->q_pos[2, 0, 0] = 8: query 2", R_LATE,
      {TON(8), TON(6), TOFF(6, 512)}, {PI(ATP, encoding, POSENC_ATTENTION_LEARNED)}},
     {OP_ATTN, "LEARNED f32 positions", INV, "params->q_pos->dtype = f32, must be i32 (LEARNED)",
      0, {TON(8), TON(6), TDT(6, POSENC_DTYPE_F32)},

@@ -12,7 +12,8 @@
  *    on Vulkan the buffers are larger than the limit, so every launch binds windows.
  *  - Refusals leave the output untouched: learned with a table over the limit, the
  *    2-D resize and learned_backward (never cut) -> UNSUPPORTED naming the limit, with
- *    every dst byte as before.
+ *    every dst byte as before; attention with such a table -> OUT_OF_RANGE for a key
+ *    position past it (positions come before the limit), UNSUPPORTED otherwise.
  *  - posenc_context_get_info reports the limit; a malformed POSENC_MAX_BINDING is
  *    refused at context creation.
  *  - A real tensor above 128 MiB (RoPE f32 [128, 32, 8200, 1] = 134,348,800 bytes, over
@@ -291,6 +292,41 @@ static void test_refusals_untouched(void **state)
     posenc_tensor rdst = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, d, T, 1, 1);
     expect_refused(posenc_resize_2d(limited, &src, 6, 6, &rdst, 5, 8, NULL), "resize_2d",
                    poison, db, dst_bytes);
+
+    /* attention with LEARNED: the table is over the limit, so encoding q is refused; a key
+     * position past the table must still be OUT_OF_RANGE (the positions are checked before
+     * either encoding runs, whatever the limit would refuse), and with every position valid
+     * the refusal names the limit. Both leave dst as it was. q, dst [64, 1 head, 4, 1] and
+     * k, v [64, 1 head, 8, 1] are views of the table's buffer (read only) and of db. */
+    posenc_tensor aq = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, d, 1, 4, 1);
+    posenc_tensor ak = posenc_tensor_contiguous(tb, 4096, POSENC_DTYPE_F32, d, 1, 8, 1);
+    posenc_tensor av = posenc_tensor_contiguous(tb, 8192, POSENC_DTYPE_F32, d, 1, 8, 1);
+    posenc_tensor adst = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, d, 1, 4, 1);
+    int32_t apos[12] = {0, 1, 2, 3, 0, 1, 2, 3, 4, (int32_t)rows, 6, 7}; /* k_pos[5] = rows */
+    assert_int_equal(posenc_buffer_write(pb, 0, apos, sizeof apos), POSENC_OK);
+    posenc_tensor aqp = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, 4, 1, 1, 1);
+    posenc_tensor akp = posenc_tensor_contiguous(pb, 16, POSENC_DTYPE_I32, 8, 1, 1, 1);
+    struct posenc_attention_params ap;
+    memset(&ap, 0, sizeof ap);
+    ap.encoding = POSENC_ATTENTION_LEARNED;
+    ap.learned_table = &tt;
+    ap.q_pos = &aqp;
+    ap.k_pos = &akp;
+    posenc_status ast = posenc_attention(limited, &aq, &ak, &av, &adst, NULL, &ap);
+    if (ast != POSENC_ERR_OUT_OF_RANGE ||
+        !strstr(posenc_context_last_error(limited), "params->k_pos[5, 0, 0] = 64"))
+        fail_msg("attention, learned, a key position past the table under the limit: status "
+                 "%s (%s), want out of range naming params->k_pos[5, 0, 0] = 64",
+                 posenc_status_string(ast), posenc_context_last_error(limited));
+    unsigned char *after = malloc(dst_bytes);
+    assert_non_null(after);
+    assert_int_equal(posenc_buffer_read(db, 0, after, dst_bytes), POSENC_OK);
+    assert_memory_equal(after, poison, dst_bytes);
+    free(after);
+    apos[9] = 5;
+    assert_int_equal(posenc_buffer_write(pb, 0, apos, sizeof apos), POSENC_OK);
+    expect_refused(posenc_attention(limited, &aq, &ak, &av, &adst, NULL, &ap),
+                   "attention, learned (table 16 KiB)", poison, db, dst_bytes);
 
     posenc_buffer_destroy(&tb);
     posenc_buffer_destroy(&db);

@@ -525,9 +525,9 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
     const bool transposed = nr >= PE_ATTN_ROWS_T;
     /* items of few rows on x86 with AVX2 + FMA + F16C: rows in place, fused loops */
     const bool x86 = aj->x86 && !transposed;
+#ifdef PE_ATTN_X86
     int64_t live[PE_ATTN_ROWS_T];
     float alphas[PE_ATTN_ROWS_T];
-#ifdef PE_ATTN_X86
     /* the first tile: nothing runs before it to hide its loads behind, but requested in
      * address order at once its lines come in faster than the first head's loads would
      * bring them (a head's rows are strided) */
@@ -585,8 +585,10 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
                         __builtin_prefetch(vp + o, 0, 1);
                 }
             }
+#ifdef PE_ATTN_X86
             const char *kbase = (const char *)kv->mem + (size_t)at4(kv, kvh, k0, b) * aj->k_es;
             const char *vbase = (const char *)vv->mem + (size_t)at4(vv, kvh, k0, b) * aj->v_es;
+#endif
             for (int64_t j = 0; j < (x86 ? 0 : kt); j++) { /* x86 reads the rows in place */
                 const int64_t ki = at4(kv, kvh, k0 + j, b), vi = at4(vv, kvh, k0 + j, b);
                 if (!transposed) {
@@ -646,7 +648,9 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
             } else {
                 scores_rows(qsk, nr, D, krow, kt, x);
             }
+#ifdef PE_ATTN_X86
             int64_t n_live = 0; /* x86: the rows with a key seen so far, for one V pass */
+#endif
             /* x86: the rows the softmax step takes four at a time get ALiBi's bias in its
              * max pass, where no relative bias or mask comes after it to change the order
              * of the adds and every row's distance to key k0 is an int32 (the rows'
