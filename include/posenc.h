@@ -1517,9 +1517,11 @@ struct posenc_attention_params {
  * recording. If q, k, v or dst is empty nothing is written.
  * Returns POSENC_ERR_INVALID_ARGUMENT for bad shapes, dtypes, overlaps or params (the
  * message names them; an error inside an encoding is reported with the encoding's own
- * message), POSENC_ERR_OUT_OF_RANGE for a LEARNED position past the table, and
- * POSENC_ERR_UNSUPPORTED when the backend lacks attention, or for softcap / mask_slopes /
- * sinks where the one-pass path cannot run (see those fields).
+ * message), POSENC_ERR_OUT_OF_RANGE for a LEARNED position past the table (q_pos and k_pos
+ * are read back and checked before anything runs, so this comes before any UNSUPPORTED a
+ * device limit would give), and POSENC_ERR_UNSUPPORTED when the backend lacks attention,
+ * or for softcap / mask_slopes / sinks where the one-pass path cannot run (see those
+ * fields).
  */
 POSENC_API posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
                                           const posenc_tensor *k, const posenc_tensor *v,
