@@ -181,9 +181,10 @@ static posenc_status learned_pos_range(posenc_context *ctx, const char *name, co
     PE_RETURN_IF_ERROR(pe_enc_read_back(ctx, name, pos, &img, &begin));
     for (int64_t b = 0; b < pos->ne[2]; b++)
         for (int64_t t = 0; t < pos->ne[0]; t++) {
+            const size_t at = (size_t)(pos->offset - begin) +
+                              (size_t)(t * pos->nb[0] + b * pos->nb[2]);
             int32_t v;
-            memcpy(&v, img + (size_t)(pos->offset - begin) + (size_t)(t * pos->nb[0] + b * pos->nb[2]),
-                   4);
+            memcpy(&v, img + at, 4);
             if (v < 0 || (int64_t)v >= rows) {
                 free(img);
                 return pe_error(ctx, POSENC_ERR_OUT_OF_RANGE,
