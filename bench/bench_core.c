@@ -24,7 +24,9 @@
  *             one-pass kernel). GB/s counts q, K, V read once and dst written
  *             once (the ceiling's convention: every byte moved once; K and V are all but
  *             all of it for decode); prefill rows add GFLOP/s, 2 (D + Dv) multiply-adds
- *             per (query, visible key, head) pair. Each row times about
+ *             per (query, visible key, head) pair. Before each timed call the host
+ *             reads twice its last-level cache (evict_caches: the ceiling copy alone
+ *             left part of K and V cached). Each row times about
  *             PE_BENCH_ATTN_BUDGET_S seconds of calls after one warm-up (at least one).
  *             The "rope" decode rows run the same shapes with RoPE (NORMAL pairs,
  *             positions 0 .. Tk - 1) instead of ALiBi: q and every key rotated in the
@@ -168,6 +170,61 @@ static posenc_status fill(posenc_buffer *b, posenc_dtype dt)
             return st;
     }
     return POSENC_OK;
+}
+
+/*
+ * Attention rows: K and V must come from memory, as in a decode step whose K/V cache the
+ * other layers have pushed out of the caches. The ceiling copy before each call does not
+ * make sure of it: on a Zen 4 host (2 vCPUs, a 32 MiB L3) a 64 MiB posenc_copy left part of
+ * 8 MiB of K and V in the L3 (2026-12-04, one process: a plain two-thread read of K and V
+ * after the copy took 120-147 us, after a further 32-256 MiB read sweep 231-250 us; the
+ * d 64 1 x 4096 decode call 320-379 us against 472-586 us). So before every attention
+ * call (untimed) the host reads a buffer of twice its last-level cache (sysconf; at least
+ * 128 MiB, at most 1 GiB), a line at a time. That evicts the host's caches, which hold the
+ * memory of CPU devices (the CPU backend, PoCL, lavapipe); a discrete GPU's own caches are
+ * not touched by it.
+ */
+static size_t evict_size(void)
+{
+    long llc = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    size_t n = llc > 0 ? 2 * (size_t)llc : 0;
+    if (n < ((size_t)128 << 20))
+        n = (size_t)128 << 20;
+    if (n > ((size_t)1 << 30))
+        n = (size_t)1 << 30;
+    return n;
+}
+
+static bool evict_on = true; /* off with --quick (a smoke test, also run under valgrind) */
+static unsigned char *evict_buf;
+static size_t evict_bytes;
+static volatile uint64_t evict_sink;
+
+/* The read sweep (allocated and written at the first call: pages never written would all
+ * map the kernel's one zero page, which stays cached). Returns false where the buffer
+ * cannot be had; the rows then go without it (the header says so). */
+static bool evict_caches(void)
+{
+    if (!evict_buf) {
+        size_t n = evict_size();
+        unsigned char *p = malloc(n);
+        if (!p)
+            return false;
+        memset(p, 0x5a, n);
+        evict_buf = p;
+        evict_bytes = n;
+    }
+    uint64_t acc = 0;
+    for (size_t off = 0; off < evict_bytes; off += 64) {
+        uint64_t w;
+        memcpy(&w, evict_buf + off, sizeof(w));
+        acc += w;
+    }
+    evict_sink = acc;
+    return true;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -422,7 +479,10 @@ static posenc_status time_case(struct bench_setup *s, struct bench_setup *ref, i
         st = timed_call(s, &dummy);
     if (ref && st == POSENC_OK)
         st = timed_call(ref, &dummy);
+    const bool evict = evict_on && s->c->kind == BK_ATTN; /* K and V from memory */
     for (int i = 0; i < reps && st == POSENC_OK; i++) {
+        if (evict)
+            evict_caches();
         st = timed_call(s, &t[i]);
         if (ref && st == POSENC_OK)
             st = timed_call(ref, &tr[i]);
@@ -997,8 +1057,9 @@ static void print_json(const struct bench_opts *o)
     printf("{\n  \"posenc\": ");
     json_str(posenc_version());
     printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
-           "  \"rows\": [\n",
-           o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false");
+           "  \"attn_evict_bytes\": %zu,\n  \"rows\": [\n",
+           o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false",
+           evict_on ? evict_size() : (size_t)0);
     for (size_t i = 0; i < n_rows; i++) {
         const struct row *r = &rows[i];
         printf("    {\"backend\": ");
@@ -1046,7 +1107,8 @@ static void usage(const char *prog)
            "  --warmup N   untimed calls first (default 3)\n"
            "  --op TEXT    only ops whose name contains TEXT (the ceiling always runs)\n"
            "  --no-cold    skip the cold-start processes\n"
-           "  --quick      small shapes, few calls: a smoke test; no met/MISSED verdicts\n"
+           "  --quick      small shapes, few calls: a smoke test; no met/MISSED verdicts, no\n"
+           "               cache eviction before the attention calls\n"
            "  --long       also the long attention rows (decode 1 x 32768 keys, prefill\n"
            "               2048 x 2048): seconds per call on some backends\n"
            "  --json       one JSON document instead of the tables\n"
@@ -1145,6 +1207,7 @@ int bench_main(int argc, char **argv, const char *subcommand)
     }
     if (cold_child_kind > 0)
         return cold_child((posenc_backend_kind)cold_child_kind, o.n_threads);
+    evict_on = !o.quick;
     if (o.quick && o.reps == 20) {
         o.reps = 3;
         o.warmup = 1;
@@ -1171,6 +1234,10 @@ int bench_main(int argc, char **argv, const char *subcommand)
                posenc_version(), o.reps, o.warmup, 10 * o.reps, threads);
         if (o.quick)
             printf("--quick: small shapes and few calls, a smoke test: no target is judged\n");
+        if (evict_on)
+            printf("attention rows: every timed call after an untimed read of %zu MiB of host "
+                   "memory (K and V from memory, not the caches)\n",
+                   evict_size() >> 20);
         FILE *la = fopen("/proc/loadavg", "r");
         char load[64];
         if (la && fgets(load, sizeof(load), la))
