@@ -1,0 +1,312 @@
+/*
+ * attn_read.c - decode attention against a plain read of its own K and V, in one process
+ * (issue #20: "reading K and V once is the limit").
+ *
+ * posenc bench compares the decode rows with the copy ceiling. This program adds the other
+ * reference, measured in the same rounds: two threads reading the same bytes of K and V
+ * (one 8-byte load a 64-byte line, the next lines requested ahead), so that a decode call
+ * can be put beside what the memory gives a read of that size. Each round, on the CPU
+ * backend or OpenCL (a CPU device: K and V are host memory, wrapped):
+ *
+ *   copy   posenc_copy of 64 MiB f32 (the bench's ceiling; bytes read + written)
+ *   read   after a read sweep of twice the last-level cache (as the bench does before its
+ *          attention rows), K and V read once by two threads
+ *   cold   after another copy and sweep, posenc_attention decode: q f32 [D, 32, 1], K / V
+ *          f16 [D, 8, Tk], ALiBi, causal, the query last
+ *   warm   the same call again at once (K and V wherever the cold call left them)
+ *
+ * and prints the medians, each as GB/s of K and V and as a share of the ceiling.
+ *
+ *   attn_read [cpu|opencl] [D = 64] [Tk = 4096] [rounds = 60]
+ */
+#define _GNU_SOURCE
+#include "posenc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof(double), cmp);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+#define CHECK(call)                                                                       \
+    do {                                                                                  \
+        posenc_status st_ = (call);                                                       \
+        if (st_ != POSENC_OK) {                                                           \
+            fprintf(stderr, "%s: %s: %s\n", #call, posenc_status_string(st_),             \
+                    posenc_last_error());                                                 \
+            return 1;                                                                     \
+        }                                                                                 \
+    } while (0)
+
+/* Host memory on a 2 MiB boundary, transparent huge pages asked for (as posenc's own host
+ * buffers of 2 MiB or more), written once so that every page is real. */
+static void *host_alloc(size_t n, unsigned char fill)
+{
+    const size_t huge = (size_t)2 << 20;
+    n = (n + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, n);
+    if (!p)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    memset(p, fill, n);
+    return p;
+}
+
+/* ---- the read: two threads, each half of K then half of V ---------------------------- */
+
+static const unsigned char *rd_k, *rd_v;
+static size_t rd_bytes; /* of K (and of V) */
+static volatile uint64_t rd_sink[2];
+static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rd_cv = PTHREAD_COND_INITIALIZER;
+static int rd_req;                       /* the round asked for; -1: stop */
+static atomic_int rd_ready, rd_go, rd_done;
+
+static void read_half(int id)
+{
+    const size_t h = rd_bytes / 2;
+    uint64_t s = 0;
+    for (int w = 0; w < 2; w++) {
+        const unsigned char *p = (w ? rd_v : rd_k) + (size_t)id * h;
+        for (size_t o = 0; o < h; o += 64) {
+            __builtin_prefetch(p + o + 1024, 0, 1);
+            uint64_t x;
+            memcpy(&x, p + o, sizeof(x));
+            s += x;
+        }
+    }
+    rd_sink[id] = s;
+}
+
+/* The second reader sleeps between rounds (the posenc calls need both cores); a round
+ * starts once it is awake, so the wake-up is not timed. */
+static void *reader(void *arg)
+{
+    (void)arg;
+    for (int round = 1;; round++) {
+        pthread_mutex_lock(&rd_mu);
+        while (rd_req < round && rd_req >= 0)
+            pthread_cond_wait(&rd_cv, &rd_mu);
+        const int req = rd_req;
+        pthread_mutex_unlock(&rd_mu);
+        if (req < 0)
+            return NULL;
+        atomic_store(&rd_ready, round);
+        while (atomic_load(&rd_go) < round)
+            ;
+        read_half(1);
+        atomic_fetch_add(&rd_done, 1);
+    }
+}
+
+static double timed_read(int round)
+{
+    const int done = atomic_load(&rd_done);
+    pthread_mutex_lock(&rd_mu);
+    rd_req = round;
+    pthread_cond_signal(&rd_cv);
+    pthread_mutex_unlock(&rd_mu);
+    while (atomic_load(&rd_ready) < round)
+        ;
+    const double t0 = now();
+    atomic_store(&rd_go, round);
+    read_half(0);
+    while (atomic_load(&rd_done) == done)
+        ;
+    return now() - t0;
+}
+
+/* ---- the sweep: twice the last-level cache, at least 128 MiB, at most 1 GiB ---------- */
+
+static const unsigned char *sweep_buf;
+static size_t sweep_bytes;
+static volatile uint64_t sweep_sink;
+
+static void sweep(void)
+{
+    uint64_t s = 0;
+    for (size_t o = 0; o < sweep_bytes; o += 64) {
+        uint64_t x;
+        memcpy(&x, sweep_buf + o, sizeof(x));
+        s += x;
+    }
+    sweep_sink = s;
+}
+
+int main(int argc, char **argv)
+{
+    posenc_backend_kind kind = POSENC_BACKEND_CPU;
+    if (argc > 1 && !strcmp(argv[1], "opencl"))
+        kind = POSENC_BACKEND_OPENCL;
+    const int64_t D = argc > 2 ? atoll(argv[2]) : 64, Tk = argc > 3 ? atoll(argv[3]) : 4096;
+    const int rounds = argc > 4 ? atoi(argv[4]) : 60;
+    if ((argc > 1 && strcmp(argv[1], "cpu") && strcmp(argv[1], "opencl")) || D < 1 ||
+        D > 256 || Tk < 1 || rounds < 1) {
+        fprintf(stderr, "usage: attn_read [cpu|opencl] [D 1-256] [Tk >= 1] [rounds >= 1]\n");
+        return 2;
+    }
+    struct posenc_context_params cp = {.backend = kind};
+    posenc_context *ctx = NULL;
+    char err[256];
+    posenc_status cst = posenc_context_create(&cp, &ctx, err, sizeof(err));
+    if (cst != POSENC_OK) {
+        fprintf(stderr, "%s: %s\n", posenc_backend_name(kind), err);
+        return cst == POSENC_ERR_UNAVAILABLE ? 77 : 1;
+    }
+    size_t align = 0;
+    CHECK(posenc_buffer_host_alignment(ctx, &align));
+    const size_t kv_bytes = (size_t)D * 8 * (size_t)Tk * 2, q_bytes = (size_t)D * 32 * 4;
+    const size_t copy_bytes = (size_t)64 << 20;
+    long llc = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    sweep_bytes = llc > 0 ? 2 * (size_t)llc : 0;
+    if (sweep_bytes < ((size_t)128 << 20))
+        sweep_bytes = (size_t)128 << 20;
+    if (sweep_bytes > ((size_t)1 << 30))
+        sweep_bytes = (size_t)1 << 30;
+    uint16_t *k = host_alloc(kv_bytes, 0), *v = host_alloc(kv_bytes, 0);
+    sweep_buf = host_alloc(sweep_bytes, 0x5a);
+    float *qh = malloc(q_bytes), *src = malloc(copy_bytes);
+    if (!k || !v || !sweep_buf || !qh || !src || align > ((size_t)2 << 20)) {
+        fprintf(stderr, "attn_read: out of host memory\n");
+        return 1;
+    }
+    uint32_t s = 12345u; /* K, V and q in [-0.5, 0.5) */
+    for (size_t i = 0; i < kv_bytes / 2; i++) {
+        s = s * 1664525u + 1013904223u;
+        k[i] = posenc_f32_to_f16((float)(s >> 8) * 0x1p-24f - 0.5f);
+        s = s * 1664525u + 1013904223u;
+        v[i] = posenc_f32_to_f16((float)(s >> 8) * 0x1p-24f - 0.5f);
+    }
+    for (size_t i = 0; i < q_bytes / 4; i++)
+        qh[i] = (float)(i % 101) / 101.0f - 0.5f;
+    for (size_t i = 0; i < copy_bytes / 4; i++)
+        src[i] = (float)(i % 977);
+    posenc_buffer *bk, *bv, *bq, *by, *c0, *c1;
+    CHECK(posenc_buffer_wrap_host(ctx, k, kv_bytes, &bk));
+    CHECK(posenc_buffer_wrap_host(ctx, v, kv_bytes, &bv));
+    CHECK(posenc_buffer_create(ctx, q_bytes, &bq));
+    CHECK(posenc_buffer_create(ctx, q_bytes, &by));
+    CHECK(posenc_buffer_create(ctx, copy_bytes, &c0));
+    CHECK(posenc_buffer_create(ctx, copy_bytes, &c1));
+    CHECK(posenc_buffer_write(bq, 0, qh, q_bytes));
+    CHECK(posenc_buffer_write(c0, 0, src, copy_bytes));
+    free(src);
+    free(qh);
+    const posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, D, 32, 1, 1);
+    const posenc_tensor ty = posenc_tensor_contiguous(by, 0, POSENC_DTYPE_F32, D, 32, 1, 1);
+    const posenc_tensor tk = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F16, D, 8, Tk, 1);
+    const posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F16, D, 8, Tk, 1);
+    const posenc_tensor t0 =
+        posenc_tensor_contiguous(c0, 0, POSENC_DTYPE_F32, (int64_t)copy_bytes / 4, 1, 1, 1);
+    const posenc_tensor t1 =
+        posenc_tensor_contiguous(c1, 0, POSENC_DTYPE_F32, (int64_t)copy_bytes / 4, 1, 1, 1);
+    struct posenc_attention_params ap;
+    memset(&ap, 0, sizeof(ap));
+    ap.encoding = POSENC_ATTENTION_ALIBI;
+    ap.causal = 1;
+    ap.q_offset = (int32_t)(Tk - 1);
+
+    rd_k = (const unsigned char *)k;
+    rd_v = (const unsigned char *)v;
+    rd_bytes = kv_bytes;
+    pthread_t th;
+    if (pthread_create(&th, NULL, reader, NULL) != 0) {
+        fprintf(stderr, "attn_read: no reader thread\n");
+        return 1;
+    }
+    double *t = malloc(5 * sizeof(double) * (size_t)rounds);
+    if (!t)
+        return 1;
+    double *tc = t, *tr = t + 2 * rounds, *ta = t + 3 * rounds, *tw = t + 4 * rounds;
+    const int warmup = 3;
+    for (int r = -warmup; r < rounds; r++) {
+        double c1t, c2t, rt, at, wt, x;
+        x = now();
+        CHECK(posenc_copy(ctx, &t0, &t1));
+        CHECK(posenc_context_finish(ctx));
+        c1t = now() - x;
+        sweep();
+        rt = timed_read(r + warmup + 1);
+        x = now();
+        CHECK(posenc_copy(ctx, &t0, &t1));
+        CHECK(posenc_context_finish(ctx));
+        c2t = now() - x;
+        sweep();
+        x = now();
+        CHECK(posenc_attention(ctx, &tq, &tk, &tv, &ty, NULL, &ap));
+        CHECK(posenc_context_finish(ctx));
+        at = now() - x;
+        x = now();
+        CHECK(posenc_attention(ctx, &tq, &tk, &tv, &ty, NULL, &ap));
+        CHECK(posenc_context_finish(ctx));
+        wt = now() - x;
+        if (r < 0)
+            continue;
+        tc[2 * r] = c1t;
+        tc[2 * r + 1] = c2t;
+        tr[r] = rt;
+        ta[r] = at;
+        tw[r] = wt;
+    }
+    pthread_mutex_lock(&rd_mu);
+    rd_req = -1;
+    pthread_cond_signal(&rd_cv);
+    pthread_mutex_unlock(&rd_mu);
+    pthread_join(th, NULL);
+
+    const double ceil = 2.0 * (double)copy_bytes / median(tc, 2 * rounds) / 1e9;
+    const double kv = 2.0 * (double)kv_bytes;
+    const double mr = median(tr, rounds), ma = median(ta, rounds), mw = median(tw, rounds);
+    struct posenc_device_info info;
+    posenc_context_get_info(ctx, &info);
+    printf("%s (%s), d %lld, 1 x %lld keys, K + V %.2f MiB, %d rounds, sweep %zu MiB; medians:\n",
+           posenc_backend_name(kind), info.device_name, (long long)D, (long long)Tk,
+           kv / 1048576.0, rounds, sweep_bytes >> 20);
+    printf("  copy ceiling        %8.1f GB/s\n", ceil);
+    printf("  read K + V          %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling\n", mr * 1e6,
+           kv / mr / 1e9, 100.0 * kv / mr / 1e9 / ceil);
+    printf("  attention, cold     %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling, %5.1f%% of "
+           "the read\n",
+           ma * 1e6, kv / ma / 1e9, 100.0 * kv / ma / 1e9 / ceil, 100.0 * mr / ma);
+    printf("  attention, warm     %8.1f us\n", mw * 1e6);
+    free(t);
+    posenc_buffer_destroy(&bk);
+    posenc_buffer_destroy(&bv);
+    posenc_buffer_destroy(&bq);
+    posenc_buffer_destroy(&by);
+    posenc_buffer_destroy(&c0);
+    posenc_buffer_destroy(&c1);
+    posenc_context_destroy(&ctx);
+    free(k);
+    free(v);
+    free((void *)sweep_buf);
+    return 0;
+}
