@@ -9,7 +9,7 @@
  * backend or OpenCL (a CPU device: K and V are host memory, wrapped):
  *
  *   copy   posenc_copy of 64 MiB f32 (the bench's ceiling; bytes read + written)
- *   read   after a read sweep of twice the last-level cache (as the bench does before its
+ *   read   after bench_sweep (twice the last-level cache read, as the bench does before its
  *          attention rows), K and V read once by two threads
  *   cold   after another copy and sweep, posenc_attention decode: q f32 [D, 32, 1], K / V
  *          f16 [D, 8, Tk], ALiBi, causal, the query last
@@ -20,6 +20,7 @@
  *   attn_read [cpu|opencl] [D = 64] [Tk = 4096] [rounds = 60]
  */
 #define _GNU_SOURCE
+#include "bench_core.h"
 #include "posenc.h"
 
 #include <pthread.h>
@@ -30,26 +31,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof(double), cmp);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
 #define CHECK(call)                                                                       \
     do {                                                                                  \
@@ -84,7 +65,7 @@ static size_t rd_bytes; /* of K (and of V) */
 static volatile uint64_t rd_sink[2];
 static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rd_cv = PTHREAD_COND_INITIALIZER;
-static int rd_req;                       /* the round asked for; -1: stop */
+static int rd_req; /* the round asked for; -1: stop */
 static atomic_int rd_ready, rd_go, rd_done;
 
 static void read_half(int id)
@@ -133,29 +114,12 @@ static double timed_read(int round)
     pthread_mutex_unlock(&rd_mu);
     while (atomic_load(&rd_ready) < round)
         ;
-    const double t0 = now();
+    const double t0 = bench_now();
     atomic_store(&rd_go, round);
     read_half(0);
     while (atomic_load(&rd_done) == done)
         ;
-    return now() - t0;
-}
-
-/* ---- the sweep: twice the last-level cache, at least 128 MiB, at most 1 GiB ---------- */
-
-static const unsigned char *sweep_buf;
-static size_t sweep_bytes;
-static volatile uint64_t sweep_sink;
-
-static void sweep(void)
-{
-    uint64_t s = 0;
-    for (size_t o = 0; o < sweep_bytes; o += 64) {
-        uint64_t x;
-        memcpy(&x, sweep_buf + o, sizeof(x));
-        s += x;
-    }
-    sweep_sink = s;
+    return bench_now() - t0;
 }
 
 int main(int argc, char **argv)
@@ -165,8 +129,8 @@ int main(int argc, char **argv)
         kind = POSENC_BACKEND_OPENCL;
     const int64_t D = argc > 2 ? atoll(argv[2]) : 64, Tk = argc > 3 ? atoll(argv[3]) : 4096;
     const int rounds = argc > 4 ? atoi(argv[4]) : 60;
-    if ((argc > 1 && strcmp(argv[1], "cpu") && strcmp(argv[1], "opencl")) || D < 1 ||
-        D > 256 || Tk < 1 || rounds < 1) {
+    if ((argc > 1 && strcmp(argv[1], "cpu") && strcmp(argv[1], "opencl")) || D < 1 || D > 256 ||
+        Tk < 1 || rounds < 1) {
         fprintf(stderr, "usage: attn_read [cpu|opencl] [D 1-256] [Tk >= 1] [rounds >= 1]\n");
         return 2;
     }
@@ -182,19 +146,9 @@ int main(int argc, char **argv)
     CHECK(posenc_buffer_host_alignment(ctx, &align));
     const size_t kv_bytes = (size_t)D * 8 * (size_t)Tk * 2, q_bytes = (size_t)D * 32 * 4;
     const size_t copy_bytes = (size_t)64 << 20;
-    long llc = -1;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-    sweep_bytes = llc > 0 ? 2 * (size_t)llc : 0;
-    if (sweep_bytes < ((size_t)128 << 20))
-        sweep_bytes = (size_t)128 << 20;
-    if (sweep_bytes > ((size_t)1 << 30))
-        sweep_bytes = (size_t)1 << 30;
     uint16_t *k = host_alloc(kv_bytes, 0), *v = host_alloc(kv_bytes, 0);
-    sweep_buf = host_alloc(sweep_bytes, 0x5a);
     float *qh = malloc(q_bytes), *src = malloc(copy_bytes);
-    if (!k || !v || !sweep_buf || !qh || !src || align > ((size_t)2 << 20)) {
+    if (!k || !v || !qh || !src || align > ((size_t)2 << 20) || bench_sweep() != 0) {
         fprintf(stderr, "attn_read: out of host memory\n");
         return 1;
     }
@@ -249,25 +203,25 @@ int main(int argc, char **argv)
     const int warmup = 3;
     for (int r = -warmup; r < rounds; r++) {
         double c1t, c2t, rt, at, wt, x;
-        x = now();
+        x = bench_now();
         CHECK(posenc_copy(ctx, &t0, &t1));
         CHECK(posenc_context_finish(ctx));
-        c1t = now() - x;
-        sweep();
+        c1t = bench_now() - x;
+        bench_sweep();
         rt = timed_read(r + warmup + 1);
-        x = now();
+        x = bench_now();
         CHECK(posenc_copy(ctx, &t0, &t1));
         CHECK(posenc_context_finish(ctx));
-        c2t = now() - x;
-        sweep();
-        x = now();
+        c2t = bench_now() - x;
+        bench_sweep();
+        x = bench_now();
         CHECK(posenc_attention(ctx, &tq, &tk, &tv, &ty, NULL, &ap));
         CHECK(posenc_context_finish(ctx));
-        at = now() - x;
-        x = now();
+        at = bench_now() - x;
+        x = bench_now();
         CHECK(posenc_attention(ctx, &tq, &tk, &tv, &ty, NULL, &ap));
         CHECK(posenc_context_finish(ctx));
-        wt = now() - x;
+        wt = bench_now() - x;
         if (r < 0)
             continue;
         tc[2 * r] = c1t;
@@ -282,14 +236,16 @@ int main(int argc, char **argv)
     pthread_mutex_unlock(&rd_mu);
     pthread_join(th, NULL);
 
-    const double ceil = 2.0 * (double)copy_bytes / median(tc, 2 * rounds) / 1e9;
+    const double ceil = 2.0 * (double)copy_bytes / bench_median(tc, 2 * rounds) / 1e9;
     const double kv = 2.0 * (double)kv_bytes;
-    const double mr = median(tr, rounds), ma = median(ta, rounds), mw = median(tw, rounds);
+    const double mr = bench_median(tr, rounds), ma = bench_median(ta, rounds),
+                 mw = bench_median(tw, rounds);
     struct posenc_device_info info;
     posenc_context_get_info(ctx, &info);
-    printf("%s (%s), d %lld, 1 x %lld keys, K + V %.2f MiB, %d rounds, sweep %zu MiB; medians:\n",
+    printf("%s (%s), d %lld, 1 x %lld keys, K + V %.2f MiB, %d rounds, sweep %zu MiB; "
+           "medians:\n",
            posenc_backend_name(kind), info.device_name, (long long)D, (long long)Tk,
-           kv / 1048576.0, rounds, sweep_bytes >> 20);
+           kv / 1048576.0, rounds, bench_sweep_bytes() >> 20);
     printf("  copy ceiling        %8.1f GB/s\n", ceil);
     printf("  read K + V          %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling\n", mr * 1e6,
            kv / mr / 1e9, 100.0 * kv / mr / 1e9 / ceil);
@@ -307,6 +263,6 @@ int main(int argc, char **argv)
     posenc_context_destroy(&ctx);
     free(k);
     free(v);
-    free((void *)sweep_buf);
+    bench_sweep_free();
     return 0;
 }

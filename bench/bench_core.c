@@ -119,7 +119,7 @@ static struct row *add_row(void)
     return r;
 }
 
-static double now_s(void)
+double bench_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -182,9 +182,9 @@ static posenc_status fill(posenc_buffer *b, posenc_dtype dt)
  * call (untimed) the host reads a buffer of twice its last-level cache (sysconf; at least
  * 128 MiB, at most 1 GiB), a line at a time. That evicts the host's caches, which hold the
  * memory of CPU devices (the CPU backend, PoCL, lavapipe); a discrete GPU's own caches are
- * not touched by it.
+ * not touched by it. (bench_sweep_bytes / bench_sweep: bench_core.h.)
  */
-static size_t evict_size(void)
+size_t bench_sweep_bytes(void)
 {
     long llc = -1;
 #ifdef _SC_LEVEL3_CACHE_SIZE
@@ -203,23 +203,13 @@ static unsigned char *evict_buf;
 static size_t evict_bytes;
 static volatile uint64_t evict_sink;
 
-/* The read sweep (allocated and written at the first call: pages never written would all
- * map the kernel's one zero page, which stays cached). Where the buffer cannot be had it
- * says so on stderr once and the rows go without it from then on. */
-static void evict_caches(void)
+int bench_sweep(void)
 {
-    if (!evict_on)
-        return;
     if (!evict_buf) {
-        size_t n = evict_size();
+        size_t n = bench_sweep_bytes();
         unsigned char *p = malloc(n);
-        if (!p) {
-            fprintf(stderr, "posenc bench: no host memory for the %zu MiB cache sweep; the "
-                            "attention rows run after the ceiling copy only\n",
-                    n >> 20);
-            evict_on = false;
-            return;
-        }
+        if (!p)
+            return -1;
         memset(p, 0x5a, n);
         evict_buf = p;
         evict_bytes = n;
@@ -231,6 +221,26 @@ static void evict_caches(void)
         acc += w;
     }
     evict_sink = acc;
+    return 0;
+}
+
+void bench_sweep_free(void)
+{
+    free(evict_buf);
+    evict_buf = NULL;
+    evict_bytes = 0;
+}
+
+/* bench_sweep for the attention rows: where its buffer cannot be had it says so on stderr
+ * once and the rows go without it from then on. */
+static void evict_caches(void)
+{
+    if (evict_on && bench_sweep() != 0) {
+        fprintf(stderr, "posenc bench: no host memory for the %zu MiB cache sweep; the "
+                        "attention rows run after the ceiling copy only\n",
+                bench_sweep_bytes() >> 20);
+        evict_on = false;
+    }
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -452,15 +462,15 @@ static double case_bytes(const struct bench_case *c, const int64_t ne[4])
 
 static posenc_status timed_call(struct bench_setup *s, double *out_s)
 {
-    const double t0 = now_s();
+    const double t0 = bench_now();
     posenc_status st = run_once(s);
     if (st == POSENC_OK)
         st = posenc_context_finish(s->ctx);
-    *out_s = now_s() - t0;
+    *out_s = bench_now() - t0;
     return st;
 }
 
-static double median_of(double *t, int n)
+double bench_median(double *t, int n)
 {
     qsort(t, (size_t)n, sizeof(double), cmp_double);
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
@@ -494,10 +504,10 @@ static posenc_status time_case(struct bench_setup *s, struct bench_setup *ref, i
             st = timed_call(ref, &tr[i]);
     }
     if (st == POSENC_OK) {
-        *median = median_of(t, reps);
+        *median = bench_median(t, reps);
         *best = t[0];
         if (ref)
-            *ref_median = median_of(tr, reps);
+            *ref_median = bench_median(tr, reps);
     }
     free(t);
     return st;
@@ -626,22 +636,22 @@ static void bench_queue(const struct bench_opts *o, posenc_context *ctx, const c
     for (int rep = -o->warmup; rep < reps && st == POSENC_OK; rep++) {
         if ((st = posenc_context_finish(ctx)) != POSENC_OK)
             break;
-        double t0 = now_s(), t1 = t0;
+        double t0 = bench_now(), t1 = t0;
         for (int i = 0; i < n && st == POSENC_OK; i++) {
             posenc_tensor td = posenc_tensor_contiguous(dst[i], 0, POSENC_DTYPE_F32, 128, 32, 1, 1);
             st = posenc_rope(ctx, &tx, &tp, &td, &rp);
         }
-        t1 = now_s();
+        t1 = bench_now();
         if (st == POSENC_OK)
             st = posenc_context_finish(ctx);
-        double t2 = now_s();
+        double t2 = bench_now();
         for (int i = 0; i < n && st == POSENC_OK; i++) {
             posenc_tensor td = posenc_tensor_contiguous(dst[i], 0, POSENC_DTYPE_F32, 128, 32, 1, 1);
             st = posenc_rope(ctx, &tx, &tp, &td, &rp);
             if (st == POSENC_OK)
                 st = posenc_context_finish(ctx);
         }
-        double t3 = now_s();
+        double t3 = bench_now();
         if (rep >= 0) {
             host[rep] = t1 - t0;
             wall[rep] = t2 - t0;
@@ -656,7 +666,7 @@ static void bench_queue(const struct bench_opts *o, posenc_context *ctx, const c
         if (st != POSENC_ERR_UNSUPPORTED)
             (*failures)++;
     } else {
-        double h = median_of(host, reps), w = median_of(wall, reps), sg = median_of(single, reps);
+        double h = bench_median(host, reps), w = bench_median(wall, reps), sg = bench_median(single, reps);
         r->median_s = h / n;
         r->best_s = r->median_s;
         snprintf(r->note, sizeof(r->note),
@@ -844,7 +854,7 @@ static int bench_backend(const struct bench_opts *o, posenc_backend_kind kind)
 /* In the child: create the context, run one decode-shaped RoPE, and print the times. */
 static int cold_child(posenc_backend_kind kind, int n_threads)
 {
-    double t0 = now_s();
+    double t0 = bench_now();
     struct posenc_context_params p;
     memset(&p, 0, sizeof(p));
     p.backend = kind;
@@ -856,7 +866,7 @@ static int cold_child(posenc_backend_kind kind, int n_threads)
         fprintf(stderr, "cold start: %s\n", err);
         return 1;
     }
-    double t1 = now_s();
+    double t1 = bench_now();
     static const struct bench_case c = {"cold", BK_ROPE, POSENC_DTYPE_F32, 1, POSENC_ROPE_NORMAL,
                                         {128, 32, 1, 1}, {128, 32, 1, 1}, 0, 1, 0, 0, 0};
     struct bench_setup s;
@@ -865,7 +875,7 @@ static int cold_child(posenc_backend_kind kind, int n_threads)
         st = run_once(&s);
     if (st == POSENC_OK)
         st = posenc_context_finish(ctx);
-    double t2 = now_s();
+    double t2 = bench_now();
     if (st != POSENC_OK)
         fprintf(stderr, "cold start: rope: %s: %s\n", posenc_status_string(st),
                 posenc_context_last_error(ctx));
@@ -1065,7 +1075,7 @@ static void print_json(const struct bench_opts *o)
     printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
            "  \"attn_evict_bytes\": %zu,\n  \"rows\": [\n",
            o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false",
-           evict_on ? evict_size() : (size_t)0);
+           evict_on ? bench_sweep_bytes() : (size_t)0);
     for (size_t i = 0; i < n_rows; i++) {
         const struct row *r = &rows[i];
         printf("    {\"backend\": ");
@@ -1243,7 +1253,7 @@ int bench_main(int argc, char **argv, const char *subcommand)
         if (evict_on)
             printf("attention rows: every timed call after an untimed read of %zu MiB of host "
                    "memory (K and V from memory, not the caches)\n",
-                   evict_size() >> 20);
+                   bench_sweep_bytes() >> 20);
         FILE *la = fopen("/proc/loadavg", "r");
         char load[64];
         if (la && fgets(load, sizeof(load), la))
@@ -1267,8 +1277,7 @@ int bench_main(int argc, char **argv, const char *subcommand)
                 bench_cold(&o, order[b]);
     if (o.json)
         print_json(&o);
-    free(evict_buf);
-    evict_buf = NULL;
+    bench_sweep_free();
     free(rows);
     rows = NULL;
     n_rows = cap_rows = 0;

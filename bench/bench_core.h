@@ -5,6 +5,8 @@
 #ifndef POSENC_BENCH_CORE_H
 #define POSENC_BENCH_CORE_H
 
+#include <stddef.h>
+
 /*
  * Run the benchmark with command-line arguments argv[1 .. argc-1] (argv[0] is the
  * command's name, used in messages). `subcommand` is the word that selects the benchmark
@@ -12,5 +14,25 @@
  * cold-start measurements re-run this executable with it. Returns the exit status.
  */
 int bench_main(int argc, char **argv, const char *subcommand);
+
+/* Helpers of the other programs in bench/ too. */
+
+/* CLOCK_MONOTONIC in seconds. */
+double bench_now(void);
+
+/* The median of t[0 .. n) (n >= 1; t is sorted in place). */
+double bench_median(double *t, int n);
+
+/* The bytes of the cache sweep: twice the last-level cache (sysconf), at least 128 MiB,
+ * at most 1 GiB. */
+size_t bench_sweep_bytes(void);
+
+/* Read bench_sweep_bytes() of host memory a line at a time, so that what an op reads next
+ * comes from memory (the buffer is allocated and written at the first call). Returns 0,
+ * or -1 where the buffer cannot be allocated. */
+int bench_sweep(void);
+
+/* Free the sweep's buffer (bench_sweep allocates it again if called). */
+void bench_sweep_free(void);
 
 #endif
