@@ -177,8 +177,8 @@ static posenc_status fill(posenc_buffer *b, posenc_dtype dt)
  * other layers have pushed out of the caches. The ceiling copy before each call does not
  * make sure of it: on a Zen 4 host (2 vCPUs, a 32 MiB L3) a 64 MiB posenc_copy left part of
  * 8 MiB of K and V in the L3 (2026-12-04, one process: a plain two-thread read of K and V
- * after the copy took 120-147 us, after a further 32-256 MiB read sweep 231-250 us; the
- * d 64 1 x 4096 decode call 320-379 us against 472-586 us). So before every attention
+ * after the copy took 120-165 us, after a further 32-256 MiB read sweep 231-250 us; the
+ * d 64 1 x 4096 decode call 320-431 us against 472-586 us). So before every attention
  * call (untimed) the host reads a buffer of twice its last-level cache (sysconf; at least
  * 128 MiB, at most 1 GiB), a line at a time. That evicts the host's caches, which hold the
  * memory of CPU devices (the CPU backend, PoCL, lavapipe); a discrete GPU's own caches are
