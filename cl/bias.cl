@@ -49,7 +49,19 @@ __kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 ds
  * work-item's set-up -- two 64-bit divisions among it -- cost more than its one key in
  * pe_relbias), the keys one by one (a bucket and a table entry each). The same sum as
  * pe_relbias. Same arguments; NDRange (ceil(K / PE_KPW), Q, H * B).
+ *
+ * With PE_RB = 1 (TAB_F16 = 0) `tab` is pe_relbias_expand's rb instead of the table, with
+ * tab_st = (1, n_rel, 0, 0) and tab_off its start: a row's bias values are consecutive
+ * there (rb[h][rel - rel_min], rel rising with k), read 16 at a time like the logits;
+ * `bucket` is not read. The values are the table's own (an f16 entry converted exactly),
+ * so the sum is the same.
  */
+#ifndef PE_RB
+#define PE_RB 0
+#endif
+#if PE_RB && TAB_F16
+#error "PE_RB reads rb (f32): TAB_F16 must be 0"
+#endif
 /* Keys per work-item of pe_relbias_row and pe_alibi_vec (-D; the host always passes it). */
 #ifndef PE_KPW
 #define PE_KPW 16
@@ -90,6 +102,28 @@ __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long
     const long lr = lg_off + q * lg_st.s1 + h * lg_st.s2 + b * lg_st.s3;
 #endif
     long k = k0;
+#if PE_RB
+    /* rb's row of head h from the relative position of key 0 */
+    __global const float *rr = tab + tr + (offs.s1 - q - offs.s0 - offs.s2);
+#if PE_VEC16
+    for (; k + 16 <= k1; k += 16) {
+        float16 v = vload16(0, rr + k);
+#if HAS_X
+        v = PE_LOAD16_LG(lg, lr + k) + v;
+#endif
+        PE_STORE16_DST(dst, dr + k, v);
+    }
+#endif
+    for (; k < k1; k++) {
+        float v = rr[k];
+#if HAS_X
+        v = PE_LOAD_X(lg, lr + k) + v;
+#endif
+        PE_STORE_DST(dst, dr + k, v);
+    }
+    (void)bk;
+    return;
+#endif
 #if PE_VEC16
     /* rows aligned to 16 (the host checks it): 16 keys at a time, the logits and dst as
      * 16-wide vectors, the table entries gathered one by one */
@@ -120,6 +154,27 @@ __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long
 #endif
         PE_STORE_DST(dst, dr + k, v);
     }
+}
+
+/*
+ * pe_relbias_expand: the bias of every relative position, per head, for pe_relbias_row's
+ * PE_RB path: rb[h * n_rel + r] = table[bucket[r], h] (as f32; an f16 entry converted
+ * exactly), r in [0, n_rel). One work-item per PE_KPW consecutive r of one head; NDRange
+ * (ceil(n_rel / PE_KPW), H).
+ */
+__kernel void pe_relbias_expand(__global float *rb, __global const TAB_T *tab, const long tab_off,
+                                const long4 tab_st, __global const int *bucket, const long n_rel,
+                                const long H)
+{
+    const long r0 = PE_KPW * (long)get_global_id(0);
+    const long h = (long)get_global_id(1);
+    if (r0 >= n_rel || h >= H)
+        return;
+    const long r1 = r0 + PE_KPW < n_rel ? r0 + PE_KPW : n_rel;
+    const long tr = tab_off + h * tab_st.s1;
+    __global float *out = rb + h * n_rel;
+    for (long r = r0; r < r1; r++)
+        out[r] = PE_LOAD_TAB(tab, tr + (long)bucket[r] * tab_st.s0);
 }
 
 /*

@@ -408,6 +408,16 @@ static posenc_status c_relbias(struct sc *s)
     return posenc_relbias(s->ctx, &l, &tab, &dst, &p);
 }
 
+/* Enough queries per relative position that OpenCL on a CPU device lays the biases out
+ * by relative position first (its pe_relbias_expand buffer, ops_encodings.c). */
+static posenc_status c_relbias_rows(struct sc *s)
+{
+    posenc_tensor l = TC(s->b[0], 0, F32, 16, 16, 2, 1), tab = TC(s->b[2], 0, F32, 32, 2, 1, 1),
+                  dst = TC(s->b[3], 0, F32, 16, 16, 2, 1);
+    struct posenc_relbias_params p = {.k_offset = 2};
+    return posenc_relbias(s->ctx, &l, &tab, &dst, &p);
+}
+
 static posenc_status c_relbias_bwd(struct sc *s)
 {
     posenc_tensor dl = TC(s->b[0], 0, F32, 6, 5, 2, 1), dt = TC(s->b[3], 0, F32, 7, 2, 1, 1);
@@ -556,6 +566,7 @@ static const struct scenario scenarios[] = {
     {"sincos_2d", prep_basic, c_sincos2d, 1u << 3, 0},
     {"resize_2d", prep_basic, c_resize, 0, 0},
     {"relbias", prep_basic, c_relbias, 0, 0},
+    {"relbias, 16 x 16 (laid out by relative position)", prep_basic, c_relbias_rows, 0, 0},
     {"relbias_backward", prep_basic, c_relbias_bwd, 0, 0},
     {"alibi", prep_basic, c_alibi, 0, 0},
     {"attention ROPE", prep_basic, c_attn_rope, 0, 0},

@@ -139,7 +139,17 @@
  *     9     mem   bucket              int32 [n_rel]
  *    10     long4 shape               (K, Q, H, B)
  *    11     long4 offs                (q_offset, k_offset, rel_min, 0)
- *   NDRange (K, Q, H*B).
+ *   NDRange (K, Q, H*B). pe_relbias_row (CPU devices, unit key strides; -DPE_KPW
+ *   -DPE_VEC16 -DPE_RB): the same arguments, NDRange (ceil(K / PE_KPW), Q, H*B); with
+ *   PE_RB=1 args 6-8 are pe_relbias_expand's rb, 0, (1, n_rel, 0, 0) and arg 9 is unread.
+ *
+ *   pe_relbias_expand  (cl/bias.cl; -DTAB_F16 -DPE_KPW)
+ *     0     mem   rb                  f32 [H][n_rel], written
+ *     1-3   table, off, st            f32 or f16 [n_buckets, H]
+ *     4     mem   bucket              int32 [n_rel]
+ *     5     long  n_rel
+ *     6     long  H
+ *   NDRange (ceil(n_rel / PE_KPW), H, 1).
  *
  *   pe_relbias_bwd  (cl/bias.cl; -DDST_F16 (dtable) -DHAS_X=1 -DX_F16 (dlogits))
  *     0-2   dtable, off, st           f32 or f16 [n_buckets, H], read and written
@@ -351,6 +361,8 @@ static void cl_destroy(struct pe_backend *base)
         pe_cl_release_mem(be, be->fa_part);
     if (be->fa_counts)
         pe_cl_release_mem(be, be->fa_counts);
+    if (be->relb)
+        pe_cl_release_mem(be, be->relb);
     pe_cl_sync_free(be);
     free(be->rope_scratch);
     free(be->gemm_scratch);
@@ -788,6 +800,39 @@ posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const
     t->mem = mem;
     t->size = size;
     *out = mem;
+    return POSENC_OK;
+}
+
+posenc_status pe_cl_scratch(struct pe_cl_backend *be, const char *what, cl_mem *mem,
+                            size_t *have, size_t bytes, bool zeroed)
+{
+    if (*mem && *have >= bytes)
+        return POSENC_OK;
+    void *zeros = NULL;
+    if (zeroed && !(zeros = calloc(bytes, 1)))
+        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
+                        "out of host memory for the %s (%zu bytes)", what, bytes);
+    cl_int err = CL_SUCCESS;
+    cl_mem made = pe_fault_device_alloc()
+                      ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
+                      : clCreateBuffer(be->context,
+                                       CL_MEM_READ_WRITE | (zeros ? CL_MEM_COPY_HOST_PTR : 0),
+                                       bytes, zeros, &err);
+    free(zeros);
+    if (!made || err != CL_SUCCESS) {
+        if (made)
+            clReleaseMemObject(made);
+        if (err == CL_SUCCESS)
+            err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+        return pe_error(be->base.ctx,
+                        pe_cl_err_is_oom(err) ? POSENC_ERR_OUT_OF_MEMORY : POSENC_ERR_BACKEND,
+                        "clCreateBuffer(%s, %zu bytes) failed: OpenCL error %d", what, bytes,
+                        (int)err);
+    }
+    if (*mem)
+        pe_cl_release_mem(be, *mem);
+    *mem = made;
+    *have = bytes;
     return POSENC_OK;
 }
 

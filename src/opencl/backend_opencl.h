@@ -104,6 +104,11 @@ struct pe_cl_backend {
      * in-order queue the next call finds them zero). NULL until a call needs them. */
     cl_mem fa_part, fa_counts;
     size_t fa_part_bytes, fa_counts_bytes;
+    /* posenc_relbias on CPU devices (ops_encodings.c): the bias of every relative position
+     * per head, f32 [H][n_rel], made by pe_relbias_expand for each call that uses it; kept
+     * between calls and grown only. NULL until a call needs it. */
+    cl_mem relb;
+    size_t relb_bytes;
     /* Decode's kernel (ops_flash.c, want_cpu_kernel), decided at the first attention call
      * from the device type and POSENC_CL_FLASH: 0 not yet, 1 pe_flash_cpu, 2 pe_flash. */
     uint8_t fa_kernel;
@@ -203,6 +208,12 @@ bool pe_cl_rows_aligned(const struct pe_view *v, int64_t n);
  * it. The buffer belongs to the table: callers do not release it. */
 posenc_status pe_cl_table(struct pe_cl_backend *be, struct pe_cl_table *t, const char *what,
                           const void *data, size_t size, cl_mem *out);
+
+/* *mem (of *have bytes), a device buffer kept between calls and grown only, made at least
+ * `bytes` long: kept if it is, else released (OpenCL keeps it for the commands already
+ * enqueued on it) and made anew, all zero if `zeroed`. `what` names it in errors. */
+posenc_status pe_cl_scratch(struct pe_cl_backend *be, const char *what, cl_mem *mem,
+                            size_t *have, size_t bytes, bool zeroed);
 
 /* Set the n_args arguments of p's kernel and enqueue it over global[3] work-items in
  * groups of local[3] (global sizes multiples of the local ones), tracking its event;

@@ -162,6 +162,15 @@ posenc_status pe_cl_resize_2d(struct pe_backend *base, const struct pe_resize_op
 
 /* ---- relbias ------------------------------------------------------------------------- */
 
+/* posenc_relbias on CPU devices with unit key strides: when every relative position's
+ * bias is read by at least this many (query, batch) rows on average, the bias of each
+ * relative position per head is laid out first (pe_relbias_expand, [H][n_rel] f32) and
+ * the rows read it 16 at a time, as the CPU backend does; otherwise each key gathers its
+ * table entry through the bucket list. */
+#define PE_CL_RELB_MIN_ROWS 8
+/* ... and the laid-out biases at most this many bytes (a larger op gathers). */
+#define PE_CL_RELB_MAX_BYTES ((size_t)64 << 20)
+
 posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op *op)
 {
     struct pe_cl_backend *be = (struct pe_cl_backend *)base;
@@ -177,34 +186,70 @@ posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op 
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
 
+    /* The whole op's list (kept in a persistent table: a cut op's or an attention query
+     * block's later launches find it there, no allocation after the first launch wrote),
+     * or this launch's window. */
+    const int32_t *list = op->bucket_all ? op->bucket_all : op->bucket;
+    const int64_t rel_min = op->bucket_all ? op->rel_min_all : op->rel_min;
+    const int64_t n_rel = op->bucket_all ? op->n_rel_all : op->n_rel;
+    const int64_t H = dst->ne[2];
+    const uint64_t rows = (uint64_t)dst->ne[1] * (uint64_t)dst->ne[3];
+    const bool expand = row && (uint64_t)n_rel * PE_CL_RELB_MIN_ROWS <= rows * (uint64_t)dst->ne[0] &&
+                        (uint64_t)n_rel * (uint64_t)H <= PE_CL_RELB_MAX_BYTES / sizeof(float);
+
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
-             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d -DPE_VEC16=%d",
-             is_f16(dst), has_x, has_x && is_f16(lg), is_f16(tab), (int)kpw,
-             row && pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16));
-    struct pe_cl_program *p = NULL;
+             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d -DPE_VEC16=%d "
+             "-DPE_RB=%d",
+             is_f16(dst), has_x, has_x && is_f16(lg), expand ? 0 : is_f16(tab), (int)kpw,
+             row && pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16), expand);
+    struct pe_cl_program *p = NULL, *pe = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", row ? "pe_relbias_row" : "pe_relbias",
                                          defines, &p));
+    if (expand) {
+        char edef[64];
+        snprintf(edef, sizeof(edef), "-DTAB_F16=%d -DPE_KPW=%d", is_f16(tab),
+                 PE_CL_CPU_ROW_SPAN);
+        PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", "pe_relbias_expand", edef, &pe));
+        PE_RETURN_IF_ERROR(pe_cl_scratch(be, "relbias biases by relative position", &be->relb,
+                                         &be->relb_bytes,
+                                         (size_t)n_rel * (size_t)H * sizeof(float), false));
+    }
 
-    /* The whole op's list, kept in a persistent table: a cut op's or an attention query
-     * block's later launches find it there (no allocation after the first launch wrote). */
     cl_mem bucket_mem = NULL, owned = NULL;
-    int64_t rel_min = op->rel_min;
     if (op->bucket_all) {
-        PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_relbias, "relbias buckets", op->bucket_all,
-                                       (size_t)op->n_rel_all * sizeof(int32_t), &bucket_mem));
-        rel_min = op->rel_min_all;
+        PE_RETURN_IF_ERROR(pe_cl_table(be, &be->tab_relbias, "relbias buckets", list,
+                                       (size_t)n_rel * sizeof(int32_t), &bucket_mem));
     } else {
-        PE_RETURN_IF_ERROR(pe_cl_upload(be, "relbias buckets", op->bucket,
-                                        (size_t)op->n_rel * sizeof(int32_t), &bucket_mem));
+        PE_RETURN_IF_ERROR(pe_cl_upload(be, "relbias buckets", list,
+                                        (size_t)n_rel * sizeof(int32_t), &bucket_mem));
         owned = bucket_mem;
     }
 
     cl_mem dst_mem = (cl_mem)dst->mem, lg_mem = (cl_mem)lg->mem, tab_mem = (cl_mem)tab->mem;
-    const cl_long dst_off = dst->offset, lg_off = lg->offset, tab_off = tab->offset;
-    const cl_long4 dst_st = view_st(dst), lg_st = view_st(lg), tab_st = view_st(tab);
+    const cl_long dst_off = dst->offset, lg_off = lg->offset;
+    cl_long tab_off = tab->offset;
+    const cl_long4 dst_st = view_st(dst), lg_st = view_st(lg);
+    cl_long4 tab_st = view_st(tab);
     const cl_long4 shape = long4_of(dst->ne[0], dst->ne[1], dst->ne[2], dst->ne[3]);
     const cl_long4 offs = long4_of(op->q_offset, op->k_offset, rel_min, 0);
+    if (expand) {
+        /* rb[h][r] = table[bucket[r], h]; the row kernel then reads rb as its table */
+        const cl_long nr = n_rel, nh = H;
+        const struct pe_cl_arg eargs[] = {ARG(be->relb), ARG(tab_mem), ARG(tab_off), ARG(tab_st),
+                                          ARG(bucket_mem), ARG(nr), ARG(nh)};
+        const uint64_t en[3] = {((uint64_t)n_rel + PE_CL_CPU_ROW_SPAN - 1) / PE_CL_CPU_ROW_SPAN,
+                                (uint64_t)H, 1};
+        posenc_status st = pe_cl_launch(be, pe, eargs, PE_ARRAY_SIZE(eargs), en);
+        if (st != POSENC_OK) {
+            if (owned)
+                pe_cl_release_mem(be, owned);
+            return st;
+        }
+        tab_mem = be->relb;
+        tab_off = 0;
+        tab_st = long4_of(1, n_rel, 0, 0);
+    }
     const struct pe_cl_arg args[] = {
         ARG(dst_mem), ARG(dst_off), ARG(dst_st), ARG(lg_mem),     ARG(lg_off), ARG(lg_st),
         ARG(tab_mem), ARG(tab_off), ARG(tab_st), ARG(bucket_mem), ARG(shape),  ARG(offs),

@@ -412,38 +412,6 @@ static posenc_status plan_program(struct pe_cl_backend *be, const struct pe_attn
     return POSENC_OK;
 }
 
-/* *mem (of *have bytes) made at least `bytes` long: kept if it is, else released (OpenCL
- * keeps it for the commands already enqueued on it) and made anew, all zero if `zeroed`. */
-static posenc_status fa_scratch(struct pe_cl_backend *be, const char *what, cl_mem *mem,
-                                size_t *have, size_t bytes, bool zeroed)
-{
-    if (*mem && *have >= bytes)
-        return POSENC_OK;
-    void *zeros = NULL;
-    if (zeroed && !(zeros = calloc(bytes, 1)))
-        return pe_error(be->base.ctx, POSENC_ERR_OUT_OF_MEMORY,
-                        "attention: out of host memory for the %s", what);
-    cl_int err = CL_SUCCESS;
-    cl_mem made = pe_fault_device_alloc()
-                      ? (err = CL_MEM_OBJECT_ALLOCATION_FAILURE, NULL)
-                      : clCreateBuffer(be->context,
-                                       CL_MEM_READ_WRITE | (zeros ? CL_MEM_COPY_HOST_PTR : 0),
-                                       bytes, zeros, &err);
-    free(zeros);
-    if (!made || err != CL_SUCCESS) {
-        if (made)
-            clReleaseMemObject(made);
-        char call[64];
-        snprintf(call, sizeof(call), "clCreateBuffer(attention %s)", what);
-        return fa_fail(be, call, err != CL_SUCCESS ? err : CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    }
-    if (*mem)
-        pe_cl_release_mem(be, *mem);
-    *mem = made;
-    *have = bytes;
-    return POSENC_OK;
-}
-
 static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_op *op,
                            cl_mem *owned_ms)
 {
@@ -519,11 +487,11 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
                             "attention: the one-pass kernel's partials (%llu floats) do not "
                             "fit one buffer of this device",
                             (unsigned long long)n);
-        PE_RETURN_IF_ERROR(fa_scratch(be, "partials", &be->fa_part, &be->fa_part_bytes,
+        PE_RETURN_IF_ERROR(pe_cl_scratch(be, "attention partials", &be->fa_part, &be->fa_part_bytes,
                                       (size_t)n * sizeof(float), false));
         part = be->fa_part;
         if (n_cnt > 0) { /* zero when made; the kernel leaves them zero */
-            PE_RETURN_IF_ERROR(fa_scratch(be, "partials' counters", &be->fa_counts,
+            PE_RETURN_IF_ERROR(pe_cl_scratch(be, "attention partials' counters", &be->fa_counts,
                                           &be->fa_counts_bytes, (size_t)n_cnt * sizeof(int),
                                           true));
             counts = be->fa_counts;
