@@ -81,6 +81,25 @@ __kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 ds
 #else
 #define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
 #endif
+/* The table entries of 16 keys (bucket list entries bk[0..15]) of head row tr, gathered one
+ * by one; f16 entries as raw bits, converted 16 at a time (one scalar vload_half per entry
+ * was most of pe_relbias_row's time on PoCL). */
+static inline float16 pe_relbias_gather16(__global const TAB_T *tab, const long tr,
+                                          __global const int *bk, const long st0)
+{
+#if TAB_F16
+    ushort tb[16];
+    for (int j = 0; j < 16; j++)
+        tb[j] = ((__global const ushort *)tab)[tr + (long)bk[j] * st0];
+    return vload_half16(0, (__private const half *)tb);
+#else
+    float tv[16];
+    for (int j = 0; j < 16; j++)
+        tv[j] = PE_LOAD_TAB(tab, tr + (long)bk[j] * st0);
+    return vload16(0, tv);
+#endif
+}
+
 __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long4 dst_st,
                              __global const X_T *lg, const long lg_off, const long4 lg_st,
                              __global const TAB_T *tab, const long tab_off, const long4 tab_st,
@@ -103,44 +122,20 @@ __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long
 #endif
     long k = k0;
 #if PE_RB
-    /* rb's row of head h from the relative position of key 0 */
+    /* rb's row of head h from the relative position of key 0: key k's bias at rr[k] */
     __global const float *rr = tab + tr + (offs.s1 - q - offs.s0 - offs.s2);
-#if PE_VEC16
-    for (; k + 16 <= k1; k += 16) {
-        float16 v = vload16(0, rr + k);
-#if HAS_X
-        v = PE_LOAD16_LG(lg, lr + k) + v;
-#endif
-        PE_STORE16_DST(dst, dr + k, v);
-    }
-#endif
-    for (; k < k1; k++) {
-        float v = rr[k];
-#if HAS_X
-        v = PE_LOAD_X(lg, lr + k) + v;
-#endif
-        PE_STORE_DST(dst, dr + k, v);
-    }
     (void)bk;
-    return;
+#define PE_BIAS16(k) vload16(0, rr + (k))
+#define PE_BIAS1(k) rr[k]
+#else
+#define PE_BIAS16(k) pe_relbias_gather16(tab, tr, bk + (k), tab_st.s0)
+#define PE_BIAS1(k) PE_LOAD_TAB(tab, tr + (long)bk[k] * tab_st.s0)
 #endif
 #if PE_VEC16
     /* rows aligned to 16 (the host checks it): 16 keys at a time, the logits and dst as
-     * 16-wide vectors, the table entries gathered one by one */
+     * 16-wide vectors */
     for (; k + 16 <= k1; k += 16) {
-#if TAB_F16
-        /* f16 entries gathered as raw bits, converted 16 at a time (one scalar vload_half
-         * per entry was most of this kernel's time on PoCL) */
-        ushort tb[16];
-        for (int j = 0; j < 16; j++)
-            tb[j] = ((__global const ushort *)tab)[tr + (long)bk[k + j] * tab_st.s0];
-        float16 v = vload_half16(0, (__private const half *)tb);
-#else
-        float tv[16];
-        for (int j = 0; j < 16; j++)
-            tv[j] = PE_LOAD_TAB(tab, tr + (long)bk[k + j] * tab_st.s0);
-        float16 v = vload16(0, tv);
-#endif
+        float16 v = PE_BIAS16(k);
 #if HAS_X
         v = PE_LOAD16_LG(lg, lr + k) + v;
 #endif
@@ -148,12 +143,14 @@ __kernel void pe_relbias_row(__global DST_T *dst, const long dst_off, const long
     }
 #endif
     for (; k < k1; k++) {
-        float v = PE_LOAD_TAB(tab, tr + (long)bk[k] * tab_st.s0);
+        float v = PE_BIAS1(k);
 #if HAS_X
         v = PE_LOAD_X(lg, lr + k) + v;
 #endif
         PE_STORE_DST(dst, dr + k, v);
     }
+#undef PE_BIAS16
+#undef PE_BIAS1
 }
 
 /*
