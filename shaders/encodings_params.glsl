@@ -22,6 +22,11 @@
 #define PE_ALIBI_SPEC_SYMMETRIC 0x8u
 #define PE_ALIBI_VEC_Q          4u
 
+// relbias.comp specialization constant 0 (src/kernel_abi.h)
+#define PE_RELBIAS_SPEC_VEC     0x1u
+#define PE_RELBIAS_SPEC_HAS_X   0x2u
+#define PE_RELBIAS_VEC_Q        4u
+
 #if defined(PE_PUSH_LEARNED)
 layout(push_constant, std430) uniform PeLearnedPush {
     uint dst_off, dst_st0, dst_st1, dst_st2;    // 0

@@ -8,6 +8,7 @@
 // idx = u + n_units*(q + Q*(h + H*b)); a unit is key k = u, or keys 2u, 2u+1 with
 // PE_ENC_FLAG_PAIRS (f16 dst, one word store). Logits are read before dst is written (in
 // place allowed). Variants DST_F16, X_F16 (logits), TAB_F16. bucket: binding 3, per call.
+// The f32 variants also have a vector path (specialization constant 0, pe_vec_main).
 #extension GL_GOOGLE_include_directive : require
 #define PE_PUSH_BIAS
 #define PE_TAB_BINDING
@@ -18,6 +19,55 @@
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in; // PE_VK_ENC_WG
 
 layout(std430, set = 0, binding = 3) readonly buffer Bucket { int bucket[]; };
+
+// PE_RELBIAS_SPEC_* (src/kernel_abi.h): 0 = the general path; else the vector path of the
+// f32 variants, the logits' presence a constant (a pipeline holds only the path it runs).
+layout(constant_id = 0) const uint SPEC = 0u;
+const bool VEC = (SPEC & PE_RELBIAS_SPEC_VEC) != 0u;
+const bool VEC_HAS_X = (SPEC & PE_RELBIAS_SPEC_HAS_X) != 0u;
+
+#if !DST_F16 && !X_F16
+// The same bindings as vec4 arrays (the vector path: rows aligned to 4 elements).
+layout(std430, set = 0, binding = 0) writeonly buffer DstBuf4 { vec4 dst_v[]; };
+layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
+
+// The vector path: a unit is keys 4u .. 4u+3 of PE_RELBIAS_VEC_Q consecutive queries of
+// one (head, batch): idx = u + n_units*(qb + ne1*(h + ne2*b)), n_units = K/4, ne1 =
+// Q/PE_RELBIAS_VEC_Q. Three divisions per 16 elements and whole vec4 logits and dst
+// accesses (as alibi.comp's: CPU implementations such as lavapipe scalarize every buffer
+// access per invocation and component); the four bucket indices of a row are consecutive
+// (rel - rel_min = k - q + base), one lower for each next query. The same values and sum
+// as value() below.
+void pe_vec_main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu);
+        uint k = (idx - row * pc.n_units) * 4u;
+        uint hb = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint q = (row - hb * pc.ne1) * PE_RELBIAS_VEC_Q;
+        uint b = pe_udiv(hb, pc.ne2_magic, (pc.shifts >> 16) & 0xffu);
+        uint h = hb - b * pc.ne2;
+        uint e = pc.dst_off + k + q * pc.dst_st1 + h * pc.dst_st2 + b * pc.dst_st3;
+        uint l = pc.lg_off + k + q * pc.lg_st1 + h * pc.lg_st2 + b * pc.lg_st3;
+        uint j = k + uint(pc.base) - q;
+        uint t = pc.tab_off + h * pc.tab_st1;
+        for (uint r = 0u; r < PE_RELBIAS_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1, j--) {
+            vec4 v = vec4(load_tab(t + uint(bucket[j]) * pc.tab_st0),
+                          load_tab(t + uint(bucket[j + 1u]) * pc.tab_st0),
+                          load_tab(t + uint(bucket[j + 2u]) * pc.tab_st0),
+                          load_tab(t + uint(bucket[j + 3u]) * pc.tab_st0));
+            if (VEC_HAS_X)
+                v = x_v[l >> 2] + v;
+            dst_v[e >> 2] = v;
+        }
+    }
+}
+#else
+void pe_vec_main()
+{
+}
+#endif
 
 float value(uint k, uint q, uint h, uint b)
 {
@@ -30,6 +80,10 @@ float value(uint k, uint q, uint h, uint b)
 
 void main()
 {
+    if (VEC) {
+        pe_vec_main();
+        return;
+    }
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     uint np = (pc.flags & PE_ENC_FLAG_PAIRS) != 0u ? 2u : 1u;
     for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {

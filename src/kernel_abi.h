@@ -231,6 +231,15 @@ _Static_assert(offsetof(struct pe_vk_copy_push, n_total) == 68, "abi");
 #define PE_ALIBI_SPEC_SYMMETRIC 0x8u
 #define PE_ALIBI_VEC_Q          4u
 
+/* relbias.comp specialization constant 0: 0 for the general path, or the vector path of
+ * the f32-dst, f32-logits variants (rows contiguous and starting on multiples of 4
+ * elements, K and Q multiples of 4): a unit is keys 4u .. 4u+3 of PE_RELBIAS_VEC_Q
+ * queries of one (head, batch), n_units = K/4, ne1 = Q/PE_RELBIAS_VEC_Q; the logits'
+ * presence a constant. The table entries are still gathered one by one. */
+#define PE_RELBIAS_SPEC_VEC     0x1u
+#define PE_RELBIAS_SPEC_HAS_X   0x2u
+#define PE_RELBIAS_VEC_Q        4u
+
 /* learned.comp: unit idx = u + n_units*(t + ne1*b); shifts: n_units | ne1 << 8. */
 struct pe_vk_learned_push {
     uint32_t dst_off, dst_st0, dst_st1, dst_st2;

@@ -535,6 +535,70 @@ static void test_alibi_long_rows(void **state)
             }
 }
 
+/* The relative bias over whole contiguous f32 rows whose keys and queries are multiples of
+ * 4 (K 64, Q 12, 3 heads, 2 batches): the rows Vulkan's vector path and OpenCL's
+ * laid-out biases (CPU devices) take, with logits (out of place and in place) and without,
+ * f32 and f16 tables, against x + table[bucket, h] in double (buckets from
+ * posenc_relbias_bucket): one f32 rounding of the sum. */
+static void test_relbias_whole_rows(void **state)
+{
+    (void)state;
+    enum { K = 64, Q = 12, H = 3, B = 2, NB = 32, N = K * Q * H * B };
+    static float xs[N], tabv[NB * H];
+    uint64_t seed = 9300;
+    for (int i = 0; i < N; i++)
+        xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    for (int i = 0; i < NB * H; i++)
+        tabv[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    const struct posenc_relbias_params p = {.kind = POSENC_RELBIAS_T5, .num_buckets = NB,
+                                            .max_distance = 16, .q_offset = 40};
+    for (int tdt = 0; tdt < 2; tdt++)
+        for (int mode = 0; mode < 3; mode++) { /* logits out of place, in place, none */
+            posenc_buffer *xb = th_upload(th.dut, xs, sizeof(xs));
+            posenc_buffer *db = th_upload(th.dut, xs, sizeof(xs)); /* overwritten */
+            unsigned char tb[NB * H * 4];
+            for (int i = 0; i < NB * H; i++)
+                lr_encode(tb, (size_t)i, tabv[i], tdt);
+            posenc_buffer *tbuf = th_upload(th.dut, tb, (size_t)NB * H * (tdt ? 2 : 4));
+            posenc_tensor tt = posenc_tensor_contiguous(
+                tbuf, 0, tdt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32, NB, H, 1, 1);
+            posenc_tensor tx = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, K, Q, H, B);
+            posenc_tensor ty = tx;
+            if (mode != 1)
+                ty.buffer = db;
+            expect(posenc_relbias(th.dut, mode == 2 ? NULL : &tx, &tt, &ty, &p), POSENC_OK,
+                   NULL, "relbias whole rows");
+            float *got = th_download(mode == 1 ? xb : db);
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < H; h++)
+                    for (int q = 0; q < Q; q++)
+                        for (int k = 0; k < K; k++) {
+                            const size_t i = (size_t)k + K * ((size_t)q + Q * ((size_t)h +
+                                                                              H * (size_t)b));
+                            int32_t u;
+                            assert_int_equal(
+                                posenc_relbias_bucket(&p, (int64_t)k - (q + 40), &u), POSENC_OK);
+                            const double tv = tdt ? posenc_f16_to_f32(posenc_f32_to_f16(
+                                                        tabv[u + NB * h]))
+                                                  : tabv[u + NB * h];
+                            const double want = (mode == 2 ? 0.0 : (double)xs[i]) + tv;
+                            /* one f32 rounding of the sum (none without logits) */
+                            const double bound = mode == 2 ? 0.0 : pc_ulp32(want);
+                            if (fabs((double)got[i] - want) > bound)
+                                fail_msg("table %s, %s: (k %d, q %d, h %d, b %d) = %.9g, want "
+                                         "%.9g", tdt ? "f16" : "f32",
+                                         mode == 0 ? "out of place" : mode == 1 ? "in place"
+                                                                                : "no logits",
+                                         k, q, h, b, (double)got[i], want);
+                        }
+            free(got);
+            posenc_buffer_destroy(&tbuf);
+            posenc_buffer_destroy(&xb);
+            posenc_buffer_destroy(&db);
+            th_check_warnings();
+        }
+}
+
 /* The relative bias over the long rows, T5 with 32 buckets, f32 and f16 throughout (the
  * table too), out of place and in place, against x + table[bucket, h] in double (buckets
  * from posenc_relbias_bucket), one rounding (f16: plus half an f16 ulp); padding
@@ -759,6 +823,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_alibi_linear),
         cmocka_unit_test(test_alibi_long_rows),
         cmocka_unit_test(test_relbias_long_rows),
+        cmocka_unit_test(test_relbias_whole_rows),
         cmocka_unit_test(test_bad_input),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]), n = n1 + n2 + n3;

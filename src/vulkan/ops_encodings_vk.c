@@ -208,12 +208,20 @@ static posenc_status launch(struct pe_vk_backend *be, const struct shader *s, ui
     return pe_vk_dispatch_rw(be, pipe, n_bufs, bufs, PE_ENC_WRITES, push, push_size, gx, 1, 1);
 }
 
-/* The same with specialization constant 0 = spec (the shaders' path choice). */
+/* The same with specialization constant 0 = spec (the shaders' path choice). `other`: the
+ * op's other path (alibi's and relbias' vector or general one), whose pipeline is made
+ * first too: when the front end cuts an op into several launches (src/split.c), one
+ * launch's slice may take the vector path and another's not, and the Vulkan backend has
+ * no prepare pass, so every pipeline the launches may need is made by the first launch,
+ * before anything is written. */
 static posenc_status launch_spec(struct pe_vk_backend *be, const struct shader *s,
-                                 uint32_t spec, uint32_t n_bufs, const struct pe_vk_bind *bufs,
-                                 const void *push, uint32_t push_size, uint32_t n_total)
+                                 uint32_t spec, uint32_t other, uint32_t n_bufs,
+                                 const struct pe_vk_bind *bufs, const void *push,
+                                 uint32_t push_size, uint32_t n_total)
 {
     VkPipeline pipe;
+    if (other != spec)
+        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, s->name, s->code, s->size, &other, 1, &pipe));
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, s->name, s->code, s->size, &spec, 1, &pipe));
     uint32_t gx = pe_vk_groups(be, n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
     return pe_vk_dispatch_rw(be, pipe, n_bufs, bufs, PE_ENC_WRITES, push, push_size, gx, 1, 1);
@@ -272,8 +280,8 @@ posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op
         pc.ne2 = (uint32_t)B;
         magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
         magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
-        return launch_spec(be, &learned_shaders[v], shared ? 2u : 1u, 4, bufs, &pc, sizeof pc,
-                           pc.n_total);
+        return launch_spec(be, &learned_shaders[v], shared ? 2u : 1u, shared ? 2u : 1u, 4, bufs,
+                           &pc, sizeof pc, pc.n_total);
     }
 
     const uint32_t dst_st[3] = {pc.dst_st0, pc.dst_st1, pc.dst_st2};
@@ -436,7 +444,29 @@ posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op
     PE_RETURN_IF_ERROR(
         pe_vk_table(be, 0, op->bucket, (size_t)op->n_rel * sizeof(int32_t), &bufs[3]));
     const int v = f16(dst) * 4 + (has_x && f16(lg)) * 2 + f16(tab);
-    return launch(be, &relbias_shaders[v], 4, bufs, &pc, sizeof pc, pc.n_total);
+
+    /* The vector path of the f32 variants (kernel_abi.h, as alibi's): 4 keys of
+     * PE_RELBIAS_VEC_Q queries a unit, whole vec4 logits and dst accesses, three divisions
+     * per 16 elements instead of per element. Same grid size or smaller than the general
+     * one, so it fits where that one did. */
+    const uint32_t a_dst = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3;
+    const uint32_t a_lg = has_x ? pc.lg_off | pc.lg_st1 | pc.lg_st2 | pc.lg_st3 : 0u;
+    const bool f32_variant = !f16(dst) && !(has_x && f16(lg));
+    const uint32_t spec = PE_RELBIAS_SPEC_VEC | (has_x ? PE_RELBIAS_SPEC_HAS_X : 0u);
+    if (f32_variant && pc.dst_st0 == 1 && (!has_x || pc.lg_st0 == 1) && (a_dst & 3u) == 0 &&
+        (a_lg & 3u) == 0 && dst->ne[0] % 4 == 0 && dst->ne[1] % PE_RELBIAS_VEC_Q == 0) {
+        pc.n_units = (uint32_t)(dst->ne[0] / 4);
+        pc.ne1 = (uint32_t)(dst->ne[1] / PE_RELBIAS_VEC_Q);
+        /* K/4 * Q/VEC_Q * H * B: fits, the general grid (K per row) did */
+        pc.n_total = (uint32_t)((int64_t)pc.n_units * pc.ne1 * dst->ne[2] * dst->ne[3]);
+        pc.shifts &= ~0xffffu;
+        magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
+        magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
+        return launch_spec(be, &relbias_shaders[v], spec, 0, 4, bufs, &pc, sizeof pc,
+                           pc.n_total);
+    }
+    return launch_spec(be, &relbias_shaders[v], 0, f32_variant ? spec : 0, 4, bufs, &pc,
+                       sizeof pc, pc.n_total);
 }
 
 posenc_status pe_vk_relbias_backward(struct pe_backend *b, const struct pe_relbias_bwd_op *op)
@@ -523,12 +553,12 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
     const int64_t vk = v != 0 ? 8 : 4; /* keys per unit */
     const uint32_t a_dst = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3;
     const uint32_t a_lg = has_x ? pc.lg_off | pc.lg_st1 | pc.lg_st2 | pc.lg_st3 : 0u;
+    const uint32_t spec = PE_ALIBI_SPEC_VEC | (has_x ? PE_ALIBI_SPEC_HAS_X : 0u) |
+                          (op->causal ? PE_ALIBI_SPEC_CAUSAL : 0u) |
+                          (op->symmetric ? PE_ALIBI_SPEC_SYMMETRIC : 0u);
     if (pc.dst_st0 == 1 && (!has_x || pc.lg_st0 == 1) && (a_dst & (f16(dst) ? 7u : 3u)) == 0 &&
         (a_lg & (has_x && f16(lg) ? 7u : 3u)) == 0 && dst->ne[0] % vk == 0 &&
         dst->ne[1] % PE_ALIBI_VEC_Q == 0) {
-        const uint32_t spec = PE_ALIBI_SPEC_VEC | (has_x ? PE_ALIBI_SPEC_HAS_X : 0u) |
-                              (op->causal ? PE_ALIBI_SPEC_CAUSAL : 0u) |
-                              (op->symmetric ? PE_ALIBI_SPEC_SYMMETRIC : 0u);
         pc.n_units = (uint32_t)(dst->ne[0] / vk);
         pc.ne1 = (uint32_t)(dst->ne[1] / PE_ALIBI_VEC_Q);
         /* K/vk * Q/VEC_Q * H * B: fits, the general grid (K or K/2 per row) did */
@@ -536,7 +566,7 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
         pc.shifts &= ~0xffffu;
         magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
         magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
-        return launch_spec(be, &alibi_shaders[v], spec, 3, bufs, &pc, sizeof pc, pc.n_total);
+        return launch_spec(be, &alibi_shaders[v], spec, 0, 3, bufs, &pc, sizeof pc, pc.n_total);
     }
-    return launch_spec(be, &alibi_shaders[v], 0, 3, bufs, &pc, sizeof pc, pc.n_total);
+    return launch_spec(be, &alibi_shaders[v], 0, spec, 3, bufs, &pc, sizeof pc, pc.n_total);
 }
