@@ -432,6 +432,13 @@ static float lr_decode(const unsigned char *img, size_t i, int f16)
     return f;
 }
 
+/* v[0 .. n) uniform in [-4, 4) from *seed (the logits and tables of the row tests). */
+static void fill_pm4(float *v, int n, uint64_t *seed)
+{
+    for (int i = 0; i < n; i++)
+        v[i] = (float)(8.0 * pc_rand_uniform(seed) - 4.0);
+}
+
 /* x: the logits xs[LR_N] with lr_pad in the padding; d: lr_pad everywhere (the output
  * when not in place); tx the padded view of x, ty of d (or tx in place). */
 struct lr_bufs {
@@ -481,8 +488,7 @@ static void test_alibi_long_rows(void **state)
     assert_int_equal(posenc_alibi_slopes(LR_H, NULL, slopes), POSENC_OK);
     static float xs[LR_N];
     uint64_t seed = 9100;
-    for (int i = 0; i < LR_N; i++)
-        xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    fill_pm4(xs, LR_N, &seed);
     for (int dt = 0; dt < 2; dt++)
         for (int mode = 0; mode < 3; mode++)
             for (int in_place = 0; in_place < 2; in_place++) {
@@ -546,10 +552,8 @@ static void test_relbias_whole_rows(void **state)
     enum { K = 64, Q = 12, H = 3, B = 2, NB = 32, N = K * Q * H * B };
     static float xs[N], tabv[NB * H];
     uint64_t seed = 9300;
-    for (int i = 0; i < N; i++)
-        xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
-    for (int i = 0; i < NB * H; i++)
-        tabv[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    fill_pm4(xs, N, &seed);
+    fill_pm4(tabv, NB * H, &seed);
     const struct posenc_relbias_params p = {.kind = POSENC_RELBIAS_T5, .num_buckets = NB,
                                             .max_distance = 16, .q_offset = 40};
     for (int tdt = 0; tdt < 2; tdt++)
@@ -609,10 +613,8 @@ static void test_relbias_long_rows(void **state)
     enum { NB = 32 };
     static float xs[LR_N], tabv[NB * LR_H];
     uint64_t seed = 9200;
-    for (int i = 0; i < LR_N; i++)
-        xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
-    for (int i = 0; i < NB * LR_H; i++)
-        tabv[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    fill_pm4(xs, LR_N, &seed);
+    fill_pm4(tabv, NB * LR_H, &seed);
     struct posenc_relbias_params p = {.kind = POSENC_RELBIAS_T5, .q_offset = 300};
     for (int dt = 0; dt < 2; dt++)
         for (int in_place = 0; in_place < 2; in_place++) {
