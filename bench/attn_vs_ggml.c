@@ -12,12 +12,13 @@
  *   mask      posenc_attention with the same mask (an f16 view of the same bytes) and
  *             mask_slopes = ggml's slopes (posenc_alibi_slopes, max_bias 8);
  *   alibi     posenc_attention with its own ALiBi encoding, causal, q_offset = Tk - Tq.
- * posenc reads the same K / V bytes through views with the strides swapped. Calls are
- * alternated (ggml, mask, alibi, ggml, ...), each timed alone (host wall clock around the
- * call and, for posenc, posenc_context_finish) after two untimed rounds; the medians are
- * printed with the largest difference between ggml's output and each of posenc's (ggml
- * accumulates V in f16 on the CPU, so they differ by about an f16 rounding). K and V stay
- * wherever the previous call left them (the caches; `posenc bench` reads them from memory).
+ * posenc reads copies of the same K / V bytes through views with the strides swapped.
+ * Calls are alternated (ggml, mask, alibi, ggml, ...), each timed alone (host wall clock
+ * around the call and, for posenc, posenc_context_finish) after two untimed rounds; the
+ * medians are printed with the largest difference between ggml's output and each of
+ * posenc's (ggml accumulates V in f16 on the CPU, so they differ by about an f16
+ * rounding). K and V stay wherever the previous call left them (the caches; `posenc
+ * bench` reads them from memory).
  */
 #define _GNU_SOURCE
 #include "posenc.h"
@@ -117,8 +118,8 @@ static int run_row(posenc_context *pc, const struct shape *s, int threads, int r
     struct ggml_cgraph *gf = ggml_new_graph(g);
     ggml_build_forward_expand(gf, out);
 
-    /* posenc: the same bytes, wrapped (ggml's context memory is not aligned for wrapping:
-     * copies in buffers of posenc's own) */
+    /* posenc: copies of the same bytes in buffers of posenc's own (ggml's context memory is
+     * not checked against posenc_buffer_wrap_host's alignment) */
     posenc_buffer *bq, *bk, *bv, *bm, *bo1, *bo2;
     CHECK(posenc_buffer_create(pc, q_n * 4, &bq));
     CHECK(posenc_buffer_create(pc, kv_n * 2, &bk));

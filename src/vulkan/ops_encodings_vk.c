@@ -412,6 +412,30 @@ static posenc_status bias_grid(struct pe_vk_backend *be, const char *name,
     return POSENC_OK;
 }
 
+/* The vector paths of alibi.comp and relbias.comp (kernel_abi.h): when dst's and the
+ * logits' (lg, NULL without them) rows are contiguous and start on multiples of 4 elements
+ * (f32 views) or 8 (f16 views), K is a multiple of `vk` and Q of `vq`, regrid pc (filled
+ * by bias_grid) to units of vk keys of vq queries and return true; else leave it. The
+ * vector grid is no larger than the general one, so it fits where that one did. */
+static bool bias_vec_grid(struct pe_vk_bias_push *pc, const struct pe_view *dst,
+                          const struct pe_view *lg, int64_t vk, uint32_t vq)
+{
+    const uint32_t a_dst = pc->dst_off | pc->dst_st1 | pc->dst_st2 | pc->dst_st3;
+    const uint32_t a_lg = lg ? pc->lg_off | pc->lg_st1 | pc->lg_st2 | pc->lg_st3 : 0u;
+    if (pc->dst_st0 != 1 || (lg && pc->lg_st0 != 1) || (a_dst & (f16(dst) ? 7u : 3u)) != 0 ||
+        (lg && (a_lg & (f16(lg) ? 7u : 3u)) != 0) || dst->ne[0] % vk != 0 ||
+        dst->ne[1] % (int64_t)vq != 0)
+        return false;
+    pc->n_units = (uint32_t)(dst->ne[0] / vk);
+    pc->ne1 = (uint32_t)(dst->ne[1] / vq);
+    /* K/vk * Q/vq * H * B: fits, the general grid (K or K/2 per row) did */
+    pc->n_total = (uint32_t)((int64_t)pc->n_units * pc->ne1 * dst->ne[2] * dst->ne[3]);
+    pc->shifts &= ~0xffffu;
+    magic(pc->n_units, &pc->units_magic, &pc->shifts, 0);
+    magic(pc->ne1, &pc->ne1_magic, &pc->shifts, 8);
+    return true;
+}
+
 static bool bias_empty(const struct pe_view *dst)
 {
     return dst->ne[0] <= 0 || dst->ne[1] <= 0 || dst->ne[2] <= 0 || dst->ne[3] <= 0;
@@ -449,22 +473,11 @@ posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op
      * PE_RELBIAS_VEC_Q queries a unit, whole vec4 logits and dst accesses, three divisions
      * per 16 elements instead of per element. Same grid size or smaller than the general
      * one, so it fits where that one did. */
-    const uint32_t a_dst = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3;
-    const uint32_t a_lg = has_x ? pc.lg_off | pc.lg_st1 | pc.lg_st2 | pc.lg_st3 : 0u;
     const bool f32_variant = !f16(dst) && !(has_x && f16(lg));
     const uint32_t spec = PE_RELBIAS_SPEC_VEC | (has_x ? PE_RELBIAS_SPEC_HAS_X : 0u);
-    if (f32_variant && pc.dst_st0 == 1 && (!has_x || pc.lg_st0 == 1) && (a_dst & 3u) == 0 &&
-        (a_lg & 3u) == 0 && dst->ne[0] % 4 == 0 && dst->ne[1] % PE_RELBIAS_VEC_Q == 0) {
-        pc.n_units = (uint32_t)(dst->ne[0] / 4);
-        pc.ne1 = (uint32_t)(dst->ne[1] / PE_RELBIAS_VEC_Q);
-        /* K/4 * Q/VEC_Q * H * B: fits, the general grid (K per row) did */
-        pc.n_total = (uint32_t)((int64_t)pc.n_units * pc.ne1 * dst->ne[2] * dst->ne[3]);
-        pc.shifts &= ~0xffffu;
-        magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
-        magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
+    if (f32_variant && bias_vec_grid(&pc, dst, has_x ? lg : NULL, 4, PE_RELBIAS_VEC_Q))
         return launch_spec(be, &relbias_shaders[v], spec, 0, 4, bufs, &pc, sizeof pc,
                            pc.n_total);
-    }
     return launch_spec(be, &relbias_shaders[v], 0, f32_variant ? spec : 0, 4, bufs, &pc,
                        sizeof pc, pc.n_total);
 }
@@ -551,22 +564,10 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
      * their rows on multiples of 8 elements (f32 views: 4). Same grid size or smaller than
      * the general one, so it fits where that one did. */
     const int64_t vk = v != 0 ? 8 : 4; /* keys per unit */
-    const uint32_t a_dst = pc.dst_off | pc.dst_st1 | pc.dst_st2 | pc.dst_st3;
-    const uint32_t a_lg = has_x ? pc.lg_off | pc.lg_st1 | pc.lg_st2 | pc.lg_st3 : 0u;
     const uint32_t spec = PE_ALIBI_SPEC_VEC | (has_x ? PE_ALIBI_SPEC_HAS_X : 0u) |
                           (op->causal ? PE_ALIBI_SPEC_CAUSAL : 0u) |
                           (op->symmetric ? PE_ALIBI_SPEC_SYMMETRIC : 0u);
-    if (pc.dst_st0 == 1 && (!has_x || pc.lg_st0 == 1) && (a_dst & (f16(dst) ? 7u : 3u)) == 0 &&
-        (a_lg & (has_x && f16(lg) ? 7u : 3u)) == 0 && dst->ne[0] % vk == 0 &&
-        dst->ne[1] % PE_ALIBI_VEC_Q == 0) {
-        pc.n_units = (uint32_t)(dst->ne[0] / vk);
-        pc.ne1 = (uint32_t)(dst->ne[1] / PE_ALIBI_VEC_Q);
-        /* K/vk * Q/VEC_Q * H * B: fits, the general grid (K or K/2 per row) did */
-        pc.n_total = (uint32_t)((int64_t)pc.n_units * pc.ne1 * dst->ne[2] * dst->ne[3]);
-        pc.shifts &= ~0xffffu;
-        magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
-        magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
+    if (bias_vec_grid(&pc, dst, has_x ? lg : NULL, vk, PE_ALIBI_VEC_Q))
         return launch_spec(be, &alibi_shaders[v], spec, 0, 3, bufs, &pc, sizeof pc, pc.n_total);
-    }
     return launch_spec(be, &alibi_shaders[v], 0, spec, 3, bufs, &pc, sizeof pc, pc.n_total);
 }
