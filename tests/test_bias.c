@@ -439,6 +439,21 @@ static void fill_pm4(float *v, int n, uint64_t *seed)
         v[i] = (float)(8.0 * pc_rand_uniform(seed) - 4.0);
 }
 
+/* The relative-bias table tabv [nb, h] on the device (f16 or f32) and its tensor. */
+static posenc_buffer *upload_rb_table(const float *tabv, int nb, int h, int f16,
+                                      posenc_tensor *out)
+{
+    unsigned char *tb = malloc((size_t)nb * h * 4);
+    assert_non_null(tb);
+    for (int i = 0; i < nb * h; i++)
+        lr_encode(tb, (size_t)i, tabv[i], f16);
+    posenc_buffer *b = th_upload(th.dut, tb, (size_t)nb * h * (f16 ? 2 : 4));
+    free(tb);
+    *out = posenc_tensor_contiguous(b, 0, f16 ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32, nb, h, 1,
+                                    1);
+    return b;
+}
+
 /* x: the logits xs[LR_N] with lr_pad in the padding; d: lr_pad everywhere (the output
  * when not in place); tx the padded view of x, ty of d (or tx in place). */
 struct lr_bufs {
@@ -560,12 +575,8 @@ static void test_relbias_whole_rows(void **state)
         for (int mode = 0; mode < 3; mode++) { /* logits out of place, in place, none */
             posenc_buffer *xb = th_upload(th.dut, xs, sizeof(xs));
             posenc_buffer *db = th_upload(th.dut, xs, sizeof(xs)); /* overwritten */
-            unsigned char tb[NB * H * 4];
-            for (int i = 0; i < NB * H; i++)
-                lr_encode(tb, (size_t)i, tabv[i], tdt);
-            posenc_buffer *tbuf = th_upload(th.dut, tb, (size_t)NB * H * (tdt ? 2 : 4));
-            posenc_tensor tt = posenc_tensor_contiguous(
-                tbuf, 0, tdt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32, NB, H, 1, 1);
+            posenc_tensor tt;
+            posenc_buffer *tbuf = upload_rb_table(tabv, NB, H, tdt, &tt);
             posenc_tensor tx = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, K, Q, H, B);
             posenc_tensor ty = tx;
             if (mode != 1)
@@ -620,12 +631,8 @@ static void test_relbias_long_rows(void **state)
         for (int in_place = 0; in_place < 2; in_place++) {
             struct lr_bufs lb;
             lr_setup(&lb, xs, dt, in_place);
-            unsigned char tb[NB * LR_H * 4];
-            for (int i = 0; i < NB * LR_H; i++)
-                lr_encode(tb, (size_t)i, tabv[i], dt);
-            posenc_buffer *tbuf = th_upload(th.dut, tb, (size_t)NB * LR_H * (dt ? 2 : 4));
-            posenc_tensor t = posenc_tensor_contiguous(
-                tbuf, 0, dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32, NB, LR_H, 1, 1);
+            posenc_tensor t;
+            posenc_buffer *tbuf = upload_rb_table(tabv, NB, LR_H, dt, &t);
             expect(posenc_relbias(th.dut, &lb.tx, &t, &lb.ty, &p), POSENC_OK, NULL,
                    "relbias long rows");
             unsigned char *got = th_download(in_place ? lb.x : lb.d);
