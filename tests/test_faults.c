@@ -533,6 +533,17 @@ static posenc_status c_relbias_cut(struct sc *s)
     return posenc_relbias(s->ctx, &l, &tab, &dst, &p);
 }
 
+/* learned [8, 12 tokens, 3 batches] f32, f16 table: 384 bytes a batch, cut in launches of
+ * 2 and 1 batches. On Vulkan the two take different pipelines of the vector path (one
+ * batch: positions read once for it, specialization 2; two: per batch, 1), so the second
+ * launch's pipeline must exist before the first launch writes. */
+static posenc_status c_learned_cut(struct sc *s)
+{
+    posenc_tensor x = TC(s->b[0], 0, F32, 8, 12, 3, 1), pos = TC(s->b[1], 0, I32, 12, 3, 1, 1),
+                  tab = TC(s->b[2], 0, F16, 8, 8, 1, 1), dst = TC(s->b[3], 0, F32, 8, 12, 3, 1);
+    return posenc_learned(s->ctx, &x, &pos, &tab, &dst);
+}
+
 /* ALiBi [40, 6, 3 heads]: 960 bytes a head, one launch per head (its own slopes) */
 static posenc_status c_alibi_cut(struct sc *s)
 {
@@ -600,6 +611,7 @@ static const struct scenario scenarios[] = {
     {"relbias cut in 4 launches", prep_basic, c_relbias_cut, 0, 1024},
     {"alibi cut in 3 launches", prep_basic, c_alibi_cut, 0, 1024},
     {"rope cut in several launches", prep_basic, c_rope_cut, 0, 1024},
+    {"learned cut in 2 launches of two pipelines", prep_basic, c_learned_cut, 0, 1024},
     {"wrap_host", prep_basic, c_wrap_host, 0, 0},
 };
 

@@ -1300,11 +1300,11 @@ const struct pe_backend_vtable pe_vulkan_vtable = {
     .attn_softmax = pe_vk_attn_softmax,
     .attn_output = pe_vk_attn_output,
     .attn_prepare = pe_vk_attn_prepare,
-    /* No prepare pass for cut ops: their launches use one pipeline (the variant follows
-     * dtypes and modes, not a launch's size or alignment; test_faults' build scenarios),
-     * and with the pass test_set_rows' cut case failed 3 times in 18 runs on lavapipe
-     * (0 in 26 without) -- a timing-dependent problem not understood yet. */
-    .prepare_pass = false,
+    /* A cut op's launches may take different pipelines (alibi's and relbias' vector path
+     * by each slice's alignment, learned's by its batch count): src/split.c runs them once
+     * with prepare_only first (pe_vk_dispatch_rw records nothing then), so every pipeline
+     * exists before the first launch writes (test_faults' build scenarios). */
+    .prepare_pass = true,
     .softmax = pe_vk_softmax,
     .flush = vk_flush,
     .vk_record_begin = pe_vk_record_begin,

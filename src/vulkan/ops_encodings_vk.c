@@ -208,20 +208,12 @@ static posenc_status launch(struct pe_vk_backend *be, const struct shader *s, ui
     return pe_vk_dispatch_rw(be, pipe, n_bufs, bufs, PE_ENC_WRITES, push, push_size, gx, 1, 1);
 }
 
-/* The same with specialization constant 0 = spec (the shaders' path choice). `other`: the
- * op's other path (alibi's and relbias' vector or general one), whose pipeline is made
- * first too: when the front end cuts an op into several launches (src/split.c), one
- * launch's slice may take the vector path and another's not, and the Vulkan backend has
- * no prepare pass, so every pipeline the launches may need is made by the first launch,
- * before anything is written. */
+/* The same with specialization constant 0 = spec (the shaders' path choice). */
 static posenc_status launch_spec(struct pe_vk_backend *be, const struct shader *s,
-                                 uint32_t spec, uint32_t other, uint32_t n_bufs,
-                                 const struct pe_vk_bind *bufs, const void *push,
-                                 uint32_t push_size, uint32_t n_total)
+                                 uint32_t spec, uint32_t n_bufs, const struct pe_vk_bind *bufs,
+                                 const void *push, uint32_t push_size, uint32_t n_total)
 {
     VkPipeline pipe;
-    if (other != spec)
-        PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, s->name, s->code, s->size, &other, 1, &pipe));
     PE_RETURN_IF_ERROR(pe_vk_pipeline_spec(be, s->name, s->code, s->size, &spec, 1, &pipe));
     uint32_t gx = pe_vk_groups(be, n_total, PE_VK_ENC_WG, PE_VK_ENC_CPU_GROUPS);
     return pe_vk_dispatch_rw(be, pipe, n_bufs, bufs, PE_ENC_WRITES, push, push_size, gx, 1, 1);
@@ -280,8 +272,8 @@ posenc_status pe_vk_learned(struct pe_backend *b, const struct pe_learned_op *op
         pc.ne2 = (uint32_t)B;
         magic(pc.n_units, &pc.units_magic, &pc.shifts, 0);
         magic(pc.ne1, &pc.ne1_magic, &pc.shifts, 8);
-        return launch_spec(be, &learned_shaders[v], shared ? 2u : 1u, shared ? 2u : 1u, 4, bufs,
-                           &pc, sizeof pc, pc.n_total);
+        return launch_spec(be, &learned_shaders[v], shared ? 2u : 1u, 4, bufs, &pc, sizeof pc,
+                           pc.n_total);
     }
 
     const uint32_t dst_st[3] = {pc.dst_st0, pc.dst_st1, pc.dst_st2};
@@ -476,10 +468,8 @@ posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op
     const bool f32_variant = !f16(dst) && !(has_x && f16(lg));
     const uint32_t spec = PE_RELBIAS_SPEC_VEC | (has_x ? PE_RELBIAS_SPEC_HAS_X : 0u);
     if (f32_variant && bias_vec_grid(&pc, dst, has_x ? lg : NULL, 4, PE_RELBIAS_VEC_Q))
-        return launch_spec(be, &relbias_shaders[v], spec, 0, 4, bufs, &pc, sizeof pc,
-                           pc.n_total);
-    return launch_spec(be, &relbias_shaders[v], 0, f32_variant ? spec : 0, 4, bufs, &pc,
-                       sizeof pc, pc.n_total);
+        return launch_spec(be, &relbias_shaders[v], spec, 4, bufs, &pc, sizeof pc, pc.n_total);
+    return launch_spec(be, &relbias_shaders[v], 0, 4, bufs, &pc, sizeof pc, pc.n_total);
 }
 
 posenc_status pe_vk_relbias_backward(struct pe_backend *b, const struct pe_relbias_bwd_op *op)
@@ -568,6 +558,6 @@ posenc_status pe_vk_alibi(struct pe_backend *b, const struct pe_alibi_op *op)
                           (op->causal ? PE_ALIBI_SPEC_CAUSAL : 0u) |
                           (op->symmetric ? PE_ALIBI_SPEC_SYMMETRIC : 0u);
     if (bias_vec_grid(&pc, dst, has_x ? lg : NULL, vk, PE_ALIBI_VEC_Q))
-        return launch_spec(be, &alibi_shaders[v], spec, 0, 3, bufs, &pc, sizeof pc, pc.n_total);
-    return launch_spec(be, &alibi_shaders[v], 0, spec, 3, bufs, &pc, sizeof pc, pc.n_total);
+        return launch_spec(be, &alibi_shaders[v], spec, 3, bufs, &pc, sizeof pc, pc.n_total);
+    return launch_spec(be, &alibi_shaders[v], 0, 3, bufs, &pc, sizeof pc, pc.n_total);
 }
