@@ -1,5 +1,6 @@
 /* harness.c - see harness.h. */
 #include "harness.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,4 +172,26 @@ int th_run(const char *suite, const struct CMUnitTest *tests, size_t count)
     }
     free(sel);
     return rc;
+}
+
+void th_expect(posenc_status got, posenc_status want, const char *needle, const char *what)
+{
+    if (got != want)
+        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
+                 posenc_status_string(want), posenc_context_last_error(th.dut));
+    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
+        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
+                 posenc_context_last_error(th.dut), needle);
+}
+
+void th_run_case(void **state)
+{
+    const struct pc_case *c = *state;
+    struct pc_result r;
+    pc_run_case(th.ref, th.dut, c, &r);
+    th_check_warnings();
+    if (!r.pass)
+        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
+                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
+                 (long long)r.guard_bad);
 }

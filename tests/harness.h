@@ -39,6 +39,15 @@ void th_fini(void);
  * last call, and reset the counter. */
 void th_check_warnings(void);
 
+/* Fail unless `got` is `want` and, with `needle`, the dut's last error message contains
+ * it (the argument a bad call must name); `what` names the call in the failure. */
+void th_expect(posenc_status got, posenc_status want, const char *needle, const char *what);
+
+/* A cmocka test body for one shared case (state: its struct pc_case, src/check/check.h):
+ * runs it on th.ref and th.dut and fails with the case's largest error, its bound and
+ * the count of elements out of bounds. */
+void th_run_case(void **state);
+
 /* A buffer on `ctx` holding `bytes` bytes copied from `src` (asserts success). */
 posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes);
 /* Read a whole buffer into a malloc'd block (asserts success). */

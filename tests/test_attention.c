@@ -31,18 +31,6 @@
 
 #define U32 0x1p-24
 
-static void run_shared_case(void **state)
-{
-    const struct pc_case *c = *state;
-    struct pc_result r;
-    pc_run_case(th.ref, th.dut, c, &r);
-    th_check_warnings();
-    if (!r.pass)
-        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
-                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
-                 (long long)r.guard_bad);
-}
-
 /* A small f32 case: q [D, Hq, Tq, B], Hk K/V heads, Tk keys. */
 static struct pc_case small_case(posenc_attention_encoding e, int64_t D, int64_t Hq, int64_t Hk,
                                  int64_t Tq, int64_t Tk, int64_t B, uint64_t seed)
@@ -775,16 +763,6 @@ static void test_fused_vs_unfused(void **state)
 
 /* ---- bad input --------------------------------------------------------------------------- */
 
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 static void check_poison(posenc_buffer *b, const char *what)
 {
     unsigned char *img = th_download(b);
@@ -817,106 +795,109 @@ static void test_bad_input(void **state)
     memset(&p0, 0, sizeof(p0));
 
     assert_int_equal(posenc_attention(NULL, &q, &k, &v, &o, NULL, NULL), INV);
-    expect(posenc_attention(th.dut, NULL, &k, &v, &o, NULL, NULL), INV, "q is NULL", "q NULL");
-    expect(posenc_attention(th.dut, &q, &k, &v, NULL, NULL, NULL), INV, "dst is NULL", "dst NULL");
+    th_expect(posenc_attention(th.dut, NULL, &k, &v, &o, NULL, NULL), INV, "q is NULL", "q NULL");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, NULL, NULL, NULL), INV, "dst is NULL",
+              "dst NULL");
     t = q;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_attention(th.dut, &t, &k, &v, &o, NULL, NULL), INV, "q->dtype", "q i32");
+    th_expect(posenc_attention(th.dut, &t, &k, &v, &o, NULL, NULL), INV, "q->dtype", "q i32");
     t = posenc_tensor_contiguous(ib, kv, POSENC_DTYPE_F32, D - 2, H, T, 1);
-    expect(posenc_attention(th.dut, &q, &t, &v, &o, NULL, NULL), INV, "k->ne", "k head dim");
+    th_expect(posenc_attention(th.dut, &q, &t, &v, &o, NULL, NULL), INV, "k->ne", "k head dim");
     t = posenc_tensor_contiguous(ib, kv, POSENC_DTYPE_F32, D, 3, 2, 1);
-    expect(posenc_attention(th.dut, &q, &t, &v, &o, NULL, NULL), INV, "not a multiple",
-           "GQA heads");
+    th_expect(posenc_attention(th.dut, &q, &t, &v, &o, NULL, NULL), INV, "not a multiple",
+              "GQA heads");
     t = posenc_tensor_contiguous(ib, 2 * kv, POSENC_DTYPE_F32, D, H, T - 1, 1);
-    expect(posenc_attention(th.dut, &q, &k, &t, &o, NULL, NULL), INV, "v->ne", "v keys");
+    th_expect(posenc_attention(th.dut, &q, &k, &t, &o, NULL, NULL), INV, "v->ne", "v keys");
     t = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, D, H, T - 1, 1);
-    expect(posenc_attention(th.dut, &q, &k, &v, &t, NULL, NULL), INV, "dst->ne", "dst shape");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &t, NULL, NULL), INV, "dst->ne", "dst shape");
     t = posenc_tensor_contiguous(wb, 0, POSENC_DTYPE_F32, T, T, 1, 1);
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, &t, NULL), INV, "weights->ne", "w shape");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, &t, NULL), INV, "weights->ne", "w shape");
     t = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, D, H, T, 1);
-    expect(posenc_attention(th.dut, &q, &k, &v, &t, NULL, NULL), INV, "q overlaps dst",
-           "dst is q");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &t, NULL, NULL), INV, "q overlaps dst",
+              "dst is q");
     t = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_F32, T, T, H, 1);
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, &t, NULL), INV, "overlaps", "w in dst");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, &t, NULL), INV, "overlaps", "w in dst");
 
     p = p0;
     p.encoding = (posenc_attention_encoding)9;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->encoding", "enc");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->encoding", "enc");
     p = p0;
     p.scale = NAN;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->scale", "scale");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->scale", "scale");
     p = p0;
     p.causal = 2;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->causal", "causal");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->causal", "causal");
     p = p0;
     p.q_offset = -1;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->q_offset", "q_off");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->q_offset", "q_off");
     p = p0;
     p.reserved[3] = 1;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->reserved[3]", "res");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->reserved[3]",
+              "res");
     p = p0;
     p.flags = POSENC_ATTENTION_PE_ON_V;
     p.encoding = POSENC_ATTENTION_ROPE;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "PE_ON_V", "pe on v rope");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "PE_ON_V", "pe on v rope");
     p = p0;
     p.flags = 1u << 5;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->flags", "flags");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->flags", "flags");
     p = p0;
     p.encoding = POSENC_ATTENTION_SINUSOIDAL;
     t = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, D - 1, H, T, 1);
     posenc_tensor t2 = posenc_tensor_contiguous(ib, kv, POSENC_DTYPE_F32, D - 1, H, T, 1);
-    expect(posenc_attention(th.dut, &t, &t2, &v, &o, NULL, &p), INV, "even head_dim", "odd D");
+    th_expect(posenc_attention(th.dut, &t, &t2, &v, &o, NULL, &p), INV, "even head_dim", "odd D");
     p.sinusoidal.base = -1.0f;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->sinusoidal",
-           "sin base");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->sinusoidal",
+              "sin base");
     p = p0;
     p.encoding = POSENC_ATTENTION_ALIBI;
     p.alibi.causal = 1;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->alibi.causal",
-           "alibi causal");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->alibi.causal",
+              "alibi causal");
     p.alibi.causal = 0;
     p.alibi.max_bias = -2.0f;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "max_bias", "alibi bias");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "max_bias", "alibi bias");
     p = p0;
     p.encoding = POSENC_ATTENTION_RELBIAS;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->relbias_table",
-           "no table");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->relbias_table",
+              "no table");
     p.relbias_table = &q;
     p.relbias.q_offset = 3;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->relbias.q_offset",
-           "relbias offset");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->relbias.q_offset",
+              "relbias offset");
     p.relbias.q_offset = 0;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "table->ne[0]",
-           "relbias table shape");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "table->ne[0]",
+              "relbias table shape");
     p = p0;
     p.encoding = POSENC_ATTENTION_LEARNED;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->learned_table",
-           "no learned table");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->learned_table",
+              "no learned table");
     posenc_tensor lt = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, D, 7, 1, 1);
     p.learned_table = &lt;
     p.k_offset = 3; /* keys at 3..7, the table has 7 rows */
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), POSENC_ERR_OUT_OF_RANGE,
-           "reach past the 7 rows", "learned rows");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), POSENC_ERR_OUT_OF_RANGE,
+              "reach past the 7 rows", "learned rows");
     p.k_offset = 0;
     int32_t pos[T] = {0, 1, 2, 9, 4};
     posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
     posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
     p.q_pos = &pt;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), POSENC_ERR_OUT_OF_RANGE, "9",
-           "learned explicit position");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), POSENC_ERR_OUT_OF_RANGE, "9",
+              "learned explicit position");
     posenc_tensor pt2 = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T - 1, 1, 1, 1);
     p.q_pos = &pt2;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->q_pos->ne",
-           "pos shape");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->q_pos->ne",
+              "pos shape");
     p = p0;
     p.encoding = POSENC_ATTENTION_ROPE;
     p.rope.n_dims = 3;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->rope", "rope n_dims");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->rope",
+              "rope n_dims");
     p = p0;
     t = posenc_tensor_contiguous(ib, 0, POSENC_DTYPE_F32, T, T - 1, 1, 1);
     p.mask = &t;
-    expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->mask->ne",
-           "mask shape");
+    th_expect(posenc_attention(th.dut, &q, &k, &v, &o, NULL, &p), INV, "params->mask->ne",
+              "mask shape");
     /* nothing was written by any failing call */
     check_poison(ob, "attention dst");
     check_poison(wb, "attention weights");
@@ -926,18 +907,18 @@ static void test_bad_input(void **state)
     t.ne[2] = 0;
     posenc_tensor o0 = o;
     o0.ne[2] = 0;
-    expect(posenc_attention(th.dut, &t, &k, &v, &o0, NULL, NULL), POSENC_OK, NULL, "empty");
+    th_expect(posenc_attention(th.dut, &t, &k, &v, &o0, NULL, NULL), POSENC_OK, NULL, "empty");
     check_poison(ob, "attention dst (empty call)");
 
     /* the decay helper */
     double out[4];
-    expect(posenc_attention_decay(th.dut, 0, 4, 2, 1, NULL, out), INV, "head_dim", "decay dim");
-    expect(posenc_attention_decay(th.dut, 8, 0, 2, 1, NULL, out), INV, "n_keys", "decay keys");
-    expect(posenc_attention_decay(th.dut, 8, 4, 2, 1, NULL, NULL), INV, "out_weight",
-           "decay out");
+    th_expect(posenc_attention_decay(th.dut, 0, 4, 2, 1, NULL, out), INV, "head_dim", "decay dim");
+    th_expect(posenc_attention_decay(th.dut, 8, 0, 2, 1, NULL, out), INV, "n_keys", "decay keys");
+    th_expect(posenc_attention_decay(th.dut, 8, 4, 2, 1, NULL, NULL), INV, "out_weight",
+              "decay out");
     p = p0;
     p.q_pos = &pt;
-    expect(posenc_attention_decay(th.dut, 8, 4, 2, 1, &p, out), INV, "q_pos", "decay pos");
+    th_expect(posenc_attention_decay(th.dut, 8, 4, 2, 1, &p, out), INV, "q_pos", "decay pos");
 
     posenc_buffer_destroy(&ib);
     posenc_buffer_destroy(&ob);
@@ -974,7 +955,7 @@ int main(int argc, char **argv)
         if (cases[i].attn.big) /* `posenc verify --op attention` runs these */
             continue;
         tests[m].name = cases[i].name;
-        tests[m].test_func = run_shared_case;
+        tests[m].test_func = th_run_case;
         tests[m].initial_state = (void *)&cases[i];
         m++;
     }

@@ -25,28 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void run_shared_case(void **state)
-{
-    const struct pc_case *c = *state;
-    struct pc_result r;
-    pc_run_case(th.ref, th.dut, c, &r);
-    th_check_warnings();
-    if (!r.pass)
-        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
-                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
-                 (long long)r.guard_bad);
-}
-
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 static void check_poison(posenc_buffer *b, const char *what)
 {
     unsigned char *img = th_download(b);
@@ -218,7 +196,7 @@ static void test_relbias_device_buckets(void **state)
             assert_int_equal(posenc_buffer_create(th.dut, K * Q * H * B * 4, &db), POSENC_OK);
             posenc_tensor tt = posenc_tensor_contiguous(tb, 0, t, nb, H, 1, 1);
             posenc_tensor dst = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, K, Q, H, B);
-            expect(posenc_relbias(th.dut, NULL, &tt, &dst, p), POSENC_OK, NULL, "relbias");
+            th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, p), POSENC_OK, NULL, "relbias");
             float *out = th_download(db);
             for (int64_t b = 0; b < B; b++)
                 for (int64_t h = 0; h < H; h++)
@@ -254,7 +232,7 @@ static float *relbias_backward_dut(const float *g, int64_t K, int64_t Q, int64_t
     posenc_buffer *tb = th_upload(th.dut, dtab0, (size_t)(nb * H) * 4);
     posenc_tensor gt = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, K, Q, H, B);
     posenc_tensor tt = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, nb, H, 1, 1);
-    expect(posenc_relbias_backward(th.dut, &gt, &tt, p), POSENC_OK, NULL, "relbias_backward");
+    th_expect(posenc_relbias_backward(th.dut, &gt, &tt, p), POSENC_OK, NULL, "relbias_backward");
     float *out = th_download(tb);
     posenc_buffer_destroy(&gb);
     posenc_buffer_destroy(&tb);
@@ -345,7 +323,7 @@ static float *alibi_dut(int64_t K, int64_t Q, int64_t H, const struct posenc_ali
     posenc_buffer *db = NULL;
     assert_int_equal(posenc_buffer_create(th.dut, (size_t)(K * Q * H) * 4, &db), POSENC_OK);
     posenc_tensor dst = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, K, Q, H, 1);
-    expect(posenc_alibi(th.dut, NULL, &dst, p), POSENC_OK, NULL, "alibi");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, p), POSENC_OK, NULL, "alibi");
     float *out = th_download(db);
     posenc_buffer_destroy(&db);
     th_check_warnings();
@@ -511,8 +489,8 @@ static void test_alibi_long_rows(void **state)
                 lr_setup(&lb, xs, dt, in_place);
                 struct posenc_alibi_params p = {.causal = mode == 0, .symmetric = mode == 1,
                                                 .q_offset = 300};
-                expect(posenc_alibi(th.dut, &lb.tx, &lb.ty, &p), POSENC_OK, NULL,
-                       "alibi long rows");
+                th_expect(posenc_alibi(th.dut, &lb.tx, &lb.ty, &p), POSENC_OK, NULL,
+                          "alibi long rows");
                 unsigned char *got = th_download(in_place ? lb.x : lb.d);
                 for (int h = 0; h < LR_H; h++)
                     for (int q = 0; q < LR_Q; q++)
@@ -581,8 +559,8 @@ static void test_relbias_whole_rows(void **state)
             posenc_tensor ty = tx;
             if (mode != 1)
                 ty.buffer = db;
-            expect(posenc_relbias(th.dut, mode == 2 ? NULL : &tx, &tt, &ty, &p), POSENC_OK,
-                   NULL, "relbias whole rows");
+            th_expect(posenc_relbias(th.dut, mode == 2 ? NULL : &tx, &tt, &ty, &p), POSENC_OK,
+                      NULL, "relbias whole rows");
             float *got = th_download(mode == 1 ? xb : db);
             for (int b = 0; b < B; b++)
                 for (int h = 0; h < H; h++)
@@ -633,8 +611,8 @@ static void test_relbias_long_rows(void **state)
             lr_setup(&lb, xs, dt, in_place);
             posenc_tensor t;
             posenc_buffer *tbuf = upload_rb_table(tabv, NB, LR_H, dt, &t);
-            expect(posenc_relbias(th.dut, &lb.tx, &t, &lb.ty, &p), POSENC_OK, NULL,
-                   "relbias long rows");
+            th_expect(posenc_relbias(th.dut, &lb.tx, &t, &lb.ty, &p), POSENC_OK, NULL,
+                      "relbias long rows");
             unsigned char *got = th_download(in_place ? lb.x : lb.d);
             for (int h = 0; h < LR_H; h++)
                 for (int q = 0; q < LR_Q; q++)
@@ -694,55 +672,58 @@ static void test_bad_input(void **state)
 
     /* relbias */
     assert_int_equal(posenc_relbias(NULL, NULL, &tt, &dst, NULL), INV);
-    expect(posenc_relbias(th.dut, NULL, &tt, NULL, NULL), INV, "dst is NULL", "dst NULL");
-    expect(posenc_relbias(th.dut, NULL, NULL, &dst, NULL), INV, "table is NULL", "table NULL");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, NULL, NULL), INV, "dst is NULL", "dst NULL");
+    th_expect(posenc_relbias(th.dut, NULL, NULL, &dst, NULL), INV, "table is NULL", "table NULL");
     t = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, NB - 1, H, 1, 1);
-    expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table->ne[0] = 31", "buckets");
+    th_expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table->ne[0] = 31", "buckets");
     t = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, NB, 1, 1, 1);
-    expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table->ne", "heads");
+    th_expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table->ne", "heads");
     t = tt;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table->dtype", "i32 table");
+    th_expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table->dtype", "i32 table");
     t = lt;
     t.ne[0] = K - 1;
-    expect(posenc_relbias(th.dut, &t, &tt, &dst, NULL), INV, "logits->ne", "logits shape");
+    th_expect(posenc_relbias(th.dut, &t, &tt, &dst, NULL), INV, "logits->ne", "logits shape");
     t = posenc_tensor_contiguous(db, 4, POSENC_DTYPE_F32, K, Q, H - 1, 1);
     posenc_tensor d1 = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, K, Q, H - 1, 1);
     posenc_tensor t1 = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, NB, H - 1, 1, 1);
-    expect(posenc_relbias(th.dut, &t, &t1, &d1, NULL), INV, "partially overlaps", "overlap");
+    th_expect(posenc_relbias(th.dut, &t, &t1, &d1, NULL), INV, "partially overlaps", "overlap");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, NB, H, 1, 1);
-    expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table overlaps dst", "table in dst");
+    th_expect(posenc_relbias(th.dut, NULL, &t, &dst, NULL), INV, "table overlaps dst",
+              "table in dst");
     p = r0;
     p.kind = (posenc_relbias_kind)7;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->kind", "kind");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->kind", "kind");
     p = r0;
     p.num_buckets = 3;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->num_buckets", "3 buckets");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->num_buckets", "3 buckets");
     p = r0;
     p.max_distance = 8; /* = max_exact of 32 bidirectional buckets */
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->max_distance", "max dist");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->max_distance", "max dist");
     p = r0;
     p.causal = 2;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->causal", "causal 2");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->causal", "causal 2");
     p = r0;
     p.q_offset = -1;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->q_offset", "q_offset");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->q_offset", "q_offset");
     p = r0;
     p.reserved[1] = 1;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->reserved[1]", "reserved");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->reserved[1]", "reserved");
     p = r0;
     p.kind = POSENC_RELBIAS_CLIPPED;
     p.max_distance = 4;
     p.num_buckets = 9;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->num_buckets", "clipped nb");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->num_buckets",
+              "clipped nb");
     p.num_buckets = 0;
     p.max_distance = 0;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->max_distance", "clipped 0");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->max_distance",
+              "clipped 0");
     p.max_distance = 4;
     p.causal = 1;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->causal", "clipped causal");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "params->causal", "clipped causal");
     p.causal = 0;
-    expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "9 buckets", "clipped table");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &dst, &p), INV, "9 buckets", "clipped table");
     int32_t bk;
     assert_int_equal(posenc_relbias_bucket(&r0, 1, NULL), INV);
     p = r0;
@@ -751,58 +732,59 @@ static void test_bad_input(void **state)
 
     /* relbias_backward */
     assert_int_equal(posenc_relbias_backward(NULL, &lt, &dtab, NULL), INV);
-    expect(posenc_relbias_backward(th.dut, NULL, &dtab, NULL), INV, "dlogits is NULL", "dl NULL");
+    th_expect(posenc_relbias_backward(th.dut, NULL, &dtab, NULL), INV, "dlogits is NULL",
+              "dl NULL");
     t = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, K, Q, 1, 1);
     posenc_tensor dt1 = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, NB, 1, 1, 1);
-    expect(posenc_relbias_backward(th.dut, &t, &dt1, NULL), INV, "dlogits overlaps dtable",
-           "dl in dtable");
+    th_expect(posenc_relbias_backward(th.dut, &t, &dt1, NULL), INV, "dlogits overlaps dtable",
+              "dl in dtable");
     t = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, NB / 2, H, 1, 1);
-    expect(posenc_relbias_backward(th.dut, &lt, &t, NULL), INV, "dtable->ne[0]", "dtable nb");
+    th_expect(posenc_relbias_backward(th.dut, &lt, &t, NULL), INV, "dtable->ne[0]", "dtable nb");
 
     /* alibi */
     struct posenc_alibi_params a, a0 = {.causal = 1};
     assert_int_equal(posenc_alibi(NULL, NULL, &dst, &a0), INV);
-    expect(posenc_alibi(th.dut, NULL, NULL, &a0), INV, "dst is NULL", "alibi dst NULL");
+    th_expect(posenc_alibi(th.dut, NULL, NULL, &a0), INV, "dst is NULL", "alibi dst NULL");
     t = dst;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_alibi(th.dut, NULL, &t, &a0), INV, "dst->dtype", "alibi i32");
+    th_expect(posenc_alibi(th.dut, NULL, &t, &a0), INV, "dst->dtype", "alibi i32");
     t = lt;
     t.ne[2] = 1;
-    expect(posenc_alibi(th.dut, &t, &dst, &a0), INV, "logits->ne", "alibi logits shape");
+    th_expect(posenc_alibi(th.dut, &t, &dst, &a0), INV, "logits->ne", "alibi logits shape");
     a = a0;
     a.max_bias = NAN;
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->max_bias", "NaN max_bias");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->max_bias", "NaN max_bias");
     a = a0;
     a.max_bias = -8.0f;
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->max_bias", "negative max_bias");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->max_bias", "negative max_bias");
     a = a0;
     a.causal = 2;
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->causal", "alibi causal 2");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->causal", "alibi causal 2");
     a = a0;
     a.symmetric = -1;
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->symmetric", "symmetric -1");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->symmetric", "symmetric -1");
     a = a0;
     a.k_offset = -3;
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->k_offset", "k_offset");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->k_offset", "k_offset");
     a = a0;
     a.q_offset = 1 << 24; /* positions past 2^24: distances no longer exact in f32 */
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "2^24", "huge q_offset");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "2^24", "huge q_offset");
     const float bad_slopes[H] = {0.5f, NAN};
     a = a0;
     a.slopes = bad_slopes;
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->slopes[1]", "NaN slope");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->slopes[1]", "NaN slope");
     a = a0;
     a.reserved[0] = 5;
-    expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->reserved[0]", "alibi reserved");
+    th_expect(posenc_alibi(th.dut, NULL, &dst, &a), INV, "params->reserved[0]", "alibi reserved");
 
     /* empty: valid no-ops */
     t = dst;
     t.ne[1] = 0;
-    expect(posenc_alibi(th.dut, NULL, &t, &a0), POSENC_OK, NULL, "empty alibi");
-    expect(posenc_relbias(th.dut, NULL, &tt, &t, NULL), POSENC_OK, NULL, "empty relbias");
+    th_expect(posenc_alibi(th.dut, NULL, &t, &a0), POSENC_OK, NULL, "empty alibi");
+    th_expect(posenc_relbias(th.dut, NULL, &tt, &t, NULL), POSENC_OK, NULL, "empty relbias");
     posenc_tensor l0 = lt;
     l0.ne[3] = 0;
-    expect(posenc_relbias_backward(th.dut, &l0, &dtab, NULL), POSENC_OK, NULL, "empty backward");
+    th_expect(posenc_relbias_backward(th.dut, &l0, &dtab, NULL), POSENC_OK, NULL, "empty backward");
 
     check_poison(db, "bias dst");
     check_poison(gb, "bias dtable");
@@ -845,7 +827,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         const struct pc_case *c = i < n1 ? &c1[i] : i < n1 + n2 ? &c2[i - n1] : &c3[i - n1 - n2];
         tests[nfixed + i].name = c->name;
-        tests[nfixed + i].test_func = run_shared_case;
+        tests[nfixed + i].test_func = th_run_case;
         tests[nfixed + i].initial_state = (void *)c;
     }
     rc = th_run("bias", tests, nfixed + n);

@@ -19,27 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void run_shared_case(void **state)
-{
-    const struct pc_case *c = *state;
-    struct pc_result r;
-    pc_run_case(th.ref, th.dut, c, &r);
-    th_check_warnings();
-    if (!r.pass)
-        fail_msg("%s: %s (%lld bad of %lld, %lld guard bytes)", c->name, r.msg,
-                 (long long)r.n_bad, (long long)r.n_checked, (long long)r.guard_bad);
-}
-
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not mention \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 static void test_known_conversions(void **state)
 {
     (void)state;
@@ -79,31 +58,31 @@ static void test_bad_input(void **state)
     posenc_tensor dst = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, 4, 2, 1, 1);
     posenc_tensor t;
 
-    expect(posenc_copy(NULL, &src, &dst), POSENC_ERR_INVALID_ARGUMENT, NULL, "NULL ctx");
-    expect(posenc_copy(th.dut, NULL, &dst), POSENC_ERR_INVALID_ARGUMENT, "src", "NULL src");
-    expect(posenc_copy(th.dut, &src, NULL), POSENC_ERR_INVALID_ARGUMENT, "dst", "NULL dst");
+    th_expect(posenc_copy(NULL, &src, &dst), POSENC_ERR_INVALID_ARGUMENT, NULL, "NULL ctx");
+    th_expect(posenc_copy(th.dut, NULL, &dst), POSENC_ERR_INVALID_ARGUMENT, "src", "NULL src");
+    th_expect(posenc_copy(th.dut, &src, NULL), POSENC_ERR_INVALID_ARGUMENT, "dst", "NULL dst");
     t = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_I32, 4, 2, 1, 1);
-    expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "dtype", "f32 -> i32");
+    th_expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "dtype", "f32 -> i32");
     t = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, 2, 4, 1, 1);
-    expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "ne", "shape");
+    th_expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "ne", "shape");
     t = posenc_tensor_contiguous(a, 8, POSENC_DTYPE_F32, 4, 2, 1, 1);
-    expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "overlap", "overlap");
+    th_expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "overlap", "overlap");
     t = dst;
     t.nb[1] = 4; /* rows on top of each other: not a valid output */
-    expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "nb", "self-overlap");
+    th_expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "nb", "self-overlap");
     t = posenc_tensor_contiguous(b, 40, POSENC_DTYPE_F32, 4, 2, 1, 1);
-    expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "past", "out of buffer");
+    th_expect(posenc_copy(th.dut, &src, &t), POSENC_ERR_INVALID_ARGUMENT, "past", "out of buffer");
     float *out = th_download(b);
     assert_memory_equal(out, vals, sizeof(vals)); /* untouched by every failed call */
     free(out);
 
     /* the same view: a no-op; empty tensors: a no-op */
-    expect(posenc_copy(th.dut, &src, &src), POSENC_OK, NULL, "identical");
+    th_expect(posenc_copy(th.dut, &src, &src), POSENC_OK, NULL, "identical");
     t = src;
     t.ne[2] = 0;
     posenc_tensor e = dst;
     e.ne[2] = 0;
-    expect(posenc_copy(th.dut, &t, &e), POSENC_OK, NULL, "empty");
+    th_expect(posenc_copy(th.dut, &t, &e), POSENC_OK, NULL, "empty");
     assert_string_equal(posenc_context_last_error(th.dut), "");
     out = th_download(a);
     assert_memory_equal(out, vals, sizeof(vals));
@@ -175,7 +154,7 @@ int main(int argc, char **argv)
     memcpy(tests, fixed, sizeof(fixed));
     for (size_t i = 0; i < n; i++) {
         tests[nfixed + i].name = cases[i].name;
-        tests[nfixed + i].test_func = run_shared_case;
+        tests[nfixed + i].test_func = th_run_case;
         tests[nfixed + i].initial_state = (void *)&cases[i];
     }
     rc = th_run("copy", tests, nfixed + n);

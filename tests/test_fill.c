@@ -215,44 +215,34 @@ static void test_fill_split(void **state)
     th_check_warnings();
 }
 
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not mention \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 static void test_fill_bad_input(void **state)
 {
     (void)state;
     posenc_buffer *b = guard_buffer(th.dut);
     posenc_tensor t = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, 8, 4, 1, 1);
-    expect(posenc_fill(NULL, &t, 1.0), POSENC_ERR_INVALID_ARGUMENT, NULL, "NULL ctx");
-    expect(posenc_fill(th.dut, NULL, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dst", "NULL dst");
+    th_expect(posenc_fill(NULL, &t, 1.0), POSENC_ERR_INVALID_ARGUMENT, NULL, "NULL ctx");
+    th_expect(posenc_fill(th.dut, NULL, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dst", "NULL dst");
     posenc_tensor u = t;
     u.dtype = POSENC_DTYPE_I64;
     u.nb[0] = 8;
     u.nb[1] = 64;
-    expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dtype", "i64 dst");
+    th_expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dtype", "i64 dst");
     u = t;
     u.dtype = (posenc_dtype)9;
-    expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dst->dtype", "bad dtype");
+    th_expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dst->dtype", "bad dtype");
     u = t;
     u.nb[1] = 4; /* rows on top of each other */
-    expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dst->nb", "self-overlap");
+    th_expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "dst->nb", "self-overlap");
     u = posenc_tensor_contiguous(b, BUF_BYTES - 16, POSENC_DTYPE_F32, 8, 1, 1, 1);
-    expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "past", "out of buffer");
+    th_expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "past", "out of buffer");
     u = t;
     u.offset = 2;
-    expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "offset", "misaligned");
+    th_expect(posenc_fill(th.dut, &u, 1.0), POSENC_ERR_INVALID_ARGUMENT, "offset", "misaligned");
     u = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_I32, 8, 4, 1, 1);
     const double bad_i32[] = {0.5, -0.25, 2147483648.0, -2147483649.0, NAN, INFINITY, 1e300};
     for (size_t i = 0; i < sizeof(bad_i32) / sizeof(bad_i32[0]); i++)
-        expect(posenc_fill(th.dut, &u, bad_i32[i]), POSENC_ERR_INVALID_ARGUMENT, "value",
-               "non-integer i32 value");
+        th_expect(posenc_fill(th.dut, &u, bad_i32[i]), POSENC_ERR_INVALID_ARGUMENT, "value",
+                  "non-integer i32 value");
     unsigned char *got = th_download(b);
     for (size_t k = 0; k < BUF_BYTES; k++)
         if (got[k] != GUARD)
@@ -261,7 +251,7 @@ static void test_fill_bad_input(void **state)
     /* an empty view: a no-op (the value is still checked first) */
     u = t;
     u.ne[2] = 0;
-    expect(posenc_fill(th.dut, &u, 2.0), POSENC_OK, NULL, "empty");
+    th_expect(posenc_fill(th.dut, &u, 2.0), POSENC_OK, NULL, "empty");
     assert_string_equal(posenc_context_last_error(th.dut), "");
     got = th_download(b);
     for (size_t k = 0; k < BUF_BYTES; k++)

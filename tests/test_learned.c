@@ -19,28 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void run_shared_case(void **state)
-{
-    const struct pc_case *c = *state;
-    struct pc_result r;
-    pc_run_case(th.ref, th.dut, c, &r);
-    th_check_warnings();
-    if (!r.pass)
-        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
-                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
-                 (long long)r.guard_bad);
-}
-
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 /* A dyadic value k/8 with |k| <= 32, from a seed: exact in f16 and f32, and so are sums of
  * a few hundred of them. */
 static float dyadic(uint64_t *rng)
@@ -95,8 +73,8 @@ static void test_forward_exact(void **state)
             posenc_tensor xt = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, D, T, B, 1);
             posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, B, 1, 1);
             posenc_tensor dst = posenc_tensor_contiguous(db, 0, odt, D, T, B, 1);
-            expect(posenc_learned(th.dut, with_x ? &xt : NULL, &pt, &tt, &dst), POSENC_OK, NULL,
-                   "learned");
+            th_expect(posenc_learned(th.dut, with_x ? &xt : NULL, &pt, &tt, &dst), POSENC_OK, NULL,
+                      "learned");
             unsigned char *out = th_download(db);
             for (int b = 0; b < B; b++)
                 for (int t = 0; t < T; t++)
@@ -186,8 +164,8 @@ static void test_forward_long_rows(void **state)
                 /* shared: positions [T, 1], the first batch row's for every row */
                 posenc_tensor pt =
                     posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, shared ? 1 : B, 1, 1);
-                expect(posenc_learned(th.dut, &xt, &pt, &tt, &dst), POSENC_OK, NULL,
-                       "learned long rows");
+                th_expect(posenc_learned(th.dut, &xt, &pt, &tt, &dst), POSENC_OK, NULL,
+                          "learned long rows");
                 unsigned char *out = th_download(in_place ? xb : db);
                 for (int b = 0; b < B; b++)
                     for (int t = 0; t < T; t++)
@@ -230,7 +208,7 @@ static float *backward_dut(const float *dy, int64_t d, int64_t T, int64_t B, con
     posenc_tensor yt = posenc_tensor_contiguous(yb, 0, POSENC_DTYPE_F32, d, T, B, 1);
     posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, pos_b, 1, 1);
     posenc_tensor gt = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, d, rows, 1, 1);
-    expect(posenc_learned_backward(th.dut, &yt, &pt, &gt), POSENC_OK, NULL, "learned_backward");
+    th_expect(posenc_learned_backward(th.dut, &yt, &pt, &gt), POSENC_OK, NULL, "learned_backward");
     float *out = th_download(gb);
     posenc_buffer_destroy(&yb);
     posenc_buffer_destroy(&pb);
@@ -314,19 +292,19 @@ static void test_out_of_range(void **state)
     posenc_tensor dt = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, T, 1, 1);
     posenc_tensor gt = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, D, ROWS, 1, 1);
     const posenc_status OOR = POSENC_ERR_OUT_OF_RANGE;
-    expect(posenc_learned(th.dut, NULL, &pt, &tt, &dt), OOR, "token 2048", "position 2048");
-    expect(posenc_learned(th.dut, NULL, &pt, &tt, &dt), OOR, "2048 rows", "rows named");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &tt, &dt), OOR, "token 2048", "position 2048");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &tt, &dt), OOR, "2048 rows", "rows named");
     /* in place with x = dst: still untouched */
-    expect(posenc_learned(th.dut, &dt, &pt, &tt, &dt), OOR, "position 2048", "in place");
+    th_expect(posenc_learned(th.dut, &dt, &pt, &tt, &dt), OOR, "position 2048", "in place");
     /* dy = dst's poison as a gradient: dtable untouched too */
-    expect(posenc_learned_backward(th.dut, &dt, &pt, &gt), OOR, "token 2048", "backward");
+    th_expect(posenc_learned_backward(th.dut, &dt, &pt, &gt), OOR, "token 2048", "backward");
     /* a negative position, in the second batch row of batched positions */
     int32_t neg[6] = {0, 1, 2, 0, -1, 2};
     posenc_buffer *nb = th_upload(th.dut, neg, sizeof(neg));
     posenc_tensor nt = posenc_tensor_contiguous(nb, 0, POSENC_DTYPE_I32, 3, 2, 1, 1);
     posenc_tensor d2 = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, 3, 2, 1);
-    expect(posenc_learned(th.dut, NULL, &nt, &tt, &d2), OOR, "token 1 (batch 1)", "negative");
-    expect(posenc_learned(th.dut, NULL, &nt, &tt, &d2), OOR, "position -1", "negative value");
+    th_expect(posenc_learned(th.dut, NULL, &nt, &tt, &d2), OOR, "token 1 (batch 1)", "negative");
+    th_expect(posenc_learned(th.dut, NULL, &nt, &tt, &d2), OOR, "position -1", "negative value");
     check_poison(db, "learned out of range");
     check_poison(gb, "learned_backward out of range");
     posenc_buffer_destroy(&tb);
@@ -364,64 +342,66 @@ static void test_bad_input(void **state)
     posenc_tensor t;
 
     assert_int_equal(posenc_learned(NULL, NULL, &pt, &tab, &dst), INV);
-    expect(posenc_learned(th.dut, NULL, &pt, &tab, NULL), INV, "dst is NULL", "dst NULL");
-    expect(posenc_learned(th.dut, NULL, &pt, NULL, &dst), INV, "table is NULL", "table NULL");
-    expect(posenc_learned(th.dut, NULL, NULL, &tab, &dst), INV, "pos is NULL", "pos NULL");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &tab, NULL), INV, "dst is NULL", "dst NULL");
+    th_expect(posenc_learned(th.dut, NULL, &pt, NULL, &dst), INV, "table is NULL", "table NULL");
+    th_expect(posenc_learned(th.dut, NULL, NULL, &tab, &dst), INV, "pos is NULL", "pos NULL");
     t = dst;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_learned(th.dut, NULL, &pt, &tab, &t), INV, "dst->dtype", "i32 dst");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &tab, &t), INV, "dst->dtype", "i32 dst");
     t = tab;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->dtype", "i32 table");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->dtype", "i32 table");
     t = pt;
     t.dtype = POSENC_DTYPE_F32;
-    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->dtype", "f32 pos");
+    th_expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->dtype", "f32 pos");
     t = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, D / 2, ROWS, 1, 1);
-    expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->ne[0] = 4", "table d");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->ne[0] = 4", "table d");
     t = posenc_tensor_contiguous(tb, 0, POSENC_DTYPE_F32, D, 2, 3, 1);
-    expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->ne", "3-D table");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &t, &dst), INV, "table->ne", "3-D table");
     t = pt;
     t.ne[0] = T - 1;
-    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->ne", "pos length");
+    th_expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->ne", "pos length");
     t = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 2, 1, 1); /* B = 1 */
-    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->ne", "pos batch");
+    th_expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos->ne", "pos batch");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, T, 1, 2);
     posenc_tensor p4 = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
-    expect(posenc_learned(th.dut, NULL, &p4, &tab, &t), INV, "dst->ne", "4-D dst");
+    th_expect(posenc_learned(th.dut, NULL, &p4, &tab, &t), INV, "dst->ne", "4-D dst");
     t = xt;
     t.ne[1] = T - 1;
-    expect(posenc_learned(th.dut, &t, &pt, &tab, &dst), INV, "x->ne", "x shape");
+    th_expect(posenc_learned(th.dut, &t, &pt, &tab, &dst), INV, "x->ne", "x shape");
     t = posenc_tensor_contiguous(db, 4 * D, POSENC_DTYPE_F32, D, T, 1, 1);
-    expect(posenc_learned(th.dut, &t, &pt, &tab, &dst), INV, "partially overlaps", "x overlap");
+    th_expect(posenc_learned(th.dut, &t, &pt, &tab, &dst), INV, "partially overlaps", "x overlap");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, ROWS, 1, 1);
     posenc_tensor dhi = posenc_tensor_contiguous(db, 4 * D * 2, POSENC_DTYPE_F32, D, T, 1, 1);
-    expect(posenc_learned(th.dut, NULL, &pt, &t, &dhi), INV, "table overlaps dst", "table in dst");
+    th_expect(posenc_learned(th.dut, NULL, &pt, &t, &dhi), INV, "table overlaps dst",
+              "table in dst");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
-    expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos overlaps dst", "pos in dst");
+    th_expect(posenc_learned(th.dut, NULL, &t, &tab, &dst), INV, "pos overlaps dst", "pos in dst");
 
     /* backward */
     assert_int_equal(posenc_learned_backward(NULL, &xt, &pt, &dtab), INV);
-    expect(posenc_learned_backward(th.dut, NULL, &pt, &dtab), INV, "dy is NULL", "dy NULL");
-    expect(posenc_learned_backward(th.dut, &xt, &pt, NULL), INV, "dtable is NULL", "dtable NULL");
+    th_expect(posenc_learned_backward(th.dut, NULL, &pt, &dtab), INV, "dy is NULL", "dy NULL");
+    th_expect(posenc_learned_backward(th.dut, &xt, &pt, NULL), INV, "dtable is NULL",
+              "dtable NULL");
     t = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, D + 1, ROWS, 1, 1);
-    expect(posenc_learned_backward(th.dut, &xt, &pt, &t), INV, "dtable->ne[0]", "dtable d");
+    th_expect(posenc_learned_backward(th.dut, &xt, &pt, &t), INV, "dtable->ne[0]", "dtable d");
     t = posenc_tensor_contiguous(gb, 0, POSENC_DTYPE_F32, D, T, 1, 1);
-    expect(posenc_learned_backward(th.dut, &t, &pt, &dtab), INV, "dy overlaps dtable",
-           "dy in dtable");
+    th_expect(posenc_learned_backward(th.dut, &t, &pt, &dtab), INV, "dy overlaps dtable",
+              "dy in dtable");
     t = dtab;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_learned_backward(th.dut, &xt, &pt, &t), INV, "dtable->dtype", "i32 dtable");
+    th_expect(posenc_learned_backward(th.dut, &xt, &pt, &t), INV, "dtable->dtype", "i32 dtable");
 
     /* empty: a valid no-op that reads and writes nothing */
     t = dst;
     t.ne[1] = 0;
     posenc_tensor p0 = pt;
     p0.ne[0] = 0;
-    expect(posenc_learned(th.dut, NULL, &p0, &tab, &t), POSENC_OK, NULL, "empty");
+    th_expect(posenc_learned(th.dut, NULL, &p0, &tab, &t), POSENC_OK, NULL, "empty");
     assert_string_equal(posenc_context_last_error(th.dut), "");
     posenc_tensor y0 = xt;
     y0.ne[1] = 0;
-    expect(posenc_learned_backward(th.dut, &y0, &p0, &dtab), POSENC_OK, NULL, "empty backward");
+    th_expect(posenc_learned_backward(th.dut, &y0, &p0, &dtab), POSENC_OK, NULL, "empty backward");
 
     check_poison(db, "learned");
     check_poison(gb, "learned_backward");
@@ -459,7 +439,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n1 + n2; i++) {
         const struct pc_case *c = i < n1 ? &c1[i] : &c2[i - n1];
         tests[nfixed + i].name = c->name;
-        tests[nfixed + i].test_func = run_shared_case;
+        tests[nfixed + i].test_func = th_run_case;
         tests[nfixed + i].initial_state = (void *)c;
     }
     rc = th_run("learned", tests, nfixed + n1 + n2);

@@ -23,18 +23,6 @@
 #define M_PI 3.14159265358979323846
 #endif
 
-static void run_shared_case(void **state)
-{
-    const struct pc_case *c = *state;
-    struct pc_result r;
-    pc_run_case(th.ref, th.dut, c, &r);
-    th_check_warnings();
-    if (!r.pass)
-        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
-                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
-                 (long long)r.guard_bad);
-}
-
 /* ---- helpers ---------------------------------------------------------------------------- */
 
 /* Rotate host x [d, h, t, 1] f32 with int positions pos [t, streams] on the dut. */
@@ -678,16 +666,6 @@ static void test_rerotate_equals_fresh(void **state)
 
 /* ---- bad input ---------------------------------------------------------------------------- */
 
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -708,90 +686,91 @@ static void test_bad_input(void **state)
     struct posenc_rope_params p;
 
     assert_int_equal(posenc_rope(NULL, &xt, &pt, &dt, NULL), INV);
-    expect(posenc_rope(th.dut, NULL, &pt, &dt, NULL), INV, "x is NULL", "x NULL");
-    expect(posenc_rope(th.dut, &xt, NULL, &dt, NULL), INV, "pos is NULL", "pos NULL");
-    expect(posenc_rope(th.dut, &xt, &pt, NULL, NULL), INV, "dst is NULL", "dst NULL");
+    th_expect(posenc_rope(th.dut, NULL, &pt, &dt, NULL), INV, "x is NULL", "x NULL");
+    th_expect(posenc_rope(th.dut, &xt, NULL, &dt, NULL), INV, "pos is NULL", "pos NULL");
+    th_expect(posenc_rope(th.dut, &xt, &pt, NULL, NULL), INV, "dst is NULL", "dst NULL");
     t = xt;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_rope(th.dut, &t, &pt, &dt, NULL), INV, "x->dtype", "i32 x");
+    th_expect(posenc_rope(th.dut, &t, &pt, &dt, NULL), INV, "x->dtype", "i32 x");
     t = pt;
     t.dtype = POSENC_DTYPE_F16;
-    expect(posenc_rope(th.dut, &xt, &t, &dt, NULL), INV, "pos->dtype", "f16 pos");
+    th_expect(posenc_rope(th.dut, &xt, &t, &dt, NULL), INV, "pos->dtype", "f16 pos");
     t = pt;
     t.ne[0] = T - 1;
-    expect(posenc_rope(th.dut, &xt, &t, &dt, NULL), INV, "pos->ne", "pos length");
+    th_expect(posenc_rope(th.dut, &xt, &t, &dt, NULL), INV, "pos->ne", "pos length");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, H, T - 1, 1);
-    expect(posenc_rope(th.dut, &xt, &pt, &t, NULL), INV, "dst->ne", "dst shape");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &t, NULL), INV, "dst->ne", "dst shape");
     t = posenc_tensor_contiguous(db, 4 * D, POSENC_DTYPE_F32, D, H, T - 1, 1);
     posenc_tensor xs = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, H, T - 1, 1);
     posenc_tensor ps = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, T - 1, 1, 1, 1);
-    expect(posenc_rope(th.dut, &xs, &ps, &t, NULL), INV, "partially overlaps", "overlap");
+    th_expect(posenc_rope(th.dut, &xs, &ps, &t, NULL), INV, "partially overlaps", "overlap");
     posenc_tensor pos_in_dst = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
-    expect(posenc_rope(th.dut, &xt, &pos_in_dst, &dt, NULL), INV, "pos overlaps", "pos in dst");
+    th_expect(posenc_rope(th.dut, &xt, &pos_in_dst, &dt, NULL), INV, "pos overlaps", "pos in dst");
 
     memset(&p, 0, sizeof(p));
     p.n_dims = 7;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "n_dims", "odd n_dims");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "n_dims", "odd n_dims");
     p.n_dims = 18;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "n_dims", "n_dims > head");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "n_dims", "n_dims > head");
     p.n_dims = 16;
     p.n_offs = 2;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "n_", "window past head");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "n_", "window past head");
     memset(&p, 0, sizeof(p));
     p.mode = (posenc_rope_mode)9;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "mode", "mode 9");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "mode", "mode 9");
     memset(&p, 0, sizeof(p));
     p.freq_base = NAN;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "freq_base", "NaN base");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "freq_base", "NaN base");
     memset(&p, 0, sizeof(p));
     p.freq_base = -1.0f;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "freq_base", "negative base");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "freq_base", "negative base");
     memset(&p, 0, sizeof(p));
     p.reserved[1] = 3;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "reserved", "reserved");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "reserved", "reserved");
     memset(&p, 0, sizeof(p));
     p.scaling.kind = (posenc_rope_scaling_kind)99;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "kind", "scaling kind");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "kind", "scaling kind");
     memset(&p, 0, sizeof(p));
     p.scaling.kind = POSENC_ROPE_SCALING_LINEAR;
     p.scaling.factor = -2.0f;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "factor", "negative factor");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "factor", "negative factor");
     memset(&p, 0, sizeof(p));
     p.scaling.kind = POSENC_ROPE_SCALING_YARN;
     p.scaling.factor = 4.0f;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "original_ctx", "yarn no ctx");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "original_ctx", "yarn no ctx");
     memset(&p, 0, sizeof(p));
     p.scaling.kind = POSENC_ROPE_SCALING_LONGROPE;
     p.scaling.factor = 4.0f;
     p.scaling.original_ctx = 64;
     p.scaling.seq_len = 10;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "factor", "longrope no factors");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "factor", "longrope no factors");
     memset(&p, 0, sizeof(p));
     p.mode = POSENC_ROPE_MROPE;
     p.sections[0] = 2;
     p.sections[1] = 3;
     p.sections[2] = 3;
-    expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "streams", "too few streams");
+    th_expect(posenc_rope(th.dut, &xt, &pt, &dt, &p), INV, "streams", "too few streams");
 
     /* qk: mismatched shapes and overlapping outputs */
     posenc_tensor k_short = posenc_tensor_contiguous(kb, 0, POSENC_DTYPE_F32, D - 2, H, T, 1);
-    expect(posenc_rope_qk(th.dut, &xt, &k_short, &pt, &dt, &k_short, NULL), INV, "k->ne",
-           "qk head dims");
-    expect(posenc_rope_qk(th.dut, &xt, &xt, &pt, &dt, &dt, NULL), INV, "overlaps", "qk aliasing");
+    th_expect(posenc_rope_qk(th.dut, &xt, &k_short, &pt, &dt, &k_short, NULL), INV, "k->ne",
+              "qk head dims");
+    th_expect(posenc_rope_qk(th.dut, &xt, &xt, &pt, &dt, &dt, NULL), INV, "overlaps",
+              "qk aliasing");
 
     /* rerotate between different layouts */
     struct posenc_rope_params a = {.mode = POSENC_ROPE_NORMAL}, b = {.mode = POSENC_ROPE_NEOX};
-    expect(posenc_rope_rerotate(th.dut, &xt, &pt, &a, &pt, &b, &dt), INV, "pairing",
-           "rerotate layouts");
+    th_expect(posenc_rope_rerotate(th.dut, &xt, &pt, &a, &pt, &b, &dt), INV, "pairing",
+              "rerotate layouts");
     a.flags = POSENC_ROPE_BACKWARD;
-    expect(posenc_rope_rerotate(th.dut, &xt, &pt, &a, &pt, &a, &dt), INV, "BACKWARD",
-           "rerotate backward");
+    th_expect(posenc_rope_rerotate(th.dut, &xt, &pt, &a, &pt, &a, &dt), INV, "BACKWARD",
+              "rerotate backward");
 
     /* empty: a valid no-op */
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, H, 0, 1);
     posenc_tensor x0 = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, D, H, 0, 1);
     posenc_tensor p0 = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, 0, 1, 1, 1);
-    expect(posenc_rope(th.dut, &x0, &p0, &t, NULL), POSENC_OK, NULL, "empty");
+    th_expect(posenc_rope(th.dut, &x0, &p0, &t, NULL), POSENC_OK, NULL, "empty");
 
     unsigned char *img = th_download(db);
     for (size_t i = 0; i < sizeof(poison); i++)
@@ -838,7 +817,7 @@ int main(int argc, char **argv)
     memcpy(tests, fixed, sizeof(fixed));
     for (size_t i = 0; i < ncases; i++) {
         tests[nfixed + i].name = cases[i].name;
-        tests[nfixed + i].test_func = run_shared_case;
+        tests[nfixed + i].test_func = th_run_case;
         tests[nfixed + i].initial_state = &cases[i];
     }
     rc = th_run("rope", tests, nfixed + ncases);

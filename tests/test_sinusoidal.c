@@ -18,18 +18,6 @@
 
 /* ---- shared cases ---------------------------------------------------------------------- */
 
-static void run_shared_case(void **state)
-{
-    const struct pc_case *c = *state;
-    struct pc_result r;
-    pc_run_case(th.ref, th.dut, c, &r);
-    th_check_warnings();
-    if (!r.pass)
-        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
-                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
-                 (long long)r.guard_bad);
-}
-
 /* ---- helpers -------------------------------------------------------------------------- */
 
 /* Run a table-only encoding of `n` int positions with dimension d on the dut, f32. */
@@ -360,16 +348,6 @@ static void bad_teardown(struct bad_env *e)
     posenc_buffer_destroy(&e->xb);
 }
 
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -379,56 +357,56 @@ static void test_bad_input(void **state)
     posenc_tensor t;
 
     assert_int_equal(posenc_sinusoidal(NULL, NULL, &e.pos, &e.dst, NULL), INV);
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, NULL, NULL), INV, "dst", "dst NULL");
-    expect(posenc_sinusoidal(th.dut, NULL, NULL, &e.dst, NULL), INV, "pos", "pos NULL");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, NULL, NULL), INV, "dst", "dst NULL");
+    th_expect(posenc_sinusoidal(th.dut, NULL, NULL, &e.dst, NULL), INV, "pos", "pos NULL");
 
     t = e.dst;
     t.buffer = NULL;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->buffer", "no buffer");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->buffer", "no buffer");
     t = e.dst;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->dtype", "i32 dst");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->dtype", "i32 dst");
     t = e.dst;
     t.dtype = (posenc_dtype)9;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->dtype", "dtype 9");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->dtype", "dtype 9");
     t = e.pos;
     t.dtype = POSENC_DTYPE_F16;
-    expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "pos->dtype", "f16 pos");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "pos->dtype", "f16 pos");
 
     t = posenc_tensor_contiguous(e.db, 0, POSENC_DTYPE_F32, 7, BT, 1, 1); /* odd d */
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "d = 7", "odd d");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "d = 7", "odd d");
     t = e.pos;
     t.ne[0] = BT - 1;
-    expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "pos->ne", "pos too short");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "pos->ne", "pos too short");
     /* [2, 2] positions for dst [8, 5, 1, 1] */
     t = posenc_tensor_contiguous(e.pb, 0, POSENC_DTYPE_I32, 2, 2, 1, 1);
-    expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "pos->ne", "pos shape");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "pos->ne", "pos shape");
     t = e.x;
     t.ne[0] = 4;
-    expect(posenc_sinusoidal(th.dut, &t, &e.pos, &e.dst, NULL), INV, "x->ne", "x shape");
+    th_expect(posenc_sinusoidal(th.dut, &t, &e.pos, &e.dst, NULL), INV, "x->ne", "x shape");
 
     t = e.dst;
     t.ne[1] = BT + 100;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst runs past", "past end");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst runs past", "past end");
     t = e.dst;
     t.nb[1] = -32;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->nb[1]", "negative nb");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->nb[1]", "negative nb");
     t = e.dst;
     t.offset = 2;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->offset", "unaligned");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->offset", "unaligned");
     t = e.dst;
     t.nb[1] = 6;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->nb[1]", "nb not mult");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->nb[1]", "nb not mult");
     t = e.dst;
     t.nb[1] = 4; /* rows overlap each other */
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "overlap", "self overlap");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "overlap", "self overlap");
     t = e.dst;
     t.ne[2] = INT64_MAX / 2;
     t.ne[3] = 4;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "overflows", "overflow");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "overflows", "overflow");
     t = e.dst;
     t.ne[1] = -1;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->ne[1]", "negative ne");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &t, NULL), INV, "dst->ne[1]", "negative ne");
 
     /* x partially overlapping dst (shifted by one row) */
     t = e.dst;
@@ -436,34 +414,34 @@ static void test_bad_input(void **state)
     posenc_tensor half_dst = posenc_tensor_contiguous(e.db, 0, POSENC_DTYPE_F32, BD, 2, 1, 1);
     posenc_tensor half_x = posenc_tensor_contiguous(e.db, BD * 4, POSENC_DTYPE_F32, BD, 2, 1, 1);
     posenc_tensor pos2 = posenc_tensor_contiguous(e.pb, 0, POSENC_DTYPE_I32, 2, 1, 1, 1);
-    expect(posenc_sinusoidal(th.dut, &half_x, &pos2, &half_dst, NULL), INV, "overlaps",
-           "partial overlap");
+    th_expect(posenc_sinusoidal(th.dut, &half_x, &pos2, &half_dst, NULL), INV, "overlaps",
+              "partial overlap");
     /* positions inside the output */
     posenc_tensor pos_in_dst = posenc_tensor_contiguous(e.db, 0, POSENC_DTYPE_I32, BT, 1, 1, 1);
-    expect(posenc_sinusoidal(th.dut, NULL, &pos_in_dst, &e.dst, NULL), INV, "pos overlaps",
-           "pos in dst");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &pos_in_dst, &e.dst, NULL), INV, "pos overlaps",
+              "pos in dst");
 
     /* params */
     struct posenc_sinusoidal_params p;
     memset(&p, 0, sizeof(p));
     p.base = NAN;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "base", "NaN base");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "base", "NaN base");
     p.base = -2.0f;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "base", "negative base");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "base", "negative base");
     p.base = INFINITY;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "base", "inf base");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "base", "inf base");
     memset(&p, 0, sizeof(p));
     p.x_scale = INFINITY;
-    expect(posenc_sinusoidal(th.dut, &e.x, &e.pos, &e.dst, &p), INV, "x_scale", "inf scale");
+    th_expect(posenc_sinusoidal(th.dut, &e.x, &e.pos, &e.dst, &p), INV, "x_scale", "inf scale");
     memset(&p, 0, sizeof(p));
     p.freq_shift = 4.0f; /* d/2 = 4 */
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "freq_shift", "shift");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "freq_shift", "shift");
     memset(&p, 0, sizeof(p));
     p.layout = (posenc_sin_layout)7;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "layout", "layout 7");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "layout", "layout 7");
     memset(&p, 0, sizeof(p));
     p.reserved[2] = 1;
-    expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "reserved", "reserved");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &e.pos, &e.dst, &p), INV, "reserved", "reserved");
 
     /* a buffer of another context */
     posenc_context *other = NULL;
@@ -473,11 +451,11 @@ static void test_bad_input(void **state)
     assert_int_equal(posenc_buffer_create(other, 64, &ob), POSENC_OK);
     t = posenc_tensor_contiguous(ob, 0, POSENC_DTYPE_I32, BT, 1, 1, 1);
     if (th.kind == POSENC_BACKEND_CPU) /* the ref is CPU too; still another context */
-        expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "another context",
-               "foreign buffer");
+        th_expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "another context",
+                  "foreign buffer");
     else
-        expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "another context",
-               "foreign buffer");
+        th_expect(posenc_sinusoidal(th.dut, NULL, &t, &e.dst, NULL), INV, "another context",
+                  "foreign buffer");
     posenc_buffer_destroy(&ob);
     posenc_context_destroy(&other);
 
@@ -486,7 +464,7 @@ static void test_bad_input(void **state)
     t.ne[1] = 0;
     posenc_tensor pos0 = e.pos;
     pos0.ne[0] = 0;
-    expect(posenc_sinusoidal(th.dut, NULL, &pos0, &t, NULL), POSENC_OK, NULL, "empty");
+    th_expect(posenc_sinusoidal(th.dut, NULL, &pos0, &t, NULL), POSENC_OK, NULL, "empty");
     assert_string_equal(posenc_context_last_error(th.dut), "");
 
     bad_teardown(&e);
@@ -520,7 +498,7 @@ int main(int argc, char **argv)
     memcpy(tests, fixed, sizeof(fixed));
     for (size_t i = 0; i < ncases; i++) {
         tests[nfixed + i].name = cases[i].name;
-        tests[nfixed + i].test_func = run_shared_case;
+        tests[nfixed + i].test_func = th_run_case;
         tests[nfixed + i].initial_state = &cases[i];
     }
     rc = th_run("sinusoidal", tests, nfixed + ncases);

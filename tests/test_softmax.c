@@ -519,16 +519,6 @@ static void test_cpu_threads(void **state)
 
 /* ---- bad input ----------------------------------------------------------------------- */
 
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not mention \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -552,91 +542,91 @@ static void test_bad_input(void **state)
     struct posenc_softmax_params p;
     posenc_tensor t;
 
-    expect(posenc_softmax(NULL, &x, &m, &sk, &d, NULL), POSENC_ERR_INVALID_ARGUMENT, NULL,
-           "NULL ctx");
-    expect(posenc_softmax(th.dut, NULL, &m, &sk, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "x is NULL", "NULL x");
-    expect(posenc_softmax(th.dut, &x, &m, &sk, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "dst is NULL", "NULL dst");
+    th_expect(posenc_softmax(NULL, &x, &m, &sk, &d, NULL), POSENC_ERR_INVALID_ARGUMENT, NULL,
+              "NULL ctx");
+    th_expect(posenc_softmax(th.dut, NULL, &m, &sk, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "x is NULL", "NULL x");
+    th_expect(posenc_softmax(th.dut, &x, &m, &sk, NULL, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "dst is NULL", "NULL dst");
     t = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_I32, N, R, H, B);
-    expect(posenc_softmax(th.dut, &t, NULL, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "x->dtype", "x i32");
+    th_expect(posenc_softmax(th.dut, &t, NULL, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "x->dtype", "x i32");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_I32, N, R, H, B);
-    expect(posenc_softmax(th.dut, &x, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "dst->dtype", "dst i32");
+    th_expect(posenc_softmax(th.dut, &x, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "dst->dtype", "dst i32");
     t = posenc_tensor_contiguous(db, 0, F32, N, R, H, 1);
-    expect(posenc_softmax(th.dut, &x, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "dst->ne", "dst shape");
+    th_expect(posenc_softmax(th.dut, &x, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "dst->ne", "dst shape");
     t = posenc_tensor_contiguous(mb, 0, POSENC_DTYPE_I32, N, R, H, B);
-    expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "mask->dtype = i32", "mask i32");
+    th_expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "mask->dtype = i32", "mask i32");
     t = posenc_tensor_contiguous(mb, 0, F32, N + 1, R, H, B);
-    expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "mask->ne[0] = 9", "mask ne0");
+    th_expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "mask->ne[0] = 9", "mask ne0");
     t = posenc_tensor_contiguous(mb, 0, F32, N, R - 1, H, B);
-    expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "mask->ne[1] = 2", "mask ne1 < rows");
+    th_expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "mask->ne[1] = 2", "mask ne1 < rows");
     t = posenc_tensor_contiguous(mb, 0, F32, N, R, 3, 1);
-    expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "mask->ne[2] = 3 does not divide x->ne[2] = 4", "mask ne2");
+    th_expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "mask->ne[2] = 3 does not divide x->ne[2] = 4", "mask ne2");
     t = posenc_tensor_contiguous(mb, 0, F32, N, R, 1, 3);
-    expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "mask->ne[3] = 3 does not divide x->ne[3] = 2", "mask ne3");
+    th_expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "mask->ne[3] = 3 does not divide x->ne[3] = 2", "mask ne3");
     t = posenc_tensor_contiguous(mb, 0, F32, N, R, 0, 1);
-    expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "mask->ne[2] = 0", "mask ne2 0");
+    th_expect(posenc_softmax(th.dut, &x, &t, NULL, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "mask->ne[2] = 0", "mask ne2 0");
     t = posenc_tensor_contiguous(sb, 0, F32, H - 1, 1, 1, 1);
-    expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "sinks->ne", "sinks length");
+    th_expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "sinks->ne", "sinks length");
     t = posenc_tensor_contiguous(sb, 0, F32, H / 2, 2, 1, 1);
-    expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "sinks->ne", "sinks 2-D");
+    th_expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "sinks->ne", "sinks 2-D");
     t = posenc_tensor_contiguous(sb, 0, F16, H, 1, 1, 1);
-    expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "sinks->dtype = f16", "sinks f16");
+    th_expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "sinks->dtype = f16", "sinks f16");
     t = posenc_tensor_contiguous(sb, 0, F32, H * 4, 1, 1, 1); /* runs past its buffer */
-    expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "sinks", "sinks past buffer");
+    th_expect(posenc_softmax(th.dut, &x, NULL, &t, &d, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "sinks", "sinks past buffer");
 
     memset(&p, 0, sizeof p);
     p.reserved[2] = 1;
-    expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
-           "params->reserved[2]", "reserved");
+    th_expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
+              "params->reserved[2]", "reserved");
     memset(&p, 0, sizeof p);
     p.flags = 4;
-    expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
-           "params->flags", "flags");
+    th_expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
+              "params->flags", "flags");
     memset(&p, 0, sizeof p);
     p.max_bias = -1.0f;
-    expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
-           "params->max_bias", "max_bias < 0");
+    th_expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
+              "params->max_bias", "max_bias < 0");
     p.max_bias = NAN;
-    expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
-           "params->max_bias", "max_bias NaN");
+    th_expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
+              "params->max_bias", "max_bias NaN");
     memset(&p, 0, sizeof p);
     p.scale = INFINITY;
-    expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
-           "params->scale", "scale inf");
+    th_expect(posenc_softmax(th.dut, &x, &m, &sk, &d, &p), POSENC_ERR_INVALID_ARGUMENT,
+              "params->scale", "scale inf");
 
     /* overlaps: dst half over x, dst over the mask, dst over the sinks */
     t = posenc_tensor_contiguous(xb, 4 * 4, F32, N, R, H, B - 1);
     posenc_tensor x1 = posenc_tensor_contiguous(xb, 0, F32, N, R, H, B - 1);
-    expect(posenc_softmax(th.dut, &x1, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "overlaps", "dst partly over x");
+    th_expect(posenc_softmax(th.dut, &x1, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "overlaps", "dst partly over x");
     t = posenc_tensor_contiguous(mb, 0, F32, N, R, H, B);
     posenc_tensor m2 = posenc_tensor_contiguous(mb, 0, F32, N, R, H, B);
-    expect(posenc_softmax(th.dut, &x, &m2, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "mask overlaps dst", "dst over mask");
+    th_expect(posenc_softmax(th.dut, &x, &m2, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "mask overlaps dst", "dst over mask");
     t = posenc_tensor_contiguous(sb, 0, F32, H, 1, 1, 1);
     posenc_tensor d1 = posenc_tensor_contiguous(sb, 0, F32, 1, 1, H, 1);
     posenc_tensor x2 = posenc_tensor_contiguous(xb, 0, F32, 1, 1, H, 1);
-    expect(posenc_softmax(th.dut, &x2, NULL, &t, &d1, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "sinks overlaps dst", "dst over sinks");
+    th_expect(posenc_softmax(th.dut, &x2, NULL, &t, &d1, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "sinks overlaps dst", "dst over sinks");
     /* a dst that overlaps itself */
     t = d;
     t.nb[1] = 4;
-    expect(posenc_softmax(th.dut, &x, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
-           "dst->nb", "dst self-overlap");
+    th_expect(posenc_softmax(th.dut, &x, NULL, NULL, &t, NULL), POSENC_ERR_INVALID_ARGUMENT,
+              "dst->nb", "dst self-overlap");
 
     /* dst untouched by every refusal above */
     float *after = th_download(db);
@@ -649,11 +639,11 @@ static void test_bad_input(void **state)
     /* the defaults (NULL params) and an empty x are fine; empty writes nothing */
     t = posenc_tensor_contiguous(xb, 0, F32, N, 0, H, B);
     posenc_tensor de = posenc_tensor_contiguous(db, 0, F32, N, 0, H, B);
-    expect(posenc_softmax(th.dut, &t, &m, &sk, &de, NULL), POSENC_OK, NULL, "empty");
+    th_expect(posenc_softmax(th.dut, &t, &m, &sk, &de, NULL), POSENC_OK, NULL, "empty");
     after = th_download(db);
     assert_memory_equal(after, dv, sizeof dv);
     free(after);
-    expect(posenc_softmax(th.dut, &x, &m, &sk, &d, NULL), POSENC_OK, NULL, "defaults");
+    th_expect(posenc_softmax(th.dut, &x, &m, &sk, &d, NULL), POSENC_OK, NULL, "defaults");
     after = th_download(db);
     double row_sum = 0.0;
     for (int k = 0; k < N; k++)

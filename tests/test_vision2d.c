@@ -26,28 +26,6 @@
 
 #define U32 0x1p-24
 
-static void run_shared_case(void **state)
-{
-    const struct pc_case *c = *state;
-    struct pc_result r;
-    pc_run_case(th.ref, th.dut, c, &r);
-    th_check_warnings();
-    if (!r.pass)
-        fail_msg("%s: %s (max err %.3g, bound %.3g, %lld bad of %lld, %lld guard bytes)", c->name,
-                 r.msg, r.max_err, r.bound_at_max, (long long)r.n_bad, (long long)r.n_checked,
-                 (long long)r.guard_bad);
-}
-
-static void expect(posenc_status got, posenc_status want, const char *needle, const char *what)
-{
-    if (got != want)
-        fail_msg("%s: status %s, want %s (message: %s)", what, posenc_status_string(got),
-                 posenc_status_string(want), posenc_context_last_error(th.dut));
-    if (needle && !strstr(posenc_context_last_error(th.dut), needle))
-        fail_msg("%s: message \"%s\" does not name \"%s\"", what,
-                 posenc_context_last_error(th.dut), needle);
-}
-
 /* ---- 2-D sin-cos ------------------------------------------------------------------------- */
 
 static float *sincos_dut(int64_t d, int64_t h, int64_t w, const struct posenc_2d_params *p)
@@ -56,7 +34,7 @@ static float *sincos_dut(int64_t d, int64_t h, int64_t w, const struct posenc_2d
     posenc_buffer *db = NULL;
     assert_int_equal(posenc_buffer_create(th.dut, (size_t)(d * n) * 4, &db), POSENC_OK);
     posenc_tensor dst = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, d, n, 1, 1);
-    expect(posenc_sincos_2d(th.dut, h, w, &dst, p), POSENC_OK, NULL, "sincos_2d");
+    th_expect(posenc_sincos_2d(th.dut, h, w, &dst, p), POSENC_OK, NULL, "sincos_2d");
     float *out = th_download(db);
     posenc_buffer_destroy(&db);
     th_check_warnings();
@@ -198,7 +176,7 @@ static float *resize_dut(const float *src, int64_t d, int64_t sh, int64_t sw, in
     posenc_tensor st = posenc_tensor_contiguous(sb, 0, POSENC_DTYPE_F32, d, ns, 1, 1);
     posenc_tensor dt = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, d, nd, 1, 1);
     struct posenc_resize_params p = {.filter = f, .cls_token = cls};
-    expect(posenc_resize_2d(th.dut, &st, sh, sw, &dt, dh, dw, &p), POSENC_OK, NULL, "resize_2d");
+    th_expect(posenc_resize_2d(th.dut, &st, sh, sw, &dt, dh, dw, &p), POSENC_OK, NULL, "resize_2d");
     float *out = th_download(db);
     posenc_buffer_destroy(&sb);
     posenc_buffer_destroy(&db);
@@ -310,8 +288,8 @@ static void test_resize_identity(void **state)
             posenc_tensor dtn = posenc_tensor_contiguous(db, 0, t, D, N, 1, 1);
             struct posenc_resize_params p = {
                 .filter = f ? POSENC_RESIZE_BILINEAR : POSENC_RESIZE_BICUBIC, .cls_token = 1};
-            expect(posenc_resize_2d(th.dut, &st, H, W, &dtn, H, W, &p), POSENC_OK, NULL,
-                   "identity");
+            th_expect(posenc_resize_2d(th.dut, &st, H, W, &dtn, H, W, &p), POSENC_OK, NULL,
+                      "identity");
             unsigned char *out = th_download(db);
             if (memcmp(out, img, D * N * es) != 0)
                 fail_msg("%s %s: resizing to the same size changed the grid",
@@ -438,63 +416,64 @@ static void test_bad_input(void **state)
     struct posenc_2d_params q;
 
     assert_int_equal(posenc_sincos_2d(NULL, H, W, &dst, &p), INV);
-    expect(posenc_sincos_2d(th.dut, H, W, NULL, &p), INV, "dst is NULL", "dst NULL");
-    expect(posenc_sincos_2d(th.dut, H, W, &dst, NULL), INV, "dst->ne", "no cls row");
-    expect(posenc_sincos_2d(th.dut, 0, W, &dst, &p), INV, "grid_h = 0", "zero grid");
-    expect(posenc_sincos_2d(th.dut, H, W + 1, &dst, &p), INV, "dst->ne", "grid mismatch");
+    th_expect(posenc_sincos_2d(th.dut, H, W, NULL, &p), INV, "dst is NULL", "dst NULL");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &dst, NULL), INV, "dst->ne", "no cls row");
+    th_expect(posenc_sincos_2d(th.dut, 0, W, &dst, &p), INV, "grid_h = 0", "zero grid");
+    th_expect(posenc_sincos_2d(th.dut, H, W + 1, &dst, &p), INV, "dst->ne", "grid mismatch");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, 6, N, 1, 1);
-    expect(posenc_sincos_2d(th.dut, H, W, &t, &p), INV, "multiple of 4", "d = 6");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &t, &p), INV, "multiple of 4", "d = 6");
     t = dst;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_sincos_2d(th.dut, H, W, &t, &p), INV, "dst->dtype", "i32 dst");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &t, &p), INV, "dst->dtype", "i32 dst");
     q = p;
     q.base = -1.0f;
-    expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->base", "negative base");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->base", "negative base");
     q = p;
     q.grid_scale = NAN;
-    expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->grid_scale", "NaN scale");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->grid_scale", "NaN scale");
     q = p;
     q.cls_token = 2;
-    expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->cls_token", "cls 2");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->cls_token", "cls 2");
     q = p;
     q.reserved[3] = 1;
-    expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->reserved[3]", "reserved");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &dst, &q), INV, "params->reserved[3]", "reserved");
 
     struct posenc_resize_params rp = {.filter = POSENC_RESIZE_BILINEAR, .cls_token = 1};
     struct posenc_resize_params rq;
     assert_int_equal(posenc_resize_2d(NULL, &s, H, W, &dst, H, W, &rp), INV);
-    expect(posenc_resize_2d(th.dut, NULL, H, W, &dst, H, W, &rp), INV, "src is NULL", "src NULL");
-    expect(posenc_resize_2d(th.dut, &s, H, W, NULL, H, W, &rp), INV, "dst is NULL", "dst NULL");
-    expect(posenc_resize_2d(th.dut, &s, W, H + 1, &dst, H, W, &rp), INV, "src->ne", "src grid");
-    expect(posenc_resize_2d(th.dut, &s, H, W, &dst, 2, 5, &rp), INV, "dst->ne", "dst grid");
-    expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, 0, &rp), INV, "dst_w = 0", "zero size");
+    th_expect(posenc_resize_2d(th.dut, NULL, H, W, &dst, H, W, &rp), INV, "src is NULL",
+              "src NULL");
+    th_expect(posenc_resize_2d(th.dut, &s, H, W, NULL, H, W, &rp), INV, "dst is NULL", "dst NULL");
+    th_expect(posenc_resize_2d(th.dut, &s, W, H + 1, &dst, H, W, &rp), INV, "src->ne", "src grid");
+    th_expect(posenc_resize_2d(th.dut, &s, H, W, &dst, 2, 5, &rp), INV, "dst->ne", "dst grid");
+    th_expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, 0, &rp), INV, "dst_w = 0", "zero size");
     t = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D / 2, N, 1, 1);
-    expect(posenc_resize_2d(th.dut, &s, H, W, &t, H, W, &rp), INV, "dst->ne", "d mismatch");
+    th_expect(posenc_resize_2d(th.dut, &s, H, W, &t, H, W, &rp), INV, "dst->ne", "d mismatch");
     t = posenc_tensor_contiguous(db, 4, POSENC_DTYPE_F32, D, N - 1, 1, 1);
     posenc_tensor s2 = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, D, N - 1, 1, 1);
-    expect(posenc_resize_2d(th.dut, &s2, H, W, &t, H, W, NULL), INV, "src overlaps dst",
-           "overlap");
+    th_expect(posenc_resize_2d(th.dut, &s2, H, W, &t, H, W, NULL), INV, "src overlaps dst",
+              "overlap");
     rq = rp;
     rq.filter = (posenc_resize_filter)5;
-    expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, W, &rq), INV, "params->filter", "filter");
+    th_expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, W, &rq), INV, "params->filter", "filter");
     rq = rp;
     rq.cls_token = -1;
-    expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, W, &rq), INV, "params->cls_token", "cls");
+    th_expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, W, &rq), INV, "params->cls_token", "cls");
     rq = rp;
     rq.reserved[0] = 9;
-    expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, W, &rq), INV, "params->reserved[0]",
-           "reserved");
+    th_expect(posenc_resize_2d(th.dut, &s, H, W, &dst, H, W, &rq), INV, "params->reserved[0]",
+              "reserved");
     t = s;
     t.dtype = POSENC_DTYPE_I32;
-    expect(posenc_resize_2d(th.dut, &t, H, W, &dst, H, W, &rp), INV, "src->dtype", "i32 src");
+    th_expect(posenc_resize_2d(th.dut, &t, H, W, &dst, H, W, &rp), INV, "src->dtype", "i32 src");
 
     /* empty (d = 0): a valid no-op */
     t = dst;
     t.ne[0] = 0;
     posenc_tensor s0 = s;
     s0.ne[0] = 0;
-    expect(posenc_resize_2d(th.dut, &s0, H, W, &t, H, W, &rp), POSENC_OK, NULL, "empty resize");
-    expect(posenc_sincos_2d(th.dut, H, W, &t, &p), POSENC_OK, NULL, "empty sincos");
+    th_expect(posenc_resize_2d(th.dut, &s0, H, W, &t, H, W, &rp), POSENC_OK, NULL, "empty resize");
+    th_expect(posenc_sincos_2d(th.dut, H, W, &t, &p), POSENC_OK, NULL, "empty sincos");
 
     check_poison(db, "vision2d");
     posenc_buffer_destroy(&db);
@@ -525,7 +504,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n1 + n2; i++) {
         const struct pc_case *c = i < n1 ? &c1[i] : &c2[i - n1];
         tests[nfixed + i].name = c->name;
-        tests[nfixed + i].test_func = run_shared_case;
+        tests[nfixed + i].test_func = th_run_case;
         tests[nfixed + i].initial_state = (void *)c;
     }
     rc = th_run("vision2d", tests, nfixed + n1 + n2);
