@@ -1169,6 +1169,90 @@ static void test_vk_record(void **state)
     vk_host_close_checked(&h);
 }
 
+/* Ops cut into several launches (POSENC_MAX_BINDING = 1024 for this context), recorded:
+ * the prepare pass (src/split.c) runs inside the recording too, and what the application
+ * submits must equal the same calls on posenc's own submissions, bit for bit (the same
+ * shaders and launches). ALiBi [40, 6, 3 heads] f32: a launch per head; relative bias [64,
+ * 6, 2 heads] f32: cut along heads and queries (test_faults' cut cases); RoPE [16, 4, 8]
+ * f32 with explicit positions: cut along tokens and heads. */
+static void test_vk_record_cut(void **state)
+{
+    (void)state;
+    ensure_reference();
+    struct vk_host h;
+    vk_host_open(&h);
+    struct posenc_host_device host = vk_host_device(&h);
+    setenv("POSENC_MAX_BINDING", "1024", 1);
+    posenc_context *ctx = create_host_ctx(&host);
+    unsetenv("POSENC_MAX_BINDING");
+    enum { NOPS = 3, AK = 40, AQ = 6, AH = 3, RK = 64, RQ = 6, RH = 2, RB = 32, XD = 16, XH = 4,
+           XT = 8 };
+    static const int64_t ne[NOPS][3] = {{AK, AQ, AH}, {RK, RQ, RH}, {XD, XH, XT}};
+    static float in[NOPS][RK * RQ * RH], table[RB * RH];
+    static int32_t pos[XT];
+    uint64_t rng = 0x5eed2026u;
+    for (int o = 0; o < NOPS; o++)
+        for (int i = 0; i < RK * RQ * RH; i++)
+            in[o][i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    for (int i = 0; i < RB * RH; i++)
+        table[i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    for (int i = 0; i < XT; i++)
+        pos[i] = 3 * i + 1;
+    posenc_buffer *bt = th_upload(ctx, table, sizeof table), *bp = th_upload(ctx, pos, sizeof pos);
+    posenc_buffer *bi[NOPS], *bo[NOPS][2];
+    posenc_tensor ti[NOPS], to[NOPS][2];
+    size_t bytes[NOPS];
+    for (int o = 0; o < NOPS; o++) {
+        bytes[o] = (size_t)(ne[o][0] * ne[o][1] * ne[o][2]) * sizeof(float);
+        bi[o] = th_upload(ctx, in[o], bytes[o]);
+        ti[o] = posenc_tensor_contiguous(bi[o], 0, POSENC_DTYPE_F32, ne[o][0], ne[o][1],
+                                         ne[o][2], 1);
+        for (int r = 0; r < 2; r++) {
+            assert_int_equal(posenc_buffer_create(ctx, bytes[o], &bo[o][r]), POSENC_OK);
+            to[o][r] = posenc_tensor_contiguous(bo[o][r], 0, POSENC_DTYPE_F32, ne[o][0],
+                                                ne[o][1], ne[o][2], 1);
+        }
+    }
+    posenc_tensor tt = posenc_tensor_contiguous(bt, 0, POSENC_DTYPE_F32, RB, RH, 1, 1);
+    posenc_tensor tp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, XT, 1, 1, 1);
+    const struct posenc_alibi_params ap = {.causal = 1, .q_offset = 2};
+    const struct posenc_relbias_params rp = {.q_offset = 5, .k_offset = 1};
+    posenc_vulkan_recording *rec = NULL;
+    for (int r = 0; r < 2; r++) { /* 0: posenc's own submissions (they build the pipelines) */
+        if (r == 1) {
+            vk_begin(&h);
+            assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+        }
+        assert_int_equal(posenc_alibi(ctx, &ti[0], &to[0][r], &ap), POSENC_OK);
+        assert_int_equal(posenc_relbias(ctx, &ti[1], &tt, &to[1][r], &rp), POSENC_OK);
+        assert_int_equal(posenc_rope(ctx, &ti[2], &tp, &to[2][r], &g_rope), POSENC_OK);
+        if (r == 1) {
+            assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);
+            vk_submit(&h, true);
+            posenc_vulkan_recording_destroy(&rec);
+        } else {
+            assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
+        }
+    }
+    for (int o = 0; o < NOPS; o++) {
+        float *own = th_download(bo[o][0]), *recd = th_download(bo[o][1]);
+        if (memcmp(own, in[o], bytes[o]) == 0) /* the op ran: every one changes its input */
+            fail_msg("recorded cut op %d: posenc's own submission left its input as it was", o);
+        if (memcmp(recd, own, bytes[o]) != 0)
+            fail_msg("recorded cut op %d: the recording's result differs from the same call "
+                     "on posenc's own submission", o);
+        free(own);
+        free(recd);
+        posenc_buffer_destroy(&bi[o]);
+        posenc_buffer_destroy(&bo[o][0]);
+        posenc_buffer_destroy(&bo[o][1]);
+    }
+    posenc_buffer_destroy(&bt);
+    posenc_buffer_destroy(&bp);
+    posenc_context_destroy(&ctx);
+    vk_host_close_checked(&h);
+}
+
 /* A recording left when its context is destroyed (a usage error): the context frees what
  * it holds and logs an error; the handle is then only freed. (On a device of its own: in
  * the ASan build a second posenc context on test_vk_record's VkDevice left lavapipe / LLVM
@@ -1411,6 +1495,7 @@ int main(int argc, char **argv)
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_proc_addr);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record_orphan);
+        tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record_cut);
         tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_attention);
 #else
         fprintf(stderr, "host_owned: posenc has Vulkan but this test was built without it\n");
