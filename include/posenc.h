@@ -1508,8 +1508,11 @@ struct posenc_attention_params {
  * also make an f32 copy of Q and K; ROPE in the one pass (every backend but Vulkan on a
  * CPU device, such as lavapipe) makes, instead of K's copy, a table of the keys' rotations
  * (Tk*head_dim f32 values, times B with per-batch positions) that every K/V head shares
- * and the pass applies as it reads K. These device temporaries are buffers the context
- * keeps for later calls (up to 8 buffers and 256 MiB in all; what would go past that is
+ * and the pass applies as it reads K; with implicit key positions (k_pos NULL) that table
+ * is made for Tk rounded up to a multiple of 256 keys and kept, and later calls with the
+ * same RoPE params and k_offset and at most that many keys (a decode loop) use it as it is,
+ * with no angles computed (its rows are posenc_rope's for those positions). These device
+ * temporaries are buffers the context keeps for later calls (up to 8 buffers and 256 MiB in all; what would go past that is
  * made and freed by the call), so that calls of the same or a slowly growing shape allocate no
  * device memory; posenc_context_destroy frees them, and a call that runs out of memory
  * frees the kept buffers it does not use and tries again. While a Vulkan context records

@@ -41,6 +41,12 @@ struct pe_scratch_slot {
     struct posenc_buffer *buf; /* NULL: empty */
     bool busy;                 /* taken by the call running now */
     uint64_t gen;              /* the call (ctx->scratch_gen) that last gave it back */
+    /* What the buffer holds, for pe_scratch_find (NULL: nothing to find again): the
+     * caller's description of its content (malloc'd copy) and how many rows of it are
+     * valid. Cleared whenever the buffer is taken for anything else. */
+    void *key;
+    size_t key_len;
+    int64_t key_rows;
 };
 
 struct posenc_context {
@@ -125,6 +131,16 @@ void pe_clear_error(posenc_context *ctx);
  * pe_scratch_stats (tests): buffers made to keep so far, kept now and their bytes.
  * pe_scratch_keep: the bytes kept at most (PE_SCRATCH_KEEP; tests lower it). */
 posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, struct posenc_buffer **out);
+/* A kept buffer whose content the caller described with pe_scratch_set_key (the same
+ * key_len bytes, at least `rows` valid rows), taken for this call like pe_scratch_take's;
+ * false (nothing taken) when none is kept, or while recording (scratch keeps nothing then).
+ * pe_scratch_set_key: describe the content of `buf`, a buffer this call took from the
+ * scratch, for later calls (a copy of the key; nothing when buf is not kept, or when the
+ * copy cannot be made). */
+bool pe_scratch_find(posenc_context *ctx, const void *key, size_t key_len, int64_t rows,
+                     struct posenc_buffer **out);
+void pe_scratch_set_key(posenc_context *ctx, const struct posenc_buffer *buf, const void *key,
+                        size_t key_len, int64_t rows);
 void pe_scratch_give(posenc_context *ctx, struct posenc_buffer **bufs, int n);
 void pe_scratch_release(posenc_context *ctx);
 void pe_scratch_stats(const posenc_context *ctx, uint64_t *out_made, int *out_kept,

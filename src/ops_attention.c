@@ -414,6 +414,54 @@ struct attn_run {
     int krot_adjacent;
 };
 
+/* What a table of the keys' rotations for implicit positions depends on (krot_key): the
+ * head, the pair window and mode, the flags, mscale and the first key's position, then
+ * the n_pairs frequencies (double) and streams that follow it in the key. */
+struct krot_key_head {
+    int64_t D, n_pairs, n_offs;
+    int32_t mode, k_offset;
+    uint32_t flags, pad;
+    double mscale;
+};
+
+/* The key of krot_table's cache (scratch.c, pe_scratch_find), malloc'd (*out; NULL when
+ * the table cannot be described: out of host memory, or a table pe_rope_table_build
+ * refuses, which posenc_rope then reports itself). */
+static void krot_key(posenc_context *ctx, const struct posenc_rope_params *rope, int64_t D,
+                     int32_t k_offset, void **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    struct pe_rope_table t;
+    const bool quiet = ctx->quiet_errors;
+    ctx->quiet_errors = true;
+    posenc_status st = pe_rope_table_build(ctx, D, rope, 0, &t);
+    ctx->quiet_errors = quiet;
+    if (st != POSENC_OK) {
+        pe_clear_error(ctx);
+        return;
+    }
+    struct krot_key_head h;
+    memset(&h, 0, sizeof(h));
+    h.D = D;
+    h.n_pairs = t.n_pairs;
+    h.n_offs = t.n_offs;
+    h.mode = (int32_t)t.mode;
+    h.k_offset = k_offset;
+    h.flags = rope->flags;
+    h.mscale = t.info.mscale;
+    const size_t n = (size_t)t.n_pairs, len = sizeof(h) + n * sizeof(double) + n;
+    unsigned char *k = malloc(len);
+    if (k) {
+        memcpy(k, &h, sizeof(h));
+        memcpy(k + sizeof(h), t.freq, n * sizeof(double));
+        memcpy(k + sizeof(h) + n * sizeof(double), t.stream, n);
+        *out = k;
+        *out_len = len;
+    }
+    pe_rope_table_free(&t);
+}
+
 /*
  * RoPE inside the one pass: instead of K' (an f32 copy of k, rotated: for d 128 with 8 K/V
  * heads and f16 k, 4x k's bytes written and read again), the rotation of every key, shared
@@ -425,33 +473,80 @@ struct attn_run {
  * the rope kernels' own y = m (x_a cos - x_b sin) with m folded into cos and sin (the bound
  * of check_attention.c already counts that rounding). u is one row read with stride 0 for
  * every key; out is f32 [D, 1, Tk, P], P = k_pos->ne[2] (1 or B).
+ *
+ * With implicit positions (k_pos NULL: key k at k_offset + k) the table depends only on
+ * the params and k_offset (krot_key), and a decode loop asks for it again every call with
+ * one key more. It is then made for Tk rounded up to a multiple of PE_KROT_ROWS keys and
+ * left in the scratch with its key (pe_scratch_set_key), and a later call with the same
+ * key and at most that many keys takes it as it is (pe_scratch_find): no angles computed.
+ * Each row is what posenc_rope computes for that position alone (every backend's rope
+ * works token by token), so the results are the same bits either way.
  */
+#define PE_KROT_ROWS 256
 static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
                                 const struct posenc_rope_params *rope, int64_t D,
                                 const struct pe_rope_table *rt, const posenc_tensor *kp,
-                                struct attn_run *r)
+                                bool implicit_k, int32_t k_offset, struct attn_run *r)
 {
     const int64_t Tk = kp->ne[0], P = kp->ne[2];
     const int64_t off = rt->n_offs, pairs = rt->n_pairs;
     const bool adjacent = rt->mode == POSENC_ROPE_NORMAL;
-    posenc_tensor u, ones;
-    PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, 1, 1, &u));
-    PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, Tk, P, &r->krot));
-    PE_RETURN_IF_ERROR(posenc_fill(ctx, &u, 0.0));
-    ones = u;
-    ones.offset = (size_t)off * sizeof(float);
-    ones.ne[0] = pairs;
-    ones.nb[0] = adjacent ? 2 * (int64_t)sizeof(float) : (int64_t)sizeof(float);
-    PE_RETURN_IF_ERROR(posenc_fill(ctx, &ones, 1.0));
-    u.ne[2] = Tk;
-    u.ne[3] = P;
-    u.nb[2] = u.nb[3] = 0;
-    PE_RETURN_IF_ERROR(
-        inner(ctx, posenc_rope(ctx, &u, kp, &r->krot, rope), "params->rope (posenc_rope on k)"));
-    r->has_krot = true;
     r->krot_off = off;
     r->krot_pairs = pairs;
     r->krot_adjacent = adjacent;
+    void *key = NULL;
+    size_t key_len = 0;
+    int64_t rows = Tk; /* the table's keys: Tk, or more for later calls */
+    if (implicit_k && P == 1 && !rope->freq_factors_tensor && !ctx->recording &&
+        tmp->n < PE_ATTN_MAX_TMP) {
+        krot_key(ctx, rope, D, k_offset, &key, &key_len);
+        posenc_buffer *b = NULL;
+        if (key && pe_scratch_find(ctx, key, key_len, Tk, &b)) {
+            tmp->buf[tmp->n++] = b;
+            r->krot = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, D, 1, Tk, 1);
+            r->has_krot = true;
+            free(key);
+            return POSENC_OK;
+        }
+        /* more rows than asked for only where their positions and table rows fit one
+         * binding as the caller's would (a small POSENC_MAX_BINDING cuts the rope by rows,
+         * and the positions' streams stay in every cut) */
+        const int64_t up = (Tk + PE_KROT_ROWS - 1) / PE_KROT_ROWS * PE_KROT_ROWS;
+        const char *what;
+        const uint64_t lim = pe_binding_limit(ctx, &what);
+        const uint64_t span = (uint64_t)up * (uint64_t)(PE_ATTN_STREAMS > D ? PE_ATTN_STREAMS : D) * 4u;
+        if (key && (int64_t)k_offset + up <= INT32_MAX && (!lim || span <= lim))
+            rows = up;
+    }
+    posenc_tensor u, ones, pos = *kp, table;
+    posenc_status st = tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, 1, 1, &u);
+    if (st == POSENC_OK)
+        st = tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, rows, P, &table);
+    if (st == POSENC_OK && rows != Tk)
+        st = implicit_pos(ctx, tmp, rows, k_offset, &pos);
+    if (st == POSENC_OK)
+        st = posenc_fill(ctx, &u, 0.0);
+    if (st == POSENC_OK) {
+        ones = u;
+        ones.offset = (size_t)off * sizeof(float);
+        ones.ne[0] = pairs;
+        ones.nb[0] = adjacent ? 2 * (int64_t)sizeof(float) : (int64_t)sizeof(float);
+        st = posenc_fill(ctx, &ones, 1.0);
+    }
+    if (st == POSENC_OK) {
+        u.ne[2] = rows;
+        u.ne[3] = P;
+        u.nb[2] = u.nb[3] = 0;
+        st = inner(ctx, posenc_rope(ctx, &u, &pos, &table, rope),
+                   "params->rope (posenc_rope on k)");
+    }
+    if (st == POSENC_OK && key)
+        pe_scratch_set_key(ctx, table.buffer, key, key_len, rows);
+    free(key);
+    PE_RETURN_IF_ERROR(st);
+    table.ne[2] = Tk;
+    r->krot = table;
+    r->has_krot = true;
     return POSENC_OK;
 }
 
@@ -862,7 +957,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "q", q, &qp, &qe);
         if (st == POSENC_OK && krot)
-            st = krot_table(ctx, &tmp, &rope, D, &rt_pairs, &kp, &run);
+            st = krot_table(ctx, &tmp, &rope, D, &rt_pairs, &kp, k_pos == NULL, p.k_offset, &run);
         else if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
         if (st == POSENC_OK && (p.flags & POSENC_ATTENTION_PE_ON_V))

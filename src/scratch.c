@@ -27,10 +27,17 @@
  *  - when making a buffer fails with POSENC_ERR_OUT_OF_MEMORY, the free kept buffers are
  *    destroyed and the allocation is tried once more: what the cache holds never makes a
  *    call fail that would have succeeded without it.
+ *  - a caller may describe what it left in a buffer (pe_scratch_set_key: a key of its own
+ *    and a count of valid rows) and take that buffer again in a later call with the same
+ *    key (pe_scratch_find), content and all: posenc_attention's table of the keys' RoPE
+ *    rotations for implicit positions, which a decode loop needs again every call. Such a
+ *    buffer is taken for other temporaries only when no other fits, and whatever takes it
+ *    that way clears the key.
  * Everything kept is destroyed by posenc_context_destroy (pe_scratch_release).
  */
 #include "backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 size_t pe_scratch_keep = PE_SCRATCH_KEEP;
@@ -50,6 +57,15 @@ static size_t round_class(size_t bytes)
     return (bytes + step - 1) / step * step;
 }
 
+/* The slot's content is no longer what its key said. */
+static void unkey(struct pe_scratch_slot *s)
+{
+    free(s->key);
+    s->key = NULL;
+    s->key_len = 0;
+    s->key_rows = 0;
+}
+
 static size_t kept_bytes(const posenc_context *ctx)
 {
     size_t n = 0;
@@ -66,6 +82,7 @@ static int drop_free(posenc_context *ctx)
     for (int i = 0; i < PE_SCRATCH_SLOTS; i++) {
         struct pe_scratch_slot *s = &ctx->scratch[i];
         if (s->buf && !s->busy) {
+            unkey(s);
             posenc_buffer_destroy(&s->buf);
             n++;
         }
@@ -76,13 +93,14 @@ static int drop_free(posenc_context *ctx)
 /* The free kept buffer to take for `bytes` (`want` rounded up), or -1; *recent: it was
  * given back by the call just before this one. */
 static int best_fit(const posenc_context *ctx, size_t bytes, size_t want, bool alternate,
-                    bool *recent)
+                    bool keyed, bool *recent)
 {
     int best = -1;
     *recent = false;
     for (int i = 0; i < PE_SCRATCH_SLOTS; i++) {
         const struct pe_scratch_slot *s = &ctx->scratch[i];
-        if (!s->buf || s->busy || s->buf->size < bytes || s->buf->size / 2 > want)
+        if (!s->buf || s->busy || s->buf->size < bytes || s->buf->size / 2 > want ||
+            (s->key != NULL) != keyed)
             continue;
         const bool r = s->gen + 1 >= ctx->scratch_gen;
         bool better = best < 0;
@@ -105,6 +123,7 @@ static int best_fit(const posenc_context *ctx, size_t bytes, size_t want, bool a
 
 static posenc_status use(posenc_context *ctx, int i, posenc_buffer **out)
 {
+    unkey(&ctx->scratch[i]); /* taken to be written: what it held is gone */
     ctx->scratch[i].busy = true;
     *out = ctx->scratch[i].buf;
     return POSENC_OK;
@@ -126,7 +145,11 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
     if (want > ctx->scratch_max)
         want = bytes; /* not rounded past it */
     bool recent;
-    const int best = best_fit(ctx, bytes, want, alternate, &recent);
+    /* buffers whose content a later call may find again (pe_scratch_find) only when no
+     * other fits */
+    int best = best_fit(ctx, bytes, want, alternate, false, &recent);
+    if (best < 0)
+        best = best_fit(ctx, bytes, want, alternate, true, &recent);
     const size_t kept = kept_bytes(ctx);
     int slot = -1, n_free = 0;
     for (int i = 0; i < PE_SCRATCH_SLOTS; i++) {
@@ -153,6 +176,7 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
         if (slot < 0 || kept - freed + want > pe_scratch_keep)
             return posenc_buffer_create(ctx, bytes, out); /* for this call only */
         if (ctx->scratch[slot].buf) {
+            unkey(&ctx->scratch[slot]);
             posenc_buffer_destroy(&ctx->scratch[slot].buf);
             n_free--;
         }
@@ -181,9 +205,46 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
     if (st != POSENC_OK)
         return st;
     ctx->scratch_made++;
-    ctx->scratch[slot] = (struct pe_scratch_slot){b, true, ctx->scratch_gen};
+    ctx->scratch[slot] = (struct pe_scratch_slot){.buf = b, .busy = true, .gen = ctx->scratch_gen};
     *out = b;
     return POSENC_OK;
+}
+
+bool pe_scratch_find(posenc_context *ctx, const void *key, size_t key_len, int64_t rows,
+                     posenc_buffer **out)
+{
+    *out = NULL;
+    if (ctx->recording)
+        return false;
+    for (int i = 0; i < PE_SCRATCH_SLOTS; i++) {
+        struct pe_scratch_slot *s = &ctx->scratch[i];
+        if (s->buf && !s->busy && s->key && s->key_len == key_len && s->key_rows >= rows &&
+            memcmp(s->key, key, key_len) == 0) {
+            s->busy = true;
+            *out = s->buf;
+            return true;
+        }
+    }
+    return false;
+}
+
+void pe_scratch_set_key(posenc_context *ctx, const posenc_buffer *buf, const void *key,
+                        size_t key_len, int64_t rows)
+{
+    for (int i = 0; i < PE_SCRATCH_SLOTS; i++) {
+        struct pe_scratch_slot *s = &ctx->scratch[i];
+        if (s->buf != buf || !s->busy)
+            continue;
+        unkey(s);
+        void *copy = malloc(key_len ? key_len : 1);
+        if (!copy)
+            return; /* not found again: made anew next time */
+        memcpy(copy, key, key_len);
+        s->key = copy;
+        s->key_len = key_len;
+        s->key_rows = rows;
+        return;
+    }
 }
 
 void pe_scratch_give(posenc_context *ctx, posenc_buffer **bufs, int n)
@@ -208,6 +269,7 @@ void pe_scratch_release(posenc_context *ctx)
 {
     for (int i = 0; i < PE_SCRATCH_SLOTS; i++) {
         ctx->scratch[i].busy = false;
+        unkey(&ctx->scratch[i]);
         if (ctx->scratch[i].buf)
             posenc_buffer_destroy(&ctx->scratch[i].buf);
     }

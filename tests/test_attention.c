@@ -927,6 +927,121 @@ static void test_bad_input(void **state)
     th_check_warnings();
 }
 
+/*
+ * RoPE decode with implicit key positions (k_pos NULL): the keys' rotation table is kept
+ * by the context between calls and taken again when the params and k_offset match
+ * (ops_attention.c, krot_table). Each call is compared with the same call given the same
+ * positions explicitly (q_pos, k_pos: never kept), bit for bit -- a table row is what
+ * posenc_rope computes for its position alone -- over a decode loop whose key count grows
+ * past the kept rows (256 at a time), then after a change of freq_base, of the scaling, of
+ * k_offset, and after a call whose temporaries may take the kept buffer. On backends
+ * whose one pass does not rotate k (lavapipe) both calls take K' and agree the same way.
+ */
+static void test_rope_implicit_keys_kept(void **state)
+{
+    (void)state;
+    enum { D = 32, HQ = 4, HK = 2, TMAX = 300, KOFF = 3 };
+    static float q[D * HQ], kv[2][D * HK * TMAX];
+    static int32_t pos[TMAX + 64];
+    uint64_t rng = 0xa77e2026u;
+    for (int i = 0; i < D * HQ; i++)
+        q[i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < D * HK * TMAX; i++)
+            kv[m][i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    /* ctx[0] (the dut) the implicit calls, ctx[1] (its own context on the same device, so
+     * that its temporaries leave ctx[0]'s kept buffers alone) the explicit ones */
+    posenc_context *ctx[2] = {th.dut, NULL};
+    struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    char err[256];
+    if (posenc_context_create(&cp, &ctx[1], err, sizeof err) != POSENC_OK)
+        fail_msg("a second context: %s", err);
+    posenc_buffer *bq[2], *bk[2], *bv[2], *bo[2], *bp = NULL;
+    posenc_tensor tq[2], to[2];
+    for (int c = 0; c < 2; c++) {
+        bq[c] = th_upload(ctx[c], q, sizeof q);
+        bk[c] = th_upload(ctx[c], kv[0], sizeof kv[0]);
+        bv[c] = th_upload(ctx[c], kv[1], sizeof kv[1]);
+        assert_int_equal(posenc_buffer_create(ctx[c], sizeof q, &bo[c]), POSENC_OK);
+        tq[c] = posenc_tensor_contiguous(bq[c], 0, POSENC_DTYPE_F32, D, HQ, 1, 1);
+        to[c] = posenc_tensor_contiguous(bo[c], 0, POSENC_DTYPE_F32, D, HQ, 1, 1);
+    }
+    /* (keys, k_offset, freq_base, YaRN (1) or attn_factor 1.5 (2)): the loop, then what
+     * must not find the kept table;
+     * keys -1: a NoPE call on ctx[0] over every key (temporaries of other sizes) */
+    static const struct { int tk, koff; float base; int yarn; } steps[] = {
+        {250, KOFF, 0, 0},  {251, KOFF, 0, 0},  {256, KOFF, 0, 0}, {257, KOFF, 0, 0},
+        {258, KOFF, 0, 0},  {300, KOFF, 0, 0},  {255, KOFF, 0, 0}, {258, KOFF, 0, 2},
+        {258, KOFF, 0, 0},  {258, KOFF, 5e5f, 0}, {258, KOFF, 0, 1}, {258, KOFF + 7, 0, 0},
+        {258, KOFF, 0, 0},  {-1, KOFF, 0, 0},   {259, KOFF, 0, 0},
+    };
+    float prev[D * HQ];
+    memset(prev, 0, sizeof prev);
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        if (steps[i].tk < 0) {
+            const posenc_tensor k =
+                posenc_tensor_contiguous(bk[0], 0, POSENC_DTYPE_F32, D, HK, TMAX, 1);
+            const posenc_tensor v =
+                posenc_tensor_contiguous(bv[0], 0, POSENC_DTYPE_F32, D, HK, TMAX, 1);
+            assert_int_equal(posenc_attention(ctx[0], &tq[0], &k, &v, &to[0], NULL, NULL),
+                             POSENC_OK);
+            continue;
+        }
+        const int tk = steps[i].tk, koff = steps[i].koff;
+        for (int t = 0; t < tk; t++)
+            pos[t] = koff + t;
+        posenc_buffer_destroy(&bp);
+        bp = th_upload(ctx[1], pos, sizeof pos);
+        const posenc_tensor kp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, tk, 1, 1, 1);
+        const posenc_tensor qp =
+            posenc_tensor_contiguous(bp, (size_t)(tk - 1) * 4, POSENC_DTYPE_I32, 1, 1, 1, 1);
+        struct posenc_attention_params p = {.encoding = POSENC_ATTENTION_ROPE, .causal = 1,
+                                            .q_offset = koff + tk - 1, .k_offset = koff};
+        p.rope.mode = POSENC_ROPE_NEOX;
+        p.rope.freq_base = steps[i].base;
+        if (steps[i].yarn == 1)
+            p.rope.scaling = (struct posenc_rope_scaling){.kind = POSENC_ROPE_SCALING_YARN,
+                                                          .factor = 4.0f, .original_ctx = 64};
+        if (steps[i].yarn == 2)
+            p.rope.attn_factor = 1.5f; /* the magnitude alone */
+        float *out[2];
+        for (int c = 0; c < 2; c++) {
+            const posenc_tensor k =
+                posenc_tensor_contiguous(bk[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
+            const posenc_tensor v =
+                posenc_tensor_contiguous(bv[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
+            if (c == 1) {
+                p.q_pos = &qp;
+                p.k_pos = &kp;
+            }
+            posenc_status st = posenc_attention(ctx[c], &tq[c], &k, &v, &to[c], NULL, &p);
+            if (st != POSENC_OK)
+                fail_msg("step %zu, context %d: %s: %s", i, c, posenc_status_string(st),
+                         posenc_context_last_error(ctx[c]));
+            out[c] = th_download(bo[c]);
+        }
+        th_check_warnings();
+        if (memcmp(out[0], out[1], sizeof q) != 0)
+            fail_msg("step %zu (%d keys from %d, base %g, YaRN %d): implicit positions give "
+                     "other bits than the same positions given explicitly",
+                     i, tk, koff, (double)steps[i].base, steps[i].yarn);
+        if (memcmp(out[0], prev, sizeof q) == 0) /* every step asks something else */
+            fail_msg("step %zu: the output did not change from the step before", i);
+        memcpy(prev, out[0], sizeof q);
+        free(out[0]);
+        free(out[1]);
+    }
+    posenc_buffer_destroy(&bp);
+    for (int c = 0; c < 2; c++) {
+        posenc_buffer_destroy(&bq[c]);
+        posenc_buffer_destroy(&bk[c]);
+        posenc_buffer_destroy(&bv[c]);
+        posenc_buffer_destroy(&bo[c]);
+    }
+    posenc_context_destroy(&ctx[1]);
+}
+
 int main(int argc, char **argv)
 {
     int rc = th_init(argc, argv, "attention");
@@ -942,6 +1057,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_decay),          cmocka_unit_test(test_all_masked),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_one_pass_extras), cmocka_unit_test(test_fused_vs_unfused),
+        cmocka_unit_test(test_rope_implicit_keys_kept),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
     struct CMUnitTest *tests = calloc(nfixed + n, sizeof(*tests));
