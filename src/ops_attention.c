@@ -474,6 +474,9 @@ static void krot_key(posenc_context *ctx, const struct posenc_rope_params *rope,
  * of check_attention.c already counts that rounding). u is one row read with stride 0 for
  * every key; out is f32 [D, 1, Tk, P], P = k_pos->ne[2] (1 or B).
  *
+ * kp: the caller's k_pos, or NULL for implicit positions (key k at k_offset + k), which
+ * are then written here only when the table is made.
+ *
  * With implicit positions (k_pos NULL: key k at k_offset + k) the table depends only on
  * the params and k_offset (krot_key), and a decode loop asks for it again every call with
  * one key more. It is then made for Tk rounded up to a multiple of PE_KROT_ROWS keys and
@@ -486,9 +489,10 @@ static void krot_key(posenc_context *ctx, const struct posenc_rope_params *rope,
 static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
                                 const struct posenc_rope_params *rope, int64_t D,
                                 const struct pe_rope_table *rt, const posenc_tensor *kp,
-                                bool implicit_k, int32_t k_offset, struct attn_run *r)
+                                int64_t Tk, int32_t k_offset, struct attn_run *r)
 {
-    const int64_t Tk = kp->ne[0], P = kp->ne[2];
+    const bool implicit_k = kp == NULL; /* positions k_offset + k, made here if needed */
+    const int64_t P = kp ? kp->ne[2] : 1;
     const int64_t off = rt->n_offs, pairs = rt->n_pairs;
     const bool adjacent = rt->mode == POSENC_ROPE_NORMAL;
     r->krot_off = off;
@@ -518,12 +522,14 @@ static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
         if (key && (int64_t)k_offset + up <= INT32_MAX && (!lim || span <= lim))
             rows = up;
     }
-    posenc_tensor u, ones, pos = *kp, table;
+    posenc_tensor u, ones, pos, table;
     posenc_status st = tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, 1, 1, &u);
     if (st == POSENC_OK)
         st = tmp_tensor(ctx, tmp, POSENC_DTYPE_F32, D, 1, rows, P, &table);
-    if (st == POSENC_OK && rows != Tk)
+    if (st == POSENC_OK && implicit_k)
         st = implicit_pos(ctx, tmp, rows, k_offset, &pos);
+    else if (st == POSENC_OK)
+        pos = *kp;
     if (st == POSENC_OK)
         st = posenc_fill(ctx, &u, 0.0);
     if (st == POSENC_OK) {
@@ -943,21 +949,26 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     const bool krot = p.encoding == POSENC_ATTENTION_ROPE && !weights && vt->attn_fused &&
                       vt->attn_krot && vt->attn_krot(ctx->backend) &&
                       !(p.flags & (POSENC_ATTENTION_UNFUSED | POSENC_ATTENTION_PE_ON_V));
+    bool kp_made = k_pos != NULL;
+    if (k_pos)
+        kp = *k_pos;
     if (input_enc) {
         if (q_pos)
             qp = *q_pos;
         else
             st = implicit_pos(ctx, &tmp, Tq, p.q_offset, &qp);
-        if (st == POSENC_OK) {
-            if (k_pos)
-                kp = *k_pos;
-            else
-                st = implicit_pos(ctx, &tmp, Tk, p.k_offset, &kp);
+        /* implicit key positions: made where they are read (krot_table makes its own,
+         * and none when it finds its table kept: a decode loop then writes no positions
+         * for the keys; OpenCL's write waits for the queue) */
+        if (st == POSENC_OK && !kp_made && !krot) {
+            st = implicit_pos(ctx, &tmp, Tk, p.k_offset, &kp);
+            kp_made = true;
         }
         if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "q", q, &qp, &qe);
         if (st == POSENC_OK && krot)
-            st = krot_table(ctx, &tmp, &rope, D, &rt_pairs, &kp, k_pos == NULL, p.k_offset, &run);
+            st = krot_table(ctx, &tmp, &rope, D, &rt_pairs, k_pos ? &kp : NULL, Tk, p.k_offset,
+                            &run);
         else if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
         if (st == POSENC_OK && (p.flags & POSENC_ATTENTION_PE_ON_V))
@@ -999,7 +1010,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         st = attn_fused_op(&run, &fused);
     if (st == POSENC_OK && !fused && run.has_krot) {
         run.has_krot = false;
-        st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
+        if (!kp_made)
+            st = implicit_pos(ctx, &tmp, Tk, p.k_offset, &kp);
+        if (st == POSENC_OK)
+            st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
     }
 
     /* Otherwise steps 3-6 run over blocks of queries whose logits fit one binding of the

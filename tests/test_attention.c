@@ -1042,6 +1042,68 @@ static void test_rope_implicit_keys_kept(void **state)
     posenc_context_destroy(&ctx[1]);
 }
 
+/* RoPE where the one pass declines (dst past POSENC_MAX_BINDING = 4096 bytes, so the
+ * multi-pass path cuts the queries into blocks and takes K' after all): with implicit
+ * key positions, which the call then writes only for K', the same bits as with the same
+ * positions given explicitly. */
+static void test_rope_one_pass_declined(void **state)
+{
+    (void)state;
+    enum { D = 8, HQ = 4, HK = 2, TQ = 64, TK = 64 };
+    static float q[D * HQ * TQ], kv[2][D * HK * TK];
+    static int32_t pos[TK];
+    uint64_t rng = 0xdec11e5u;
+    for (int i = 0; i < D * HQ * TQ; i++)
+        q[i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < D * HK * TK; i++)
+            kv[m][i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    for (int i = 0; i < TK; i++)
+        pos[i] = i;
+    struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    posenc_context *ctx = NULL;
+    char err[256];
+    setenv("POSENC_MAX_BINDING", "4096", 1);
+    posenc_status st = posenc_context_create(&cp, &ctx, err, sizeof err);
+    unsetenv("POSENC_MAX_BINDING");
+    if (st != POSENC_OK)
+        fail_msg("a context with POSENC_MAX_BINDING=4096: %s", err);
+    posenc_buffer *bq = th_upload(ctx, q, sizeof q), *bk = th_upload(ctx, kv[0], sizeof kv[0]);
+    posenc_buffer *bv = th_upload(ctx, kv[1], sizeof kv[1]), *bp = th_upload(ctx, pos, sizeof pos);
+    posenc_buffer *bo[2];
+    const posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, D, HQ, TQ, 1);
+    const posenc_tensor tk = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F32, D, HK, TK, 1);
+    const posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F32, D, HK, TK, 1);
+    const posenc_tensor tp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, TK, 1, 1, 1);
+    float *out[2];
+    for (int c = 0; c < 2; c++) {
+        assert_int_equal(posenc_buffer_create(ctx, sizeof q, &bo[c]), POSENC_OK);
+        const posenc_tensor to = posenc_tensor_contiguous(bo[c], 0, POSENC_DTYPE_F32, D, HQ, TQ, 1);
+        struct posenc_attention_params p = {.encoding = POSENC_ATTENTION_ROPE, .causal = 1};
+        if (c == 1) {
+            p.q_pos = &tp;
+            p.k_pos = &tp;
+        }
+        st = posenc_attention(ctx, &tq, &tk, &tv, &to, NULL, &p);
+        if (st != POSENC_OK)
+            fail_msg("%s positions: %s: %s", c ? "explicit" : "implicit",
+                     posenc_status_string(st), posenc_context_last_error(ctx));
+        out[c] = th_download(bo[c]);
+    }
+    th_check_warnings();
+    assert_memory_equal(out[0], out[1], sizeof q);
+    free(out[0]);
+    free(out[1]);
+    posenc_buffer_destroy(&bq);
+    posenc_buffer_destroy(&bk);
+    posenc_buffer_destroy(&bv);
+    posenc_buffer_destroy(&bp);
+    posenc_buffer_destroy(&bo[0]);
+    posenc_buffer_destroy(&bo[1]);
+    posenc_context_destroy(&ctx);
+}
+
 int main(int argc, char **argv)
 {
     int rc = th_init(argc, argv, "attention");
@@ -1058,6 +1120,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_one_pass_extras), cmocka_unit_test(test_fused_vs_unfused),
         cmocka_unit_test(test_rope_implicit_keys_kept),
+        cmocka_unit_test(test_rope_one_pass_declined),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
     struct CMUnitTest *tests = calloc(nfixed + n, sizeof(*tests));
