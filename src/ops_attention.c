@@ -424,42 +424,30 @@ struct krot_key_head {
     double mscale;
 };
 
-/* The key of krot_table's cache (scratch.c, pe_scratch_find), malloc'd (*out; NULL when
- * the table cannot be described: out of host memory, or a table pe_rope_table_build
- * refuses, which posenc_rope then reports itself). */
-static void krot_key(posenc_context *ctx, const struct posenc_rope_params *rope, int64_t D,
-                     int32_t k_offset, void **out, size_t *out_len)
+/* The key of krot_table's cache (scratch.c, pe_scratch_find) from the call's resolved
+ * table t, malloc'd (*out; NULL when out of host memory: the table is then made and not
+ * kept). */
+static void krot_key(const struct pe_rope_table *t, uint32_t flags, int64_t D, int32_t k_offset,
+                     void **out, size_t *out_len)
 {
-    *out = NULL;
-    *out_len = 0;
-    struct pe_rope_table t;
-    const bool quiet = ctx->quiet_errors;
-    ctx->quiet_errors = true;
-    posenc_status st = pe_rope_table_build(ctx, D, rope, 0, &t);
-    ctx->quiet_errors = quiet;
-    if (st != POSENC_OK) {
-        pe_clear_error(ctx);
-        return;
-    }
     struct krot_key_head h;
     memset(&h, 0, sizeof(h));
     h.D = D;
-    h.n_pairs = t.n_pairs;
-    h.n_offs = t.n_offs;
-    h.mode = (int32_t)t.mode;
+    h.n_pairs = t->n_pairs;
+    h.n_offs = t->n_offs;
+    h.mode = (int32_t)t->mode;
     h.k_offset = k_offset;
-    h.flags = rope->flags;
-    h.mscale = t.info.mscale;
-    const size_t n = (size_t)t.n_pairs, len = sizeof(h) + n * sizeof(double) + n;
+    h.flags = flags;
+    h.mscale = t->info.mscale;
+    const size_t n = (size_t)t->n_pairs, len = sizeof(h) + n * sizeof(double) + n;
     unsigned char *k = malloc(len);
-    if (k) {
-        memcpy(k, &h, sizeof(h));
-        memcpy(k + sizeof(h), t.freq, n * sizeof(double));
-        memcpy(k + sizeof(h) + n * sizeof(double), t.stream, n);
-        *out = k;
-        *out_len = len;
-    }
-    pe_rope_table_free(&t);
+    *out = k;
+    *out_len = k ? len : 0;
+    if (!k)
+        return;
+    memcpy(k, &h, sizeof(h));
+    memcpy(k + sizeof(h), t->freq, n * sizeof(double));
+    memcpy(k + sizeof(h) + n * sizeof(double), t->stream, n);
 }
 
 /*
@@ -503,7 +491,7 @@ static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
     int64_t rows = Tk; /* the table's keys: Tk, or more for later calls */
     if (implicit_k && P == 1 && !rope->freq_factors_tensor && !ctx->recording &&
         tmp->n < PE_ATTN_MAX_TMP) {
-        krot_key(ctx, rope, D, k_offset, &key, &key_len);
+        krot_key(rt, rope->flags, D, k_offset, &key, &key_len);
         posenc_buffer *b = NULL;
         if (key && pe_scratch_find(ctx, key, key_len, Tk, &b)) {
             tmp->buf[tmp->n++] = b;
@@ -516,9 +504,9 @@ static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
          * binding as the caller's would (a small POSENC_MAX_BINDING cuts the rope by rows,
          * and the positions' streams stay in every cut) */
         const int64_t up = (Tk + PE_KROT_ROWS - 1) / PE_KROT_ROWS * PE_KROT_ROWS;
-        const char *what;
-        const uint64_t lim = pe_binding_limit(ctx, &what);
-        const uint64_t span = (uint64_t)up * (uint64_t)(PE_ATTN_STREAMS > D ? PE_ATTN_STREAMS : D) * 4u;
+        const uint64_t lim = pe_binding_limit(ctx, NULL);
+        const uint64_t row = (uint64_t)(PE_ATTN_STREAMS > D ? PE_ATTN_STREAMS : D) * 4u;
+        const uint64_t span = (uint64_t)up * row;
         if (key && (int64_t)k_offset + up <= INT32_MAX && (!lim || span <= lim))
             rows = up;
     }
@@ -879,8 +867,10 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
      * params and find the softmax scale factor */
     struct posenc_rope_params rope = p.rope;
     double softmax_scale = 1.0;
-    struct pe_rope_table rt_pairs; /* RoPE: the resolved pair window (krot_table) */
-    memset(&rt_pairs, 0, sizeof(rt_pairs));
+    /* RoPE: the resolved table, kept to the end of the call for krot_table (its pair window
+     * and the key of a kept rotation table); freed on every return below */
+    struct pe_rope_table rt_k;
+    memset(&rt_k, 0, sizeof(rt_k));
     if (p.encoding == POSENC_ATTENTION_ROPE) {
         if ((rope.scaling.kind == POSENC_ROPE_SCALING_DYNAMIC_NTK ||
              rope.scaling.kind == POSENC_ROPE_SCALING_LONGROPE) &&
@@ -893,44 +883,51 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
             int64_t len = lq > lk ? lq : lk;
             rope.scaling.seq_len = (int32_t)(len < 1 ? 1 : len > INT32_MAX ? INT32_MAX : len);
         }
-        struct pe_rope_table rt;
-        PE_RETURN_IF_ERROR(inner(ctx, pe_rope_table_build(ctx, D, &rope, 0, &rt), "params->rope"));
-        softmax_scale = rt.info.softmax_scale;
-        rt_pairs.n_pairs = rt.n_pairs;
-        rt_pairs.n_offs = rt.n_offs;
-        rt_pairs.mode = rt.mode;
-        int32_t n_streams = rt.info.n_streams;
-        pe_rope_table_free(&rt);
-        if ((q_pos && q_pos->ne[1] < n_streams) || (k_pos && k_pos->ne[1] < n_streams))
+        PE_RETURN_IF_ERROR(
+            inner(ctx, pe_rope_table_build(ctx, D, &rope, 0, &rt_k), "params->rope"));
+        softmax_scale = rt_k.info.softmax_scale;
+        const int32_t n_streams = rt_k.info.n_streams;
+        if ((q_pos && q_pos->ne[1] < n_streams) || (k_pos && k_pos->ne[1] < n_streams)) {
+            pe_rope_table_free(&rt_k);
             return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                             "params->q_pos / k_pos have %lld / %lld streams, but the RoPE "
                             "pairs use %d",
                             (long long)(q_pos ? q_pos->ne[1] : 0),
                             (long long)(k_pos ? k_pos->ne[1] : 0), (int)n_streams);
+        }
     }
 
-    if (is_empty(q) || is_empty(k) || is_empty(v) || is_empty(dst))
-        return POSENC_OK;
     const struct pe_backend_vtable *vt = ctx->backend->vt;
-    if (extras && !vt->attn_fused)
+    if (is_empty(q) || is_empty(k) || is_empty(v) || is_empty(dst)) {
+        pe_rope_table_free(&rt_k);
+        return POSENC_OK;
+    }
+    if (extras && !vt->attn_fused) {
+        pe_rope_table_free(&rt_k);
         return pe_error(ctx, POSENC_ERR_UNSUPPORTED,
                         "backend %s has no one-pass attention, which params->softcap / "
                         "mask_slopes / sinks need", vt->name);
+    }
     if (!vt->attn_scores || !vt->attn_softmax || !vt->attn_output ||
         (p.encoding == POSENC_ATTENTION_ALIBI && !vt->alibi) ||
-        (p.encoding == POSENC_ATTENTION_RELBIAS && !vt->relbias))
+        (p.encoding == POSENC_ATTENTION_RELBIAS && !vt->relbias)) {
+        pe_rope_table_free(&rt_k);
         return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no attention op%s", vt->name,
                         vt->attn_scores && vt->attn_softmax && vt->attn_output
                             ? " with this encoding"
                             : "");
+    }
 
     const double scale =
         p.scale != 0.0f ? (double)p.scale : softmax_scale / sqrt((double)D);
 
     /* Check-only: the rest makes temporaries and runs; its own limits are checked again
      * when the call runs. */
-    if (ctx->check_only)
+    if (ctx->check_only) {
+        pe_rope_table_free(&rt_k);
         return POSENC_OK;
+    }
+    /* (LEARNED: rt_k is empty) */
     if (learned && q_pos)
         PE_RETURN_IF_ERROR(learned_pos_range(ctx, "params->q_pos", "query", q_pos, table->ne[1]));
     if (learned && k_pos)
@@ -967,7 +964,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
         if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "q", q, &qp, &qe);
         if (st == POSENC_OK && krot)
-            st = krot_table(ctx, &tmp, &rope, D, &rt_pairs, k_pos ? &kp : NULL, Tk, p.k_offset,
+            st = krot_table(ctx, &tmp, &rope, D, &rt_k, k_pos ? &kp : NULL, Tk, p.k_offset,
                             &run);
         else if (st == POSENC_OK)
             st = encode(ctx, &tmp, &p, &rope, "k", k, &kp, &ke);
@@ -1065,6 +1062,7 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     if (run.has_relbias)
         pe_relbias_release(&run.relbias, run.buckets);
     tmp_free(ctx, &tmp);
+    pe_rope_table_free(&rt_k);
     return st;
 }
 
