@@ -14,6 +14,11 @@
  *   cold   after another copy and sweep, posenc_attention decode: q f32 [D, 32, 1], K / V
  *          f16 [D, 8, Tk], ALiBi, causal, the query last
  *   warm   the same call again at once (K and V wherever the cold call left them)
+ *   fma    (x86-64 with AVX2 + FMA) the call's multiply-adds alone, 2 x 32 x Tk x D (q.k
+ *          and p v for 32 query heads), split between two threads as the read is, run as
+ *          12 independent chains of 16-lane (AVX-512F) or 8-lane fused multiply-adds with
+ *          no memory operand: the fastest the arithmetic of the call can go on this CPU,
+ *          whatever it reads. Its share of the ceiling is the most the call can score.
  *
  * and prints the medians, each as GB/s of K and V and as a share of the ceiling.
  *
@@ -31,6 +36,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define AR_FMA 1
+#endif
 
 #define CHECK(call)                                                                       \
     do {                                                                                  \
@@ -66,6 +76,7 @@ static volatile uint64_t rd_sink[2];
 static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rd_cv = PTHREAD_COND_INITIALIZER;
 static int rd_req; /* the round asked for; -1: stop */
+static int rd_fma; /* the rounds run the multiply-adds instead of the read */
 static atomic_int rd_ready, rd_go, rd_done;
 
 static void read_half(int id)
@@ -84,6 +95,61 @@ static void read_half(int id)
     rd_sink[id] = s;
 }
 
+/* ---- the multiply-adds alone --------------------------------------------------------- */
+
+static int64_t fma_lanes; /* per thread, set before the rounds */
+static volatile float fma_sink[2];
+
+#ifdef AR_FMA
+static int fma_width; /* 16, 8, or 0: none */
+
+/* n steps of 12 independent chains (more than latency x throughput on current cores). */
+__attribute__((target("avx512f"))) static float fma_512(int64_t n)
+{
+    __m512 a[12];
+    const __m512 m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(0.001f);
+    for (int i = 0; i < 12; i++)
+        a[i] = _mm512_set1_ps((float)i);
+    for (int64_t s = 0; s < n; s++)
+        for (int i = 0; i < 12; i++)
+            a[i] = _mm512_fmadd_ps(a[i], m, c);
+    for (int i = 1; i < 12; i++)
+        a[0] = _mm512_add_ps(a[0], a[i]);
+    return _mm512_reduce_add_ps(a[0]);
+}
+
+__attribute__((target("avx2,fma"))) static float fma_256(int64_t n)
+{
+    __m256 a[12];
+    const __m256 m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(0.001f);
+    for (int i = 0; i < 12; i++)
+        a[i] = _mm256_set1_ps((float)i);
+    for (int64_t s = 0; s < n; s++)
+        for (int i = 0; i < 12; i++)
+            a[i] = _mm256_fmadd_ps(a[i], m, c);
+    for (int i = 1; i < 12; i++)
+        a[0] = _mm256_add_ps(a[0], a[i]);
+    float f[8];
+    _mm256_storeu_ps(f, a[0]);
+    return f[0] + f[7];
+}
+
+static void fma_pick(void)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        fma_width = 16;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        fma_width = 8;
+}
+
+static void fma_half(int id)
+{
+    const int64_t n = (fma_lanes + 12 * fma_width - 1) / (12 * fma_width);
+    fma_sink[id] = fma_width == 16 ? fma_512(n) : fma_256(n);
+}
+#endif
+
 /* The second reader sleeps between rounds (the posenc calls need both cores); a round
  * starts once it is awake, so the wake-up is not timed. */
 static void *reader(void *arg)
@@ -100,13 +166,19 @@ static void *reader(void *arg)
         atomic_store(&rd_ready, round);
         while (atomic_load(&rd_go) < round)
             ;
-        read_half(1);
+#ifdef AR_FMA
+        if (rd_fma)
+            fma_half(1);
+        else
+#endif
+            read_half(1);
         atomic_fetch_add(&rd_done, 1);
     }
 }
 
-static double timed_read(int round)
+static double timed_read(int round, int fma)
 {
+    rd_fma = fma; /* read by the reader after the lock below */
     const int done = atomic_load(&rd_done);
     pthread_mutex_lock(&rd_mu);
     rd_req = round;
@@ -116,7 +188,12 @@ static double timed_read(int round)
         ;
     const double t0 = bench_now();
     atomic_store(&rd_go, round);
-    read_half(0);
+#ifdef AR_FMA
+    if (fma)
+        fma_half(0);
+    else
+#endif
+        read_half(0);
     while (atomic_load(&rd_done) == done)
         ;
     return bench_now() - t0;
@@ -196,19 +273,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "attn_read: no reader thread\n");
         return 1;
     }
-    double *t = malloc(5 * sizeof(double) * (size_t)rounds);
+    double *t = malloc(6 * sizeof(double) * (size_t)rounds);
     if (!t)
         return 1;
-    double *tc = t, *tr = t + 2 * rounds, *ta = t + 3 * rounds, *tw = t + 4 * rounds;
+    double *tc = t, *tr = t + 2 * rounds, *ta = t + 3 * rounds, *tw = t + 4 * rounds,
+           *tf = t + 5 * rounds;
+    fma_lanes = 32 * Tk * D; /* per thread: half of 2 x 32 x Tk x D */
+    int fw = 0;
+#ifdef AR_FMA
+    fma_pick();
+    fw = fma_width;
+#endif
     const int warmup = 3;
+    int rn = 0; /* the reader's rounds */
     for (int r = -warmup; r < rounds; r++) {
-        double c1t, c2t, rt, at, wt, x;
+        double c1t, c2t, rt, at, wt, ft = 0.0, x;
         x = bench_now();
         CHECK(posenc_copy(ctx, &t0, &t1));
         CHECK(posenc_context_finish(ctx));
         c1t = bench_now() - x;
         bench_sweep();
-        rt = timed_read(r + warmup + 1);
+        rt = timed_read(++rn, 0);
         x = bench_now();
         CHECK(posenc_copy(ctx, &t0, &t1));
         CHECK(posenc_context_finish(ctx));
@@ -222,6 +307,8 @@ int main(int argc, char **argv)
         CHECK(posenc_attention(ctx, &tq, &tk, &tv, &ty, NULL, &ap));
         CHECK(posenc_context_finish(ctx));
         wt = bench_now() - x;
+        if (fw)
+            ft = timed_read(++rn, 1);
         if (r < 0)
             continue;
         tc[2 * r] = c1t;
@@ -229,6 +316,7 @@ int main(int argc, char **argv)
         tr[r] = rt;
         ta[r] = at;
         tw[r] = wt;
+        tf[r] = ft;
     }
     pthread_mutex_lock(&rd_mu);
     rd_req = -1;
@@ -253,6 +341,13 @@ int main(int argc, char **argv)
            "the read\n",
            ma * 1e6, kv / ma / 1e9, 100.0 * kv / ma / 1e9 / ceil, 100.0 * mr / ma);
     printf("  attention, warm     %8.1f us\n", mw * 1e6);
+    if (fw) {
+        const double mf = bench_median(tf, rounds);
+        printf("  multiply-adds alone %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling at most "
+               "(%d lanes, %.1f G/s a thread)\n",
+               mf * 1e6, kv / mf / 1e9, 100.0 * kv / mf / 1e9 / ceil, fw,
+               (double)fma_lanes / mf / 1e9);
+    }
     free(t);
     posenc_buffer_destroy(&bk);
     posenc_buffer_destroy(&bv);
