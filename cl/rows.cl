@@ -40,7 +40,7 @@
 
 /* shape = (ne0, ne1, ne2, ne3) */
 __kernel void pe_fill(__global FILL_T *dst, const long dst_off, const long4 dst_st,
-                      const long4 shape, const uint bits)
+                      const long4 shape, const uint bits, const uint step)
 {
     const long i0 = (long)get_global_id(0);
     const long i1 = (long)get_global_id(1);
@@ -50,7 +50,7 @@ __kernel void pe_fill(__global FILL_T *dst, const long dst_off, const long4 dst_
     const long i2 = i23 % shape.s2;
     const long i3 = i23 / shape.s2;
     dst[dst_off + i0 * dst_st.s0 + i1 * dst_st.s1 + i2 * dst_st.s2 + i3 * dst_st.s3] =
-        (FILL_T)bits;
+        (FILL_T)(bits + step * (uint)i0); /* step: 0, or a ramp's (4-byte dst only) */
 }
 
 #if SAME_16

@@ -1,6 +1,6 @@
 #version 450
 // fill.comp - posenc_fill: every element of a strided view gets the same bits (converted
-// on the host). Variant (glslc -D): FILL_F16 = 1 for f16 (elements in 32-bit words, each
+// on the host), plus step * i0 for the library's own ramps (4-byte elements only). Variant (glslc -D): FILL_F16 = 1 for f16 (elements in 32-bit words, each
 // written by a compare-and-swap loop on its word, since the other half may be another
 // element or outside the view), 0 for f32 / i32. Flat grid-stride loop (src/kernel_abi.h).
 #extension GL_GOOGLE_include_directive : require
@@ -41,7 +41,7 @@ void main()
             old = prev;
         }
 #else
-        dst_w[e] = pc.bits;
+        dst_w[e] = pc.bits + pc.step * i0; // step: 0, or a ramp's (pe_fill_op)
 #endif
     }
 }

@@ -1,6 +1,6 @@
 // rows_params.glsl - push constants of fill.comp and set_rows.comp. Mirrors struct
 // pe_vk_fill_push / pe_vk_set_rows_push in src/kernel_abi.h (sizes checked there with
-// _Static_assert: 40 and 92 bytes). Change both together.
+// _Static_assert: 44 and 92 bytes). Change both together.
 // Define PE_FILL_PUSH or PE_SET_ROWS_PUSH before including: a shader has one block.
 
 #ifndef PE_ROWS_PARAMS_GLSL
@@ -10,8 +10,8 @@
 layout(push_constant, std430) uniform PeFillPush {
     uint off, st0, st1, st2, st3;    // 0
     uint ne0, ne1, ne2, n_total;     // 20
-    uint bits;                       // 36
-} pc;                                // 40 bytes
+    uint bits, step;                 // 36
+} pc;                                // 44 bytes
 #endif
 
 #ifdef PE_SET_ROWS_PUSH

@@ -539,10 +539,13 @@ struct pe_attn_fused_op {
 };
 
 /* posenc_fill, resolved: every element of dst gets `bits` (the value already converted to
- * dst's dtype on the host: f32 bits, f16 bits in the low 16, or the int32). */
+ * dst's dtype on the host: f32 bits, f16 bits in the low 16, or the int32), plus step * i0
+ * for a 4-byte dst (32-bit wrapping arithmetic; pe_fill_ramp_i32: positions start + t made
+ * on the device). step is 0 for posenc_fill and for f16. */
 struct pe_fill_op {
     struct pe_view dst;
     uint32_t bits;
+    uint32_t step;
 };
 
 /* posenc_set_rows, resolved: for i0 < n, i1 < r, i2 < d2, i3 < d3

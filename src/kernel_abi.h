@@ -427,13 +427,14 @@ _Static_assert(offsetof(struct pe_vk_attn_softmax_push, flags) == 96, "abi");
  * shaders/rows_params.glsl; host side src/vulkan/ops_rows_vk.c) ------------------------ */
 
 /* fill.comp: element idx = i0 + ne0 * (i1 + ne1 * (i2 + ne2 * i3)) of n_total gets `bits`
- * (f16: the low 16 bits, written by a compare-and-swap loop on its word). */
+ * + step * i0 (f16: the low 16 bits of `bits`, step 0, written by a compare-and-swap loop
+ * on its word). */
 struct pe_vk_fill_push {
     uint32_t off, st0, st1, st2, st3;
     uint32_t ne0, ne1, ne2, n_total;
-    uint32_t bits;
+    uint32_t bits, step;
 };
-_Static_assert(sizeof(struct pe_vk_fill_push) == 40, "must match shaders/rows_params.glsl");
+_Static_assert(sizeof(struct pe_vk_fill_push) == 44, "must match shaders/rows_params.glsl");
 
 /* set_rows.comp: over src's elements idx = i0 + ne0 * (i1 + ne1 * (i2 + ne2 * i3)), the row
  * index at rows word rows_off + i1 * rows_st0 + ((i2 + base2) % e2) * rows_st1 + ((i3 +

@@ -199,22 +199,14 @@ static posenc_status learned_pos_range(posenc_context *ctx, const char *name, co
     return POSENC_OK;
 }
 
-/* The implicit positions offset + t of T tokens, in every stream: i32 [T, 4, 1, 1]. */
+/* The implicit positions offset + t of T tokens, in every stream: i32 [T, 4, 1, 1], made
+ * on the device (pe_fill_ramp_i32): a host write would wait for OpenCL's queue on every
+ * call and is refused while a Vulkan context records. */
 static posenc_status implicit_pos(posenc_context *ctx, struct attn_tmp *tmp, int64_t T,
                                   int32_t offset, posenc_tensor *out)
 {
     PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_I32, T, PE_ATTN_STREAMS, 1, 1, out));
-    int32_t *h = malloc((size_t)T * PE_ATTN_STREAMS * sizeof(int32_t));
-    if (!h)
-        return pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for %lld positions",
-                        (long long)T);
-    for (int64_t s = 0; s < PE_ATTN_STREAMS; s++)
-        for (int64_t t = 0; t < T; t++)
-            h[t + T * s] = (int32_t)(offset + t);
-    posenc_status st =
-        posenc_buffer_write(out->buffer, 0, h, (size_t)T * PE_ATTN_STREAMS * sizeof(int32_t));
-    free(h);
-    return st;
+    return pe_fill_ramp_i32(ctx, out, offset, 1);
 }
 
 /* Stream 0 of positions [T, S, P, 1] as [T, 1, P, 1]. */

@@ -43,3 +43,22 @@ posenc_status posenc_fill(posenc_context *ctx, const posenc_tensor *dst, double 
                         ctx->backend->vt->name);
     return pe_run_fill(ctx, &op);
 }
+
+posenc_status pe_fill_ramp_i32(posenc_context *ctx, const posenc_tensor *dst, int32_t start,
+                               int32_t step)
+{
+    struct pe_fill_op op;
+    memset(&op, 0, sizeof(op));
+    PE_RETURN_IF_ERROR(pe_check_tensor(ctx, "dst", dst, true, &op.dst));
+    if (dst->dtype != POSENC_DTYPE_I32)
+        return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "dst->dtype = %s, must be i32",
+                        posenc_dtype_name(dst->dtype));
+    if (pe_tensor_empty(dst))
+        return POSENC_OK;
+    if (!ctx->backend->vt->fill)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no fill op",
+                        ctx->backend->vt->name);
+    memcpy(&op.bits, &start, sizeof start);
+    memcpy(&op.step, &step, sizeof step);
+    return pe_run_fill(ctx, &op);
+}

@@ -275,6 +275,8 @@ static const struct split_desc relbias_desc = {
 static void fill_slice(union pe_any_op *op, int d, int64_t a, int64_t n)
 {
     cut(&op->fill.dst, d, a, n);
+    if (d == 0) /* a ramp's first element of the slice: bits + step a (mod 2^32) */
+        op->fill.bits += op->fill.step * (uint32_t)a;
 }
 static posenc_status fill_run(struct pe_backend *be, const union pe_any_op *op)
 {

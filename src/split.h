@@ -26,6 +26,12 @@ posenc_status pe_run_learned(posenc_context *ctx, const struct pe_learned_op *op
 posenc_status pe_run_alibi(posenc_context *ctx, const struct pe_alibi_op *op);
 posenc_status pe_run_relbias(posenc_context *ctx, const struct pe_relbias_op *op);
 posenc_status pe_run_fill(posenc_context *ctx, const struct pe_fill_op *op);
+/* dst (i32, any view) gets start + step * i0 in every element (32-bit wrapping), made on
+ * the device like posenc_fill: no host write, so no wait on OpenCL's queue and nothing
+ * refused while a Vulkan context records (ops_attention.c's implicit positions).
+ * test_fill checks it on every backend. */
+posenc_status pe_fill_ramp_i32(posenc_context *ctx, const posenc_tensor *dst, int32_t start,
+                               int32_t step);
 posenc_status pe_run_set_rows(posenc_context *ctx, const struct pe_set_rows_op *op);
 posenc_status pe_run_softmax(posenc_context *ctx, const struct pe_softmax_op *op);
 

@@ -14,6 +14,12 @@
  *    same bytes;
  *  - bad input: exact statuses, a message naming the argument, the buffer untouched; empty
  *    views are no-ops.
+ *  - the library's internal ramp (pe_fill_ramp_i32: start + step * i0 in every element of an
+ *    i32 view, 32-bit wrapping; posenc_attention's implicit positions are made with it): the
+ *    same views, starts and steps that wrap past INT32_MAX and below INT32_MIN, on the
+ *    backend, on the reference and cut into launches under POSENC_MAX_BINDING = 1024 (a
+ *    cut of dimension 0 starts its slice further along the ramp); expected values worked
+ *    out here with uint32_t arithmetic (tolerance 0: integers).
  */
 #include "harness.h"
 
@@ -195,6 +201,90 @@ static void test_fill_values(void **state)
     }
 }
 
+/* src/split.h (not in posenc.h): the implicit positions of posenc_attention. */
+posenc_status pe_fill_ramp_i32(posenc_context *ctx, const posenc_tensor *dst, int32_t start,
+                               int32_t step);
+
+/* A long row, for the cuts of dimension 0 under POSENC_MAX_BINDING = 1024 (256 elements). */
+static const struct view ramp_views[] = {
+    {"row_700", 5, {700, 1, 1, 1}, {1, 700, 700, 700}},
+    {"rows_300x3", 2, {300, 3, 1, 1}, {1, 301, 903, 903}},
+    {"strided_row", 1, {400, 1, 1, 1}, {2, 800, 800, 800}},
+};
+
+static void check_ramp_view(posenc_context *ctx, const struct view *v, int32_t start,
+                            int32_t step)
+{
+    posenc_buffer *b = guard_buffer(ctx);
+    posenc_tensor t = make_tensor(b, POSENC_DTYPE_I32, v);
+    posenc_status st = pe_fill_ramp_i32(ctx, &t, start, step);
+    if (st != POSENC_OK)
+        fail_msg("ramp %s start %d step %d: %s: %s", v->name, (int)start, (int)step,
+                 posenc_status_string(st), posenc_context_last_error(ctx));
+    unsigned char *got = th_download(b);
+    unsigned char want[BUF_BYTES];
+    memset(want, GUARD, sizeof want);
+    for (int64_t i3 = 0; i3 < t.ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < t.ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < t.ne[1]; i1++)
+                for (int64_t i0 = 0; i0 < t.ne[0]; i0++) {
+                    const uint32_t w = (uint32_t)start + (uint32_t)step * (uint32_t)i0;
+                    memcpy(want + t.offset + (size_t)(i0 * t.nb[0] + i1 * t.nb[1] +
+                                                      i2 * t.nb[2] + i3 * t.nb[3]),
+                           &w, 4);
+                }
+    for (size_t k = 0; k < BUF_BYTES; k++)
+        if (got[k] != want[k])
+            fail_msg("ramp %s start %d step %d: byte %zu is 0x%02x, want 0x%02x", v->name,
+                     (int)start, (int)step, k, got[k], want[k]);
+    free(got);
+    posenc_buffer_destroy(&b);
+}
+
+static void check_ramps(posenc_context *ctx)
+{
+    static const int32_t starts[] = {0, 4095, -7, INT32_MAX - 100, INT32_MIN + 3};
+    static const int32_t steps[] = {1, -1, 3};
+    for (size_t s = 0; s < sizeof(starts) / sizeof(starts[0]); s++)
+        for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+            for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
+                check_ramp_view(ctx, &views[i], starts[s], steps[k]);
+            for (size_t i = 0; i < sizeof(ramp_views) / sizeof(ramp_views[0]); i++)
+                check_ramp_view(ctx, &ramp_views[i], starts[s], steps[k]);
+        }
+}
+
+static void test_fill_ramp(void **state)
+{
+    (void)state;
+    check_ramps(th.dut);
+    check_ramps(th.ref);
+    setenv("POSENC_MAX_BINDING", "1024", 1);
+    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    posenc_context *ctx = NULL;
+    char err[256];
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof err);
+    unsetenv("POSENC_MAX_BINDING");
+    assert_int_equal(st, POSENC_OK);
+    check_ramps(ctx);
+    /* not i32: refused, nothing written */
+    posenc_buffer *b = guard_buffer(ctx);
+    posenc_tensor t = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, 8, 1, 1, 1);
+    assert_int_equal(pe_fill_ramp_i32(ctx, &t, 1, 1), POSENC_ERR_INVALID_ARGUMENT);
+    if (!strstr(posenc_context_last_error(ctx), "i32")) /* internal: no PE_ENTER, so the */
+        fail_msg("f32 ramp: \"%s\" does not name i32", /* thread's last error is not set */
+                 posenc_context_last_error(ctx));
+    unsigned char *got = th_download(b);
+    for (size_t k = 0; k < BUF_BYTES; k++)
+        if (got[k] != GUARD)
+            fail_msg("byte %zu changed by a refused ramp", k);
+    free(got);
+    posenc_buffer_destroy(&b);
+    posenc_context_destroy(&ctx);
+    th_check_warnings();
+}
+
 /* A fill cut into several launches: POSENC_MAX_BINDING = 1024 bytes (the least it takes). */
 static void test_fill_split(void **state)
 {
@@ -270,6 +360,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fill_values),
         cmocka_unit_test(test_fill_split),
+        cmocka_unit_test(test_fill_ramp),
         cmocka_unit_test(test_fill_bad_input),
     };
     rc = th_run("fill", tests, sizeof(tests) / sizeof(tests[0]));

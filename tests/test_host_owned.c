@@ -1387,6 +1387,31 @@ static void test_vk_attention(void **state)
     }
     assert_memory_equal(o[1], o[0], sizeof q);
     assert_memory_equal(o[2], o[0], sizeof q);
+
+    /* RoPE with implicit positions (q_pos and k_pos NULL: the query at q_offset, key k at
+     * k): the positions are made on the device (no posenc_buffer_write, which recording
+     * refuses), on posenc's own submissions and recorded, the same bits as the explicit
+     * positions (with the causal mask's q_offset as well) give. Before 2026-12-04 the
+     * recorded call returned UNSUPPORTED. */
+    struct posenc_attention_params ip = {.encoding = POSENC_ATTENTION_ROPE, .causal = 1,
+                                         .q_offset = TK0 - 1};
+    rp.q_offset = TK0 - 1;
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[0], NULL, &rp), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[3], NULL, &ip), POSENC_OK);
+    vk_begin(&h);
+    assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[1], NULL, &ip), POSENC_OK);
+    assert_int_equal(posenc_attention(ctx, &tq, &tk[0], &tv[0], &to[2], NULL, &ip), POSENC_OK);
+    assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);
+    vk_submit(&h, true);
+    posenc_vulkan_recording_destroy(&rec);
+    for (int i = 0; i < 4; i++) {
+        free(o[i]);
+        o[i] = th_download(bo[i]);
+    }
+    assert_memory_equal(o[3], o[0], sizeof q);
+    assert_memory_equal(o[1], o[0], sizeof q);
+    assert_memory_equal(o[2], o[0], sizeof q);
     posenc_buffer_destroy(&bp);
     for (int i = 0; i < 5; i++) {
         free(o[i]);

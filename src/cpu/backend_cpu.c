@@ -577,8 +577,8 @@ static posenc_status cpu_attn_fused(struct pe_backend *be, const struct pe_attn_
 
 /* ---- fill, set_rows -------------------------------------------------------------------- */
 
-/* Every element gets the bits the front end converted (the same on every backend). Both
- * paths run this: a memset-like loop is already what the fast path would be. */
+/* Every element gets the bits the front end converted (the same on every backend), plus
+ * step i0 for a ramp (pe_fill_op). Both paths run this: a memset-like loop is already what the fast path would be. */
 static posenc_status cpu_fill(struct pe_backend *be, const struct pe_fill_op *op)
 {
     (void)be;
@@ -591,8 +591,10 @@ static posenc_status cpu_fill(struct pe_backend *be, const struct pe_fill_op *op
             for (int64_t i1 = 0; i1 < d->ne[1]; i1++) {
                 const int64_t row = elem(d, 0, i1, i2, i3);
                 if (es == 4) {
-                    for (int64_t i0 = 0; i0 < d->ne[0]; i0++)
-                        memcpy(base + (size_t)(row + i0 * d->st[0]) * 4, &op->bits, 4);
+                    for (int64_t i0 = 0; i0 < d->ne[0]; i0++) {
+                        const uint32_t w = op->bits + op->step * (uint32_t)i0; /* mod 2^32 */
+                        memcpy(base + (size_t)(row + i0 * d->st[0]) * 4, &w, 4);
+                    }
                 } else {
                     for (int64_t i0 = 0; i0 < d->ne[0]; i0++)
                         memcpy(base + (size_t)(row + i0 * d->st[0]) * 2, &h, 2);

@@ -36,9 +36,9 @@ posenc_status pe_cl_fill(struct pe_backend *base, const struct pe_fill_op *op)
     const cl_long dst_off = dst->offset;
     const cl_long4 dst_st = view_st(dst);
     const cl_long4 shape = long4_of(dst->ne[0], dst->ne[1], dst->ne[2], dst->ne[3]);
-    const cl_uint bits = op->bits;
+    const cl_uint bits = op->bits, step = op->step;
     const struct pe_cl_arg args[] = {ARG(dst_mem), ARG(dst_off), ARG(dst_st), ARG(shape),
-                                     ARG(bits)};
+                                     ARG(bits),    ARG(step)};
     const uint64_t n[3] = {(uint64_t)dst->ne[0], (uint64_t)dst->ne[1],
                            (uint64_t)dst->ne[2] * (uint64_t)dst->ne[3]};
     return pe_cl_launch(be, p, args, PE_ARRAY_SIZE(args), n);

@@ -81,6 +81,7 @@ posenc_status pe_vk_fill(struct pe_backend *b, const struct pe_fill_op *op)
     PE_RETURN_IF_ERROR(pe_vk_put_u32(be, "fill", &pc.ne2, d->ne[2], "ne[2]"));
     PE_RETURN_IF_ERROR(put_total(be, "fill", d->ne, &pc.n_total));
     pc.bits = op->bits;
+    pc.step = op->step;
     const bool f16 = d->dtype == POSENC_DTYPE_F16;
     VkPipeline pipe;
     PE_RETURN_IF_ERROR(pe_vk_pipeline(be, f16 ? "fill_f16" : "fill_f32",
