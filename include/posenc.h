@@ -1195,7 +1195,11 @@ struct posenc_2d_params {
  * with a class token) gets [sincos_1d(d/2, c), sincos_1d(d/2, r)], each 1-D half in the
  * half-split layout (sin block, cos block) with w_i = base^(-2i/(d/2)): the width
  * coordinate first, as MAE's get_2d_sincos_pos_embed. dst: [d, grid_h*grid_w (+1)],
- * f32 or f16; d must be a multiple of 4. Returns POSENC_ERR_INVALID_ARGUMENT for a grid
+ * f32 or f16; d must be a multiple of 4. A table made once, not a per-step op: its
+ * coordinates are written from the host into temporaries, so the call waits for ctx's
+ * queue before it returns (as posenc_context_finish), and on a Vulkan context that
+ * records into the application's command buffer it returns POSENC_ERR_UNSUPPORTED (call
+ * it before posenc_vulkan_record_begin). Returns POSENC_ERR_INVALID_ARGUMENT for a grid
  * that does not match dst, d not a multiple of 4, or bad params.
  */
 POSENC_API posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid_w,

@@ -125,19 +125,11 @@ posenc_status posenc_sincos_2d(posenc_context *ctx, int64_t grid_h, int64_t grid
         st = posenc_sinusoidal(ctx, NULL, &tr, &rows, &sp);
     }
     if (st == POSENC_OK && cls) {
-        /* the class token's row: zeros */
-        size_t es = posenc_dtype_size(dst->dtype);
-        unsigned char *zero = calloc((size_t)d, es);
-        if (!zero) {
-            st = pe_error(ctx, POSENC_ERR_OUT_OF_MEMORY, "out of host memory for the cls row");
-        } else if ((size_t)dst->nb[0] == es) {
-            st = posenc_buffer_write(dst->buffer, dst->offset, zero, (size_t)d * es);
-        } else {
-            for (int64_t i = 0; i < d && st == POSENC_OK; i++)
-                st = posenc_buffer_write(dst->buffer, dst->offset + (size_t)(i * dst->nb[0]),
-                                         zero, es);
-        }
-        free(zero);
+        /* the class token's row: zeros, filled on the device (a host write per element of
+         * a strided row was one blocking write each on OpenCL) */
+        posenc_tensor row0 = *dst;
+        row0.ne[1] = 1;
+        st = posenc_fill(ctx, &row0, 0.0);
     }
     /* The temporaries must outlive the queued ops; keep the first error's message. */
     char msg[PE_ERR_MAX];

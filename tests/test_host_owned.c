@@ -1114,6 +1114,9 @@ static void test_vk_record(void **state)
         assert_non_null(strstr(posenc_context_last_error(ctx), "posenc_vulkan_record_begin"));
         assert_int_equal(posenc_buffer_write(bz, 0, probe, sizeof probe),
                          POSENC_ERR_UNSUPPORTED);
+        /* posenc_sincos_2d writes its coordinates from the host (posenc.h says so) */
+        const posenc_tensor t2d = posenc_tensor_contiguous(bz, 0, POSENC_DTYPE_F32, 4, 1, 1, 1);
+        assert_int_equal(posenc_sincos_2d(ctx, 1, 1, &t2d, NULL), POSENC_ERR_UNSUPPORTED);
         assert_int_equal(posenc_context_finish(ctx), POSENC_OK); /* posenc's own: none */
         assert_int_equal(posenc_context_flush(ctx), POSENC_OK);
         assert_int_equal(posenc_vulkan_record_end(ctx, &rec), POSENC_OK);

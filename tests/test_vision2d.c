@@ -14,6 +14,9 @@
  *    coordinate is not clamped, and by bicubic (A = -0.75) exactly where the fractional
  *    offset t is 0 or 1/2 and all four taps are inside the grid - and, as torch, not
  *    elsewhere (A = -0.75 reproduces constants only; A = -0.5 would reproduce ramps);
+ *  - the cls row in padded f32 and f16 rows over a buffer of 7.0 (its zeros are a fill
+ *    on the device): the row is 0, the padding keeps its 7.0 and the other rows are the
+ *    contiguous call's, bit for bit;
  *  - bad input: exact statuses, a message naming the argument, output untouched.
  */
 #include "check.h"
@@ -185,6 +188,49 @@ static float *resize_dut(const float *src, int64_t d, int64_t sh, int64_t sw, in
 }
 
 /* torch.nn.functional.interpolate([[1, 2], [3, 4]], size=(4, 4), align_corners=False). */
+/* sincos_2d with a cls row into padded rows (nb[1] = d + 3 elements) of f32 and f16 over a
+ * buffer of 7.0. Tolerance 0: the same op on the same backend as the contiguous call. */
+static void test_cls_padded(void **state)
+{
+    (void)state;
+    const int64_t d = 12, h = 3, w = 5, n = h * w + 1, pitch = d + 3;
+    struct posenc_2d_params p = {.cls_token = 1};
+    const posenc_dtype dts[2] = {POSENC_DTYPE_F32, POSENC_DTYPE_F16};
+    for (int k = 0; k < 2; k++) {
+        const size_t es = posenc_dtype_size(dts[k]);
+        posenc_buffer *b = NULL, *c = NULL;
+        assert_int_equal(posenc_buffer_create(th.dut, (size_t)(pitch * n) * es, &b), POSENC_OK);
+        assert_int_equal(posenc_buffer_create(th.dut, (size_t)(d * n) * es, &c), POSENC_OK);
+        posenc_tensor all = posenc_tensor_contiguous(b, 0, dts[k], pitch * n, 1, 1, 1);
+        assert_int_equal(posenc_fill(th.dut, &all, 7.0), POSENC_OK);
+        posenc_tensor dst = posenc_tensor_contiguous(b, 0, dts[k], d, n, 1, 1);
+        dst.nb[1] = (int64_t)es * pitch;
+        dst.nb[2] = dst.nb[3] = dst.nb[1] * n;
+        posenc_tensor ref = posenc_tensor_contiguous(c, 0, dts[k], d, n, 1, 1);
+        th_expect(posenc_sincos_2d(th.dut, h, w, &dst, &p), POSENC_OK, NULL, "padded");
+        th_expect(posenc_sincos_2d(th.dut, h, w, &ref, &p), POSENC_OK, NULL, "contiguous");
+        unsigned char *got = th_download(b), *want = th_download(c);
+        const uint32_t seven32 = 0x40e00000u; /* 7.0f */
+        const uint16_t seven16 = 0x4700u;     /* 7.0 in f16 */
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < pitch; i++) {
+                const unsigned char *g = got + (size_t)(t * pitch + i) * es;
+                unsigned char z[4] = {0, 0, 0, 0};
+                const void *e = i >= d ? (es == 4 ? (const void *)&seven32 : (const void *)&seven16)
+                                : t == 0 ? (const void *)z
+                                         : (const void *)(want + (size_t)(t * d + i) * es);
+                if (memcmp(g, e, es) != 0)
+                    fail_msg("%s token %lld element %lld: not the expected bits",
+                             posenc_dtype_name(dts[k]), (long long)t, (long long)i);
+            }
+        free(got);
+        free(want);
+        posenc_buffer_destroy(&b);
+        posenc_buffer_destroy(&c);
+    }
+    th_check_warnings();
+}
+
 static void test_torch_known(void **state)
 {
     (void)state;
@@ -490,7 +536,8 @@ int main(int argc, char **argv)
     struct pc_case *c1 = pc_cases(PC_OP_SINCOS_2D, &n1);
     struct pc_case *c2 = pc_cases(PC_OP_RESIZE_2D, &n2);
     const struct CMUnitTest fixed[] = {
-        cmocka_unit_test(test_mae_independent),  cmocka_unit_test(test_torch_known),
+        cmocka_unit_test(test_mae_independent),  cmocka_unit_test(test_cls_padded),
+        cmocka_unit_test(test_torch_known),
         cmocka_unit_test(test_torch_independent), cmocka_unit_test(test_resize_identity),
         cmocka_unit_test(test_resize_ramp),      cmocka_unit_test(test_bad_input),
     };
