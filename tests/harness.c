@@ -105,6 +105,21 @@ posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes)
     return b;
 }
 
+posenc_context *th_limited_ctx(unsigned long long limit)
+{
+    char v[32], err[512];
+    snprintf(v, sizeof(v), "%llu", limit);
+    setenv("POSENC_MAX_BINDING", v, 1);
+    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    posenc_context *ctx = NULL;
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    unsetenv("POSENC_MAX_BINDING");
+    if (st != POSENC_OK)
+        fail_msg("context with POSENC_MAX_BINDING=%s: %s", v, err);
+    return ctx;
+}
+
 void *th_download(posenc_buffer *b)
 {
     size_t n = posenc_buffer_size(b);

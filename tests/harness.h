@@ -48,6 +48,11 @@ void th_expect(posenc_status got, posenc_status want, const char *needle, const 
  * the count of elements out of bounds. */
 void th_run_case(void **state);
 
+/* A context of the backend under test (debug flag, logging through th_log at WARN, so
+ * validation messages fail the test) whose bindings hold at most `limit` bytes
+ * (POSENC_MAX_BINDING: ops are cut into launches); fails the test if it cannot be made. */
+posenc_context *th_limited_ctx(unsigned long long limit);
+
 /* A buffer on `ctx` holding `bytes` bytes copied from `src` (asserts success). */
 posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes);
 /* Read a whole buffer into a malloc'd block (asserts success). */

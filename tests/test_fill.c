@@ -259,14 +259,7 @@ static void test_fill_ramp(void **state)
     (void)state;
     check_ramps(th.dut);
     check_ramps(th.ref);
-    setenv("POSENC_MAX_BINDING", "1024", 1);
-    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
-                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
-    posenc_context *ctx = NULL;
-    char err[256];
-    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof err);
-    unsetenv("POSENC_MAX_BINDING");
-    assert_int_equal(st, POSENC_OK);
+    posenc_context *ctx = th_limited_ctx(1024);
     check_ramps(ctx);
     /* not i32: refused, nothing written */
     posenc_buffer *b = guard_buffer(ctx);
@@ -289,14 +282,7 @@ static void test_fill_ramp(void **state)
 static void test_fill_split(void **state)
 {
     (void)state;
-    setenv("POSENC_MAX_BINDING", "1024", 1);
-    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
-                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
-    posenc_context *ctx = NULL;
-    char err[256];
-    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof err);
-    unsetenv("POSENC_MAX_BINDING");
-    assert_int_equal(st, POSENC_OK);
+    posenc_context *ctx = th_limited_ctx(1024);
     const uint16_t h = 0x3555u; /* 0.33325195 */
     const uint32_t f = 0x3eaaaaabu; /* nearest f32 to 1/3 */
     check_value(ctx, POSENC_DTYPE_F16, 1.0 / 3.0, &h, false);

@@ -17,23 +17,6 @@
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-/* A context of the backend under test whose bindings hold at most `limit` bytes
- * (POSENC_MAX_BINDING), logging through th_log so validation messages fail the test. */
-static posenc_context *limited_context(unsigned long long limit)
-{
-    char v[32], err[512];
-    snprintf(v, sizeof(v), "%llu", limit);
-    setenv("POSENC_MAX_BINDING", v, 1);
-    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
-                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
-    posenc_context *ctx = NULL;
-    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
-    unsetenv("POSENC_MAX_BINDING");
-    if (st != POSENC_OK)
-        fail_msg("context with POSENC_MAX_BINDING=%s: %s", v, err);
-    return ctx;
-}
-
 static float *random_floats(size_t n, unsigned seed)
 {
     float *p = malloc(n * sizeof(float));
@@ -107,7 +90,7 @@ static void test_relbias_cut_keys_queries(void **state)
     (void)state;
     /* 1 KiB bindings: [64 keys x 8 queries] rows are cut along queries, [512 x 2] along
      * keys; offsets make the windows of relative positions start away from 0 */
-    posenc_context *ctx = limited_context(1024);
+    posenc_context *ctx = th_limited_ctx(1024);
     const int64_t shapes[][2] = {{64, 8}, {512, 2}, {300, 5}};
     const int n_buckets = 32;
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
@@ -354,7 +337,7 @@ static void test_attention_blocks_write_nothing_on_failure(void **state)
 {
     (void)state;
     /* 1 KiB bindings: 40 queries of 16 keys run as blocks of 16, 16 and 8 */
-    posenc_context *ctx = limited_context(1024);
+    posenc_context *ctx = th_limited_ctx(1024);
     bool changed;
     /* control: the blocks run and write */
     struct posenc_attention_params p = {.encoding = POSENC_ATTENTION_ALIBI, .causal = 1};

@@ -442,24 +442,10 @@ static void test_set_rows_cases(void **state)
 /* The op cut into many launches (POSENC_MAX_BINDING = 1024 bytes): src of ~8 KiB, dst of
  * ~6 KiB (one dst column of 5 rows still fits), indices broadcast with e2 = 3 over d2 = 6
  * and e3 = 2, so slices start inside a period. */
-static posenc_context *limited_ctx(void)
-{
-    setenv("POSENC_MAX_BINDING", "1024", 1);
-    struct posenc_context_params p = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
-                                      .log_fn = th_log, .log_level = POSENC_LOG_WARN};
-    posenc_context *ctx = NULL;
-    char err[256];
-    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof err);
-    unsetenv("POSENC_MAX_BINDING");
-    if (st != POSENC_OK)
-        fail_msg("context with POSENC_MAX_BINDING: %s", err);
-    return ctx;
-}
-
 static void test_set_rows_split(void **state)
 {
     (void)state;
-    posenc_context *ctx = limited_ctx();
+    posenc_context *ctx = th_limited_ctx(1024);
     for (int k = 0; k < 4; k++) {
         struct sr_case c = {.src_dt = k & 1 ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32,
                             .dst_dt = k & 2 ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32,
@@ -789,7 +775,7 @@ static void test_rope_set_rows_case(void **state)
 static void test_rope_set_rows_split(void **state)
 {
     (void)state;
-    posenc_context *lim = limited_ctx();
+    posenc_context *lim = th_limited_ctx(1024);
     uint64_t rng = 4321;
     const struct rr_case c = {"split", POSENC_ROPE_NEOX, 16, 4, 5, 2, 5, 0, 0, {0}, 0, 0,
                               POSENC_DTYPE_F32, POSENC_DTYPE_F16, POSENC_DTYPE_I64, 1,
