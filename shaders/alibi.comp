@@ -67,43 +67,7 @@ void pe_vec_main()
 // The vector path of the variants with an f16 dst or logits: keys 8u .. 8u+7 of
 // PE_ALIBI_VEC_Q queries (n_units = K/8), each row's 8 keys one uvec4 of halves (f16,
 // rows aligned to 8 elements) or two vec4 (f32); f32 math as above, one rounding to f16.
-#if DST_F16
-layout(std430, set = 0, binding = 0) writeonly buffer DstBuf8 { uvec4 dst_h8[]; };
-#else
-layout(std430, set = 0, binding = 0) writeonly buffer DstBuf4 { vec4 dst_v[]; };
-#endif
-#if X_F16
-layout(std430, set = 0, binding = 1) readonly buffer XBuf8 { uvec4 x_h8[]; };
-#else
-layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
-#endif
-
-void pe_ld8_x(uint e, out vec4 lo, out vec4 hi)
-{
-#if X_F16
-    uvec4 w = x_h8[e >> 3];
-    lo = vec4(pe_f16_to_f32(w.x & 0xffffu), pe_f16_to_f32(w.x >> 16),
-              pe_f16_to_f32(w.y & 0xffffu), pe_f16_to_f32(w.y >> 16));
-    hi = vec4(pe_f16_to_f32(w.z & 0xffffu), pe_f16_to_f32(w.z >> 16),
-              pe_f16_to_f32(w.w & 0xffffu), pe_f16_to_f32(w.w >> 16));
-#else
-    lo = x_v[e >> 2];
-    hi = x_v[(e >> 2) + 1u];
-#endif
-}
-
-void pe_st8_dst(uint e, vec4 lo, vec4 hi)
-{
-#if DST_F16
-    dst_h8[e >> 3] = uvec4(pe_f32_to_f16(lo.x) | (pe_f32_to_f16(lo.y) << 16),
-                           pe_f32_to_f16(lo.z) | (pe_f32_to_f16(lo.w) << 16),
-                           pe_f32_to_f16(hi.x) | (pe_f32_to_f16(hi.y) << 16),
-                           pe_f32_to_f16(hi.z) | (pe_f32_to_f16(hi.w) << 16));
-#else
-    dst_v[e >> 2] = lo;
-    dst_v[(e >> 2) + 1u] = hi;
-#endif
-}
+#include "bias_vec8.glsl"
 
 void pe_vec_main()
 {

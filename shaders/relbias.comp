@@ -8,7 +8,7 @@
 // idx = u + n_units*(q + Q*(h + H*b)); a unit is key k = u, or keys 2u, 2u+1 with
 // PE_ENC_FLAG_PAIRS (f16 dst, one word store). Logits are read before dst is written (in
 // place allowed). Variants DST_F16, X_F16 (logits), TAB_F16. bucket: binding 3, per call.
-// The f32 variants also have a vector path (specialization constant 0, pe_vec_main).
+// Every variant also has a vector path (specialization constant 0, pe_vec_main).
 #extension GL_GOOGLE_include_directive : require
 #define PE_PUSH_BIAS
 #define PE_TAB_BINDING
@@ -20,8 +20,9 @@ layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in; // PE_VK_ENC_W
 
 layout(std430, set = 0, binding = 3) readonly buffer Bucket { int bucket[]; };
 
-// PE_RELBIAS_SPEC_* (src/kernel_abi.h): 0 = the general path; else the vector path of the
-// f32 variants, the logits' presence a constant (a pipeline holds only the path it runs).
+// PE_RELBIAS_SPEC_* (src/kernel_abi.h): 0 = the general path; else the vector path (4 keys
+// a row in the f32 variants, 8 in those with an f16 dst or logits), the logits' presence
+// a constant (a pipeline holds only the path it runs).
 layout(constant_id = 0) const uint SPEC = 0u;
 const bool VEC = (SPEC & PE_RELBIAS_SPEC_VEC) != 0u;
 const bool VEC_HAS_X = (SPEC & PE_RELBIAS_SPEC_HAS_X) != 0u;
@@ -64,8 +65,44 @@ void pe_vec_main()
     }
 }
 #else
+// The vector path of the variants with an f16 dst or logits: keys 8u .. 8u+7 of
+// PE_RELBIAS_VEC_Q queries (n_units = K/8), each row's 8 keys one uvec4 of halves (f16
+// views, rows on multiples of 8 elements) or two vec4 (f32); the eight bucket indices of
+// a row consecutive, as above. The same values and sum as value(), one rounding to f16.
+#include "bias_vec8.glsl"
+
 void pe_vec_main()
 {
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint idx = gl_GlobalInvocationID.x; idx < pc.n_total; idx += stride) {
+        uint row = pe_udiv(idx, pc.units_magic, pc.shifts & 0xffu);
+        uint k = (idx - row * pc.n_units) * 8u;
+        uint hb = pe_udiv(row, pc.ne1_magic, (pc.shifts >> 8) & 0xffu);
+        uint q = (row - hb * pc.ne1) * PE_RELBIAS_VEC_Q;
+        uint b = pe_udiv(hb, pc.ne2_magic, (pc.shifts >> 16) & 0xffu);
+        uint h = hb - b * pc.ne2;
+        uint e = pc.dst_off + k + q * pc.dst_st1 + h * pc.dst_st2 + b * pc.dst_st3;
+        uint l = pc.lg_off + k + q * pc.lg_st1 + h * pc.lg_st2 + b * pc.lg_st3;
+        uint j = k + uint(pc.base) - q;
+        uint t = pc.tab_off + h * pc.tab_st1;
+        for (uint r = 0u; r < PE_RELBIAS_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1, j--) {
+            vec4 v0 = vec4(load_tab(t + uint(bucket[j]) * pc.tab_st0),
+                           load_tab(t + uint(bucket[j + 1u]) * pc.tab_st0),
+                           load_tab(t + uint(bucket[j + 2u]) * pc.tab_st0),
+                           load_tab(t + uint(bucket[j + 3u]) * pc.tab_st0));
+            vec4 v1 = vec4(load_tab(t + uint(bucket[j + 4u]) * pc.tab_st0),
+                           load_tab(t + uint(bucket[j + 5u]) * pc.tab_st0),
+                           load_tab(t + uint(bucket[j + 6u]) * pc.tab_st0),
+                           load_tab(t + uint(bucket[j + 7u]) * pc.tab_st0));
+            if (VEC_HAS_X) {
+                vec4 x0, x1;
+                pe_ld8_x(l, x0, x1);
+                v0 = x0 + v0;
+                v1 = x1 + v1;
+            }
+            pe_st8_dst(e, v0, v1);
+        }
+    }
 }
 #endif
 

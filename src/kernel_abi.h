@@ -231,11 +231,13 @@ _Static_assert(offsetof(struct pe_vk_copy_push, n_total) == 68, "abi");
 #define PE_ALIBI_SPEC_SYMMETRIC 0x8u
 #define PE_ALIBI_VEC_Q          4u
 
-/* relbias.comp specialization constant 0: 0 for the general path, or the vector path of
- * the f32-dst, f32-logits variants (rows contiguous and starting on multiples of 4
- * elements, K and Q multiples of 4): a unit is keys 4u .. 4u+3 of PE_RELBIAS_VEC_Q
- * queries of one (head, batch), n_units = K/4, ne1 = Q/PE_RELBIAS_VEC_Q; the logits'
- * presence a constant. The table entries are still gathered one by one. */
+/* relbias.comp specialization constant 0: 0 for the general path, or the vector path
+ * (rows contiguous and starting on multiples of 4 elements (f32 views) or 8 (f16 views),
+ * Q a multiple of 4): f32 dst and logits, K a multiple of 4: a unit is keys 4u .. 4u+3 of
+ * PE_RELBIAS_VEC_Q queries of one (head, batch), n_units = K/4; the variants with an f16
+ * dst or logits, K a multiple of 8: keys 8u .. 8u+7, n_units = K/8 (as alibi's). ne1 =
+ * Q/PE_RELBIAS_VEC_Q; the logits' presence a constant. The table entries are still
+ * gathered one by one. */
 #define PE_RELBIAS_SPEC_VEC     0x1u
 #define PE_RELBIAS_SPEC_HAS_X   0x2u
 #define PE_RELBIAS_VEC_Q        4u

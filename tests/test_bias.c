@@ -534,62 +534,78 @@ static void test_alibi_long_rows(void **state)
             }
 }
 
-/* The relative bias over whole contiguous f32 rows whose keys and queries are multiples of
- * 4 (K 64, Q 12, 3 heads, 2 batches): the rows Vulkan's vector path and OpenCL's
- * laid-out biases (CPU devices) take, with logits (out of place and in place) and without,
- * f32 and f16 tables, against x + table[bucket, h] in double (buckets from
- * posenc_relbias_bucket): one f32 rounding of the sum. */
+/* The relative bias over whole contiguous rows whose keys are multiples of 8 and queries
+ * of 4 (K 64, Q 12, 3 heads, 2 batches): the rows Vulkan's vector paths (4 keys a row in
+ * f32, 8 where dst or the logits are f16) and OpenCL's laid-out biases (CPU devices) take,
+ * with logits (out of place and in place) and without, f32 and f16 tables, dst and logits
+ * each f32 or f16 (in place: the same), against x + table[bucket, h] in double (buckets
+ * from posenc_relbias_bucket; f16 inputs rounded to f16 first): one f32 rounding of the
+ * sum, then one f16 rounding for an f16 dst. */
 static void test_relbias_whole_rows(void **state)
 {
     (void)state;
     enum { K = 64, Q = 12, H = 3, B = 2, NB = 32, N = K * Q * H * B };
     static float xs[N], tabv[NB * H];
+    static unsigned char xi[N * 4];
     uint64_t seed = 9300;
     fill_pm4(xs, N, &seed);
     fill_pm4(tabv, NB * H, &seed);
     const struct posenc_relbias_params p = {.kind = POSENC_RELBIAS_T5, .num_buckets = NB,
                                             .max_distance = 16, .q_offset = 40};
     for (int tdt = 0; tdt < 2; tdt++)
-        for (int mode = 0; mode < 3; mode++) { /* logits out of place, in place, none */
-            posenc_buffer *xb = th_upload(th.dut, xs, sizeof(xs));
-            posenc_buffer *db = th_upload(th.dut, xs, sizeof(xs)); /* overwritten */
-            posenc_tensor tt;
-            posenc_buffer *tbuf = upload_rb_table(tabv, NB, H, tdt, &tt);
-            posenc_tensor tx = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, K, Q, H, B);
-            posenc_tensor ty = tx;
-            if (mode != 1)
-                ty.buffer = db;
-            th_expect(posenc_relbias(th.dut, mode == 2 ? NULL : &tx, &tt, &ty, &p), POSENC_OK,
-                      NULL, "relbias whole rows");
-            float *got = th_download(mode == 1 ? xb : db);
-            for (int b = 0; b < B; b++)
-                for (int h = 0; h < H; h++)
-                    for (int q = 0; q < Q; q++)
-                        for (int k = 0; k < K; k++) {
-                            const size_t i = (size_t)k + K * ((size_t)q + Q * ((size_t)h +
-                                                                              H * (size_t)b));
-                            int32_t u;
-                            assert_int_equal(
-                                posenc_relbias_bucket(&p, (int64_t)k - (q + 40), &u), POSENC_OK);
-                            const double tv = tdt ? posenc_f16_to_f32(posenc_f32_to_f16(
-                                                        tabv[u + NB * h]))
-                                                  : tabv[u + NB * h];
-                            const double want = (mode == 2 ? 0.0 : (double)xs[i]) + tv;
-                            /* one f32 rounding of the sum (none without logits) */
-                            const double bound = mode == 2 ? 0.0 : pc_ulp32(want);
-                            if (fabs((double)got[i] - want) > bound)
-                                fail_msg("table %s, %s: (k %d, q %d, h %d, b %d) = %.9g, want "
-                                         "%.9g", tdt ? "f16" : "f32",
-                                         mode == 0 ? "out of place" : mode == 1 ? "in place"
-                                                                                : "no logits",
-                                         k, q, h, b, (double)got[i], want);
-                        }
-            free(got);
-            posenc_buffer_destroy(&tbuf);
-            posenc_buffer_destroy(&xb);
-            posenc_buffer_destroy(&db);
-            th_check_warnings();
-        }
+        for (int ddt = 0; ddt < 2; ddt++)     /* dst f32, f16 */
+            for (int xdt = 0; xdt < 2; xdt++) /* logits f32, f16 */
+                for (int mode = 0; mode < 3; mode++) { /* out of place, in place, none */
+                    if ((mode == 1 && xdt != ddt) || (mode == 2 && xdt != 0))
+                        continue;
+                    const size_t xes = xdt ? 2 : 4, des = ddt ? 2 : 4;
+                    for (size_t i = 0; i < N; i++)
+                        lr_encode(xi, i, xs[i], xdt);
+                    posenc_buffer *xb = th_upload(th.dut, xi, N * xes);
+                    posenc_buffer *db = th_upload(th.dut, xi, N * des); /* overwritten */
+                    posenc_tensor tt;
+                    posenc_buffer *tbuf = upload_rb_table(tabv, NB, H, tdt, &tt);
+                    const posenc_dtype xd = xdt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+                    const posenc_dtype dd = ddt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+                    posenc_tensor tx = posenc_tensor_contiguous(xb, 0, xd, K, Q, H, B);
+                    posenc_tensor ty = posenc_tensor_contiguous(db, 0, dd, K, Q, H, B);
+                    if (mode == 1)
+                        ty = tx;
+                    th_expect(posenc_relbias(th.dut, mode == 2 ? NULL : &tx, &tt, &ty, &p),
+                              POSENC_OK, NULL, "relbias whole rows");
+                    unsigned char *got = th_download(mode == 1 ? xb : db);
+                    for (size_t i = 0; i < N; i++) {
+                        const int k = (int)(i % K), q = (int)(i / K % Q),
+                                  h = (int)(i / ((size_t)K * Q) % H);
+                        int32_t u;
+                        assert_int_equal(
+                            posenc_relbias_bucket(&p, (int64_t)k - (q + 40), &u), POSENC_OK);
+                        const double tv = tdt ? posenc_f16_to_f32(posenc_f32_to_f16(
+                                                    tabv[u + NB * h]))
+                                              : tabv[u + NB * h];
+                        const double xv =
+                            xdt ? posenc_f16_to_f32(posenc_f32_to_f16(xs[i])) : xs[i];
+                        const double want = (mode == 2 ? 0.0 : xv) + tv;
+                        /* one f32 rounding of the sum (none without logits); an f16 dst:
+                         * one more, half an f16 ulp (2^-11 relative, 2^-25 absolute) */
+                        double bound = mode == 2 ? 0.0 : pc_ulp32(want);
+                        if (ddt)
+                            bound += 0x1p-11 * fabs(want) + 0x1p-25;
+                        const float g = lr_decode(got, i, ddt);
+                        if (fabs((double)g - want) > bound)
+                            fail_msg("table %s, dst %s, logits %s, %s: (k %d, q %d, h %d, b "
+                                     "%d) = %.9g, want %.9g", tdt ? "f16" : "f32",
+                                     ddt ? "f16" : "f32", xdt ? "f16" : "f32",
+                                     mode == 0 ? "out of place" : mode == 1 ? "in place"
+                                                                            : "no logits",
+                                     k, q, h, (int)(i / ((size_t)K * Q * H)), (double)g, want);
+                    }
+                    free(got);
+                    posenc_buffer_destroy(&tbuf);
+                    posenc_buffer_destroy(&xb);
+                    posenc_buffer_destroy(&db);
+                    th_check_warnings();
+                }
 }
 
 /* The relative bias over the long rows, T5 with 32 buckets, f32 and f16 throughout (the

@@ -461,13 +461,14 @@ posenc_status pe_vk_relbias(struct pe_backend *b, const struct pe_relbias_op *op
         pe_vk_table(be, 0, op->bucket, (size_t)op->n_rel * sizeof(int32_t), &bufs[3]));
     const int v = f16(dst) * 4 + (has_x && f16(lg)) * 2 + f16(tab);
 
-    /* The vector path of the f32 variants (kernel_abi.h, as alibi's): 4 keys of
-     * PE_RELBIAS_VEC_Q queries a unit, whole vec4 logits and dst accesses, three divisions
-     * per 16 elements instead of per element. Same grid size or smaller than the general
-     * one, so it fits where that one did. */
-    const bool f32_variant = !f16(dst) && !(has_x && f16(lg));
+    /* The vector path (kernel_abi.h, as alibi's): 4 keys of PE_RELBIAS_VEC_Q queries a
+     * unit in the f32 variant, 8 (one uvec4 of halves per row) where dst or the logits are
+     * f16; whole vector logits and dst accesses, three divisions per unit instead of per
+     * element. Same grid size or smaller than the general one, so it fits where that one
+     * did. */
+    const int64_t vk = f16(dst) || (has_x && f16(lg)) ? 8 : 4; /* keys per unit */
     const uint32_t spec = PE_RELBIAS_SPEC_VEC | (has_x ? PE_RELBIAS_SPEC_HAS_X : 0u);
-    if (f32_variant && bias_vec_grid(&pc, dst, has_x ? lg : NULL, 4, PE_RELBIAS_VEC_Q))
+    if (bias_vec_grid(&pc, dst, has_x ? lg : NULL, vk, PE_RELBIAS_VEC_Q))
         return launch_spec(be, &relbias_shaders[v], spec, 4, bufs, &pc, sizeof pc, pc.n_total);
     return launch_spec(be, &relbias_shaders[v], 0, 4, bufs, &pc, sizeof pc, pc.n_total);
 }
