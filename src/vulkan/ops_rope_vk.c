@@ -5,8 +5,8 @@
  *
  * RoPE: the grid, the push constants and the per-call table are laid out in
  * src/kernel_abi.h. The table (pair frequencies, position bases, dims, copy dims) goes to
- * host table slot 0 (pe_vk_table), rewritten each call once the previous submission is
- * done; everything else travels as push constants.
+ * host table slot 0 (pe_vk_table: a fresh range of the current batch's arena each call,
+ * nothing waited for); everything else travels as push constants.
  */
 #include "vk_internal.h"
 
