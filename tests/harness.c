@@ -105,6 +105,32 @@ posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes)
     return b;
 }
 
+void th_run_first_cases(posenc_context *ref, posenc_context *ctx, enum pc_op op,
+                        size_t per_dtype, const char *what)
+{
+    size_t n = 0, ran[2] = {0, 0};
+    struct pc_case *cases = pc_cases(op, &n);
+    assert_non_null(cases);
+    for (size_t i = 0; i < n; i++) {
+        const int k = cases[i].dtype == POSENC_DTYPE_F16;
+        if ((op == PC_OP_ATTENTION && cases[i].attn.big) || ran[k] >= per_dtype)
+            continue;
+        struct pc_result r;
+        pc_run_case(ref, ctx, &cases[i], &r);
+        th_check_warnings();
+        if (!r.pass) {
+            char name[192];
+            snprintf(name, sizeof(name), "%s", cases[i].name);
+            free(cases);
+            fail_msg("%s: %s: %s (%lld bad of %lld, %lld guard bytes)", what, name, r.msg,
+                     (long long)r.n_bad, (long long)r.n_checked, (long long)r.guard_bad);
+        }
+        ran[k]++;
+    }
+    free(cases);
+    assert_true(ran[0] > 0 && ran[1] > 0);
+}
+
 posenc_context *th_limited_ctx(unsigned long long limit)
 {
     char v[32], err[512];

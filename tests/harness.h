@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "check.h" /* enum pc_op (src/check) */
 #include "posenc.h"
 
 struct th_state {
@@ -52,6 +53,14 @@ void th_run_case(void **state);
  * validation messages fail the test) whose bindings hold at most `limit` bytes
  * (POSENC_MAX_BINDING: ops are cut into launches); fails the test if it cannot be made. */
 posenc_context *th_limited_ctx(unsigned long long limit);
+
+/* The first `per_dtype` cases of the shared set of `op` (src/check) with an f32 output and
+ * the first with an f16 output (attention: not the big ones) on ctx against ref, within
+ * the bounds of src/check/check.c; after each, th_check_warnings. A failure names `what`,
+ * the case, its message and its count of bad elements; at least one case of each dtype
+ * must run. */
+void th_run_first_cases(posenc_context *ref, posenc_context *ctx, enum pc_op op,
+                        size_t per_dtype, const char *what);
 
 /* A buffer on `ctx` holding `bytes` bytes copied from `src` (asserts success). */
 posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes);

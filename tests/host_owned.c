@@ -125,37 +125,7 @@ void expect_create_fails(const struct posenc_context_params *p,
     assert_null(ctx);
 }
 
-#if TH_HAVE_OPENCL || TH_HAVE_VULKAN /* what only the host-owned device tests use */
-/* Run shared cases of `op` on a host-owned ctx (posenc's own buffers on the
- * application's device) against the reference: the first `per_dtype` with an f32 output
- * and the first `per_dtype` with an f16 output (attention: small cases only). */
-void run_shared_cases(posenc_context *ctx, enum pc_op op, size_t per_dtype)
-{
-    size_t n = 0, ran[2] = {0, 0};
-    struct pc_case *cases = pc_cases(op, &n);
-    assert_non_null(cases);
-    for (size_t i = 0; i < n; i++) {
-        int k = cases[i].dtype == POSENC_DTYPE_F16;
-        if ((op == PC_OP_ATTENTION && cases[i].attn.big) || ran[k] >= per_dtype)
-            continue;
-        struct pc_result r;
-        pc_run_case(th.ref, ctx, &cases[i], &r);
-        th_check_warnings();
-        if (!r.pass) {
-            char name[192];
-            snprintf(name, sizeof(name), "%s", cases[i].name);
-            free(cases);
-            fail_msg("%s on the host-owned context: %s (%lld bad of %lld, %lld guard bytes)",
-                     name, r.msg, (long long)r.n_bad, (long long)r.n_checked,
-                     (long long)r.guard_bad);
-        }
-        ran[k]++;
-    }
-    free(cases);
-    assert_true(ran[0] > 0 && ran[1] > 0);
-}
 
-#endif
 
 
 #if TH_HAVE_OPENCL || TH_HAVE_VULKAN /* what only the host-owned device tests use */

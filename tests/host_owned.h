@@ -46,8 +46,6 @@ void ensure_reference(void);
 void compare_rope_f32(const float *got, const char *what);
 void compare_rope_f16(const uint16_t *got, const char *what);
 void compare_sin(const float *got, const char *what);
-/* Shared cases of `op` on a host-owned ctx against the reference (per_dtype of each). */
-void run_shared_cases(posenc_context *ctx, enum pc_op op, size_t per_dtype);
 /* The debug flag and th_log at WARN: the params every host-owned context is made with. */
 extern const struct posenc_context_params g_params;
 /* posenc_context_create_from_host with g_params (fails the test on error). */

@@ -222,8 +222,8 @@ static void test_cl_wrapped(void **state)
     th_check_warnings();
 
     /* posenc's own buffers, programs and CLBlast on the application's queue. */
-    run_shared_cases(ctx, PC_OP_ROPE, 2);
-    run_shared_cases(ctx, PC_OP_ATTENTION, 1);
+    th_run_first_cases(th.ref, ctx, PC_OP_ROPE, 2, "on the host-owned context");
+    th_run_first_cases(th.ref, ctx, PC_OP_ATTENTION, 1, "on the host-owned context");
 
     posenc_buffer_destroy(&bx);
     assert_null(bx);
@@ -414,8 +414,8 @@ static void test_vk_wrapped(void **state)
     th_check_warnings();
 
     /* posenc's own buffers and pipelines on the application's device. */
-    run_shared_cases(ctx, PC_OP_ROPE, 2);
-    run_shared_cases(ctx, PC_OP_ATTENTION, 1);
+    th_run_first_cases(th.ref, ctx, PC_OP_ROPE, 2, "on the host-owned context");
+    th_run_first_cases(th.ref, ctx, PC_OP_ATTENTION, 1, "on the host-owned context");
 
     posenc_buffer_destroy(&bx);
     posenc_buffer_destroy(&by);
@@ -496,17 +496,17 @@ static void test_vk_proc_addr(void **state)
     assert_non_null(g_real_submit);
     /* posenc's ops on the application's device, against the reference: they submit
      * through the counting vkQueueSubmit. */
-    run_shared_cases(ctx, PC_OP_ROPE, 1);
+    th_run_first_cases(th.ref, ctx, PC_OP_ROPE, 1, "on the host-owned context");
     assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
     int host_submits = g_submits;
     assert_true(host_submits > 0);
     /* posenc's own Vulkan context (th.dut, from posenc's libvulkan) alive in the same
      * process: its ops run and pass, and none of its calls goes through the wrapper */
-    run_shared_cases(th.dut, PC_OP_ROPE, 1);
+    th_run_first_cases(th.ref, th.dut, PC_OP_ROPE, 1, "on the host-owned context");
     assert_int_equal(posenc_context_finish(th.dut), POSENC_OK);
     assert_int_equal(g_submits, host_submits);
     /* the host-owned context still works after the other one ran */
-    run_shared_cases(ctx, PC_OP_SINUSOIDAL, 1);
+    th_run_first_cases(th.ref, ctx, PC_OP_SINUSOIDAL, 1, "on the host-owned context");
     assert_int_equal(posenc_context_finish(ctx), POSENC_OK);
     assert_true(g_submits > host_submits);
     posenc_context_destroy(&ctx);
@@ -514,7 +514,7 @@ static void test_vk_proc_addr(void **state)
     /* The application's plain vkGetInstanceProcAddr. */
     host.vk_get_instance_proc_addr = (void (*)(void))vkGetInstanceProcAddr;
     ctx = create_host_ctx(&host);
-    run_shared_cases(ctx, PC_OP_ROPE, 1);
+    th_run_first_cases(th.ref, ctx, PC_OP_ROPE, 1, "on the host-owned context");
     posenc_context_destroy(&ctx);
     vk_host_close_checked(&h);
 }

@@ -150,30 +150,11 @@ static void ensure_ref(void)
 }
 
 /* The first `per_dtype` small cases of `op` with an f32 and with an f16 output on `ctx`,
- * against the reference (the bounds of src/check/check.c). */
+ * against the reference (th_run_first_cases: the bounds of src/check/check.c). */
 static void run_cases(posenc_context *ctx, enum pc_op op, size_t per_dtype, const char *what)
 {
     ensure_ref();
-    size_t n = 0, ran[2] = {0, 0};
-    struct pc_case *cases = pc_cases(op, &n);
-    assert_non_null(cases);
-    for (size_t i = 0; i < n; i++) {
-        int k = cases[i].dtype == POSENC_DTYPE_F16;
-        if ((op == PC_OP_ATTENTION && cases[i].attn.big) || ran[k] >= per_dtype)
-            continue;
-        struct pc_result r;
-        pc_run_case(g_ref, ctx, &cases[i], &r);
-        if (!r.pass) {
-            char name[192];
-            snprintf(name, sizeof(name), "%s", cases[i].name);
-            free(cases);
-            fail_msg("%s: %s: %s (%lld bad of %lld)", what, name, r.msg, (long long)r.n_bad,
-                     (long long)r.n_checked);
-        }
-        ran[k]++;
-    }
-    free(cases);
-    assert_true(ran[0] > 0 && ran[1] > 0);
+    th_run_first_cases(g_ref, ctx, op, per_dtype, what);
 }
 
 /* ---- a backend whose library is missing, or there ----------------------------------- */
