@@ -132,13 +132,14 @@ void pe_clear_error(posenc_context *ctx);
  * pe_scratch_keep: the bytes kept at most (PE_SCRATCH_KEEP; tests lower it). */
 posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, struct posenc_buffer **out);
 /* A kept buffer whose content the caller described with pe_scratch_set_key (the same
- * key_len bytes, at least `rows` valid rows), taken for this call like pe_scratch_take's;
- * false (nothing taken) when none is kept, or while recording (scratch keeps nothing then).
+ * key_len bytes, at least `rows` valid rows), taken for this call like pe_scratch_take's,
+ * and its count of valid rows (*out_rows, when not NULL); false (nothing taken) when none
+ * is kept, or while recording (scratch keeps nothing then).
  * pe_scratch_set_key: describe the content of `buf`, a buffer this call took from the
  * scratch, for later calls (a copy of the key; nothing when buf is not kept, or when the
  * copy cannot be made). */
 bool pe_scratch_find(posenc_context *ctx, const void *key, size_t key_len, int64_t rows,
-                     struct posenc_buffer **out);
+                     struct posenc_buffer **out, int64_t *out_rows);
 void pe_scratch_set_key(posenc_context *ctx, const struct posenc_buffer *buf, const void *key,
                         size_t key_len, int64_t rows);
 void pe_scratch_give(posenc_context *ctx, struct posenc_buffer **bufs, int n);

@@ -52,12 +52,16 @@
 struct attn_tmp {
     posenc_buffer *buf[PE_ATTN_MAX_TMP];
     int n;
+    posenc_buffer *iota; /* implicit_pos's kept iota, once this call has it (one of buf) */
+    int64_t iota_rows;
 };
 
 static void tmp_free(posenc_context *ctx, struct attn_tmp *t)
 {
     pe_scratch_give(ctx, t->buf, t->n);
     t->n = 0;
+    t->iota = NULL;
+    t->iota_rows = 0;
 }
 
 /* A packed tensor of a temporary buffer (its first bytes: the buffer may be larger). */
@@ -199,12 +203,61 @@ static posenc_status learned_pos_range(posenc_context *ctx, const char *name, co
     return POSENC_OK;
 }
 
-/* The implicit positions offset + t of T tokens, in every stream: i32 [T, 4, 1, 1], made
- * on the device (pe_fill_ramp_i32): a host write would wait for OpenCL's queue on every
- * call and is refused while a Vulkan context records. */
+/* Rows of the kept iota (implicit_pos): made again, longer, every this many positions. */
+#define PE_IOTA_ROWS 1024
+
+/*
+ * The implicit positions offset + t of T tokens, in every stream: i32 [T, 4, 1, 1], made on
+ * the device (pe_fill_ramp_i32): a host write would wait for OpenCL's queue on every call
+ * and is refused while a Vulkan context records.
+ *
+ * With offset >= 0 they are a window of an iota 0, 1, ..., R - 1 (R a multiple of
+ * PE_IOTA_ROWS) kept in the context's scratch under its key (pe_scratch_set_key): the view
+ * starts at element offset and reads the same row for every stream (nb[1] = 0), and the
+ * query's and the keys' positions of a call share it (tmp->iota). A decode loop, whose
+ * query moves one position a call, then runs no fill for R calls: lavapipe, RoPE decode d
+ * 64 x 512 keys (two fills a call there, K' being encoded), 1153-1190 -> 1054-1078 us a
+ * call back to back; PoCL (one fill) within its spread. Not while recording (its
+ * temporaries are the recording's), and not past the binding limit or int32: the fill for
+ * the call then.
+ */
 static posenc_status implicit_pos(posenc_context *ctx, struct attn_tmp *tmp, int64_t T,
                                   int32_t offset, posenc_tensor *out)
 {
+    static const char key[] = "posenc attention: i32 iota";
+    const int64_t need = (int64_t)offset + T; /* rows of the iota the window reads */
+    if (offset >= 0 && !ctx->recording && tmp->n < PE_ATTN_MAX_TMP) {
+        posenc_buffer *b = NULL;
+        int64_t rows = need;
+        if (tmp->iota && tmp->iota_rows >= need) { /* the query's, for the keys too */
+            b = tmp->iota;
+        } else if (pe_scratch_find(ctx, key, sizeof key, need, &b, &rows)) {
+            tmp->buf[tmp->n++] = b;
+        } else {
+            rows = (need + PE_IOTA_ROWS - 1) / PE_IOTA_ROWS * PE_IOTA_ROWS;
+            const uint64_t lim = pe_binding_limit(ctx, NULL);
+            if (rows - 1 > INT32_MAX || (lim && (uint64_t)rows * 4u > lim))
+                rows = 0; /* the fill below */
+            posenc_tensor all;
+            if (rows > 0) {
+                PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_I32, rows, 1, 1, 1, &all));
+                PE_RETURN_IF_ERROR(pe_fill_ramp_i32(ctx, &all, 0, 1));
+                pe_scratch_set_key(ctx, all.buffer, key, sizeof key, rows);
+                b = all.buffer;
+            }
+        }
+        if (b && b != tmp->iota) {
+            tmp->iota = b;
+            tmp->iota_rows = rows;
+        }
+        if (b && rows > 0) {
+            *out = posenc_tensor_contiguous(b, (size_t)offset * sizeof(int32_t),
+                                            POSENC_DTYPE_I32, T, PE_ATTN_STREAMS, 1, 1);
+            out->nb[1] = 0; /* every stream the same row */
+            out->nb[2] = out->nb[3] = (int64_t)T * (int64_t)sizeof(int32_t);
+            return POSENC_OK;
+        }
+    }
     PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_I32, T, PE_ATTN_STREAMS, 1, 1, out));
     return pe_fill_ramp_i32(ctx, out, offset, 1);
 }
@@ -485,7 +538,7 @@ static posenc_status krot_table(posenc_context *ctx, struct attn_tmp *tmp,
         tmp->n < PE_ATTN_MAX_TMP) {
         krot_key(rt, rope->flags, D, k_offset, &key, &key_len);
         posenc_buffer *b = NULL;
-        if (key && pe_scratch_find(ctx, key, key_len, Tk, &b)) {
+        if (key && pe_scratch_find(ctx, key, key_len, Tk, &b, NULL)) {
             tmp->buf[tmp->n++] = b;
             r->krot = posenc_tensor_contiguous(b, 0, POSENC_DTYPE_F32, D, 1, Tk, 1);
             r->has_krot = true;

@@ -211,7 +211,7 @@ posenc_status pe_scratch_take(posenc_context *ctx, size_t bytes, posenc_buffer *
 }
 
 bool pe_scratch_find(posenc_context *ctx, const void *key, size_t key_len, int64_t rows,
-                     posenc_buffer **out)
+                     posenc_buffer **out, int64_t *out_rows)
 {
     *out = NULL;
     if (ctx->recording)
@@ -222,6 +222,8 @@ bool pe_scratch_find(posenc_context *ctx, const void *key, size_t key_len, int64
             memcmp(s->key, key, key_len) == 0) {
             s->busy = true;
             *out = s->buf;
+            if (out_rows)
+                *out_rows = s->key_rows;
             return true;
         }
     }

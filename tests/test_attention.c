@@ -1042,6 +1042,112 @@ static void test_rope_implicit_keys_kept(void **state)
     posenc_context_destroy(&ctx[1]);
 }
 
+/* Implicit positions (q_pos / k_pos NULL) come from an iota kept in the context's scratch,
+ * a window of it per call, made again longer every 1024 positions (ops_attention.c,
+ * implicit_pos); offsets whose rounded-up iota would pass int32 take a fill per call
+ * instead. A sequence of RoPE (NeoX), SINUSOIDAL and M-RoPE (every stream reads the
+ * iota's row) calls on the dut with implicit
+ * positions - decode steps across 1024 and 2048, prefill blocks, offsets near INT32_MAX -
+ * against the same
+ * calls with the positions given explicitly on a second context: the same bits. */
+static void test_implicit_positions_iota(void **state)
+{
+    (void)state;
+    enum { D = 32, HQ = 4, HK = 2, TQ = 5, TK = 40 };
+    static float q[D * HQ * TQ], kv[2][D * HK * TK];
+    uint64_t rng = 0x107a2026u;
+    for (int i = 0; i < D * HQ * TQ; i++)
+        q[i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    for (int m = 0; m < 2; m++)
+        for (int i = 0; i < D * HK * TK; i++)
+            kv[m][i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    posenc_context *ctx[2] = {th.dut, NULL};
+    struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    char err[256];
+    if (posenc_context_create(&cp, &ctx[1], err, sizeof err) != POSENC_OK)
+        fail_msg("a second context: %s", err);
+    posenc_buffer *bq[2], *bk[2], *bv[2], *bo[2];
+    for (int c = 0; c < 2; c++) {
+        bq[c] = th_upload(ctx[c], q, sizeof q);
+        bk[c] = th_upload(ctx[c], kv[0], sizeof kv[0]);
+        bv[c] = th_upload(ctx[c], kv[1], sizeof kv[1]);
+        assert_int_equal(posenc_buffer_create(ctx[c], sizeof q, &bo[c]), POSENC_OK);
+    }
+    /* (queries, keys, q_offset, k_offset, causal) */
+    static const struct { int tq, tk; int32_t qo, ko; int causal; } steps[] = {
+        {1, TK, 1020, 981, 1},  {1, TK, 1023, 984, 1},  {1, TK, 1024, 985, 1},
+        {1, TK, 1025, 986, 1},  {1, 30, 1030, 1001, 1}, {TQ, 9, 2000, 1996, 1},
+        {1, TK, 2047, 2008, 1}, {1, TK, 2048, 2009, 1}, {3, 12, 5, 1, 0},
+        {1, TK, 0, 0, 0},       {2, 7, INT32_MAX - 20, INT32_MAX - 30, 1},
+        {1, TK, 1026, 987, 1},
+    };
+    int32_t qpos[4 * TQ], kpos[4 * TK]; /* 4 streams (M-RoPE), stream s at s * T */
+    for (int e = 0; e < 3; e++) /* RoPE (NeoX), SINUSOIDAL, M-RoPE (every stream t) */
+        for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+            const int tq = steps[i].tq, tk = steps[i].tk;
+            for (int st = 0; st < 4; st++) {
+                for (int t = 0; t < tq; t++)
+                    qpos[st * tq + t] = (int32_t)((int64_t)steps[i].qo + t);
+                for (int t = 0; t < tk; t++)
+                    kpos[st * tk + t] = (int32_t)((int64_t)steps[i].ko + t);
+            }
+            const int ns = e == 2 ? 4 : 1;
+            posenc_buffer *bqp = th_upload(ctx[1], qpos, sizeof qpos);
+            posenc_buffer *bkp = th_upload(ctx[1], kpos, sizeof kpos);
+            const posenc_tensor tqp =
+                posenc_tensor_contiguous(bqp, 0, POSENC_DTYPE_I32, tq, ns, 1, 1);
+            const posenc_tensor tkp =
+                posenc_tensor_contiguous(bkp, 0, POSENC_DTYPE_I32, tk, ns, 1, 1);
+            struct posenc_attention_params p = {
+                .encoding = e == 1 ? POSENC_ATTENTION_SINUSOIDAL : POSENC_ATTENTION_ROPE,
+                .causal = steps[i].causal, .q_offset = steps[i].qo, .k_offset = steps[i].ko};
+            p.rope.mode = e == 2 ? POSENC_ROPE_MROPE : POSENC_ROPE_NEOX;
+            if (e == 2) { /* 16 pairs: sections of 8, 4 and 4 */
+                p.rope.sections[0] = 8;
+                p.rope.sections[1] = 4;
+                p.rope.sections[2] = 4;
+            }
+            float *out[2];
+            for (int c = 0; c < 2; c++) {
+                const posenc_tensor tq_ =
+                    posenc_tensor_contiguous(bq[c], 0, POSENC_DTYPE_F32, D, HQ, tq, 1);
+                const posenc_tensor to_ =
+                    posenc_tensor_contiguous(bo[c], 0, POSENC_DTYPE_F32, D, HQ, tq, 1);
+                const posenc_tensor k =
+                    posenc_tensor_contiguous(bk[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
+                const posenc_tensor v =
+                    posenc_tensor_contiguous(bv[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
+                if (c == 1) {
+                    p.q_pos = &tqp;
+                    p.k_pos = &tkp;
+                }
+                posenc_status st = posenc_attention(ctx[c], &tq_, &k, &v, &to_, NULL, &p);
+                if (st != POSENC_OK)
+                    fail_msg("%s step %zu, context %d: %s: %s", e == 1 ? "sinusoidal" : e ? "mrope" : "rope", i,
+                             c, posenc_status_string(st), posenc_context_last_error(ctx[c]));
+                out[c] = th_download(bo[c]);
+            }
+            th_check_warnings();
+            if (memcmp(out[0], out[1], (size_t)(D * HQ * tq) * sizeof(float)) != 0)
+                fail_msg("%s step %zu (%d queries from %d, %d keys from %d): implicit "
+                         "positions give other bits than the same positions given",
+                         e == 1 ? "sinusoidal" : e ? "mrope" : "rope", i, tq, (int)steps[i].qo, tk,
+                         (int)steps[i].ko);
+            free(out[0]);
+            free(out[1]);
+            posenc_buffer_destroy(&bqp);
+            posenc_buffer_destroy(&bkp);
+        }
+    for (int c = 0; c < 2; c++) {
+        posenc_buffer_destroy(&bq[c]);
+        posenc_buffer_destroy(&bk[c]);
+        posenc_buffer_destroy(&bv[c]);
+        posenc_buffer_destroy(&bo[c]);
+    }
+    posenc_context_destroy(&ctx[1]);
+}
+
 /* RoPE where the one pass declines (dst past POSENC_MAX_BINDING = 4096 bytes, so the
  * multi-pass path cuts the queries into blocks and takes K' after all): with implicit
  * key positions, which the call then writes only for K', the same bits as with the same
@@ -1120,6 +1226,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_one_pass_extras), cmocka_unit_test(test_fused_vs_unfused),
         cmocka_unit_test(test_rope_implicit_keys_kept),
+        cmocka_unit_test(test_implicit_positions_iota),
         cmocka_unit_test(test_rope_one_pass_declined),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
