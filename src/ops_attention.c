@@ -203,8 +203,11 @@ static posenc_status learned_pos_range(posenc_context *ctx, const char *name, co
     return POSENC_OK;
 }
 
-/* Rows of the kept iota (implicit_pos): made again, longer, every this many positions. */
+/* Rows of the kept iota (implicit_pos): made again, longer, every this many positions, up
+ * to PE_IOTA_MAX_ROWS (4 MiB; positions past it take a fill per call: an iota reaching
+ * offsets near INT32_MAX would be 8 GiB). */
 #define PE_IOTA_ROWS 1024
+#define PE_IOTA_MAX_ROWS ((int64_t)1 << 20)
 
 /*
  * The implicit positions offset + t of T tokens, in every stream: i32 [T, 4, 1, 1], made on
@@ -218,8 +221,8 @@ static posenc_status learned_pos_range(posenc_context *ctx, const char *name, co
  * query moves one position a call, then runs no fill for R calls: lavapipe, RoPE decode d
  * 64 x 512 keys (two fills a call there, K' being encoded), 1153-1190 -> 1054-1078 us a
  * call back to back; PoCL (one fill) within its spread. Not while recording (its
- * temporaries are the recording's), and not past the binding limit or int32: the fill for
- * the call then.
+ * temporaries are the recording's), and not past the binding limit or PE_IOTA_MAX_ROWS:
+ * the fill for the call then.
  */
 static posenc_status implicit_pos(posenc_context *ctx, struct attn_tmp *tmp, int64_t T,
                                   int32_t offset, posenc_tensor *out)
@@ -236,7 +239,7 @@ static posenc_status implicit_pos(posenc_context *ctx, struct attn_tmp *tmp, int
         } else {
             rows = (need + PE_IOTA_ROWS - 1) / PE_IOTA_ROWS * PE_IOTA_ROWS;
             const uint64_t lim = pe_binding_limit(ctx, NULL);
-            if (rows - 1 > INT32_MAX || (lim && (uint64_t)rows * 4u > lim))
+            if (rows > PE_IOTA_MAX_ROWS || (lim && (uint64_t)rows * 4u > lim))
                 rows = 0; /* the fill below */
             posenc_tensor all;
             if (rows > 0) {

@@ -1043,12 +1043,12 @@ static void test_rope_implicit_keys_kept(void **state)
 }
 
 /* Implicit positions (q_pos / k_pos NULL) come from an iota kept in the context's scratch,
- * a window of it per call, made again longer every 1024 positions (ops_attention.c,
- * implicit_pos); offsets whose rounded-up iota would pass int32 take a fill per call
- * instead. A sequence of RoPE (NeoX), SINUSOIDAL and M-RoPE (every stream reads the
- * iota's row) calls on the dut with implicit
- * positions - decode steps across 1024 and 2048, prefill blocks, offsets near INT32_MAX -
- * against the same
+ * a window of it per call, made again longer every 1024 positions, up to 2^20 rows
+ * (ops_attention.c, implicit_pos); later offsets take a fill per call instead. A sequence
+ * of RoPE (NeoX), SINUSOIDAL and M-RoPE (every stream reads the iota's row) calls on the
+ * dut with implicit positions - decode steps across 1024 and 2048, prefill blocks, offsets
+ * past 2^20 and near INT32_MAX (the fill, not a 2^31-row iota: the first version made one,
+ * 8 GiB, and ThreadSanitizer's run of this suite ran out of memory) - against the same
  * calls with the positions given explicitly on a second context: the same bits. */
 static void test_implicit_positions_iota(void **state)
 {
@@ -1080,7 +1080,7 @@ static void test_implicit_positions_iota(void **state)
         {1, TK, 1025, 986, 1},  {1, 30, 1030, 1001, 1}, {TQ, 9, 2000, 1996, 1},
         {1, TK, 2047, 2008, 1}, {1, TK, 2048, 2009, 1}, {3, 12, 5, 1, 0},
         {1, TK, 0, 0, 0},       {2, 7, INT32_MAX - 20, INT32_MAX - 30, 1},
-        {1, TK, 1026, 987, 1},
+        {1, TK, (1 << 20) + 5, (1 << 20) - 34, 1}, {1, TK, 1026, 987, 1},
     };
     int32_t qpos[4 * TQ], kpos[4 * TK]; /* 4 streams (M-RoPE), stream s at s * T */
     for (int e = 0; e < 3; e++) /* RoPE (NeoX), SINUSOIDAL, M-RoPE (every stream t) */
