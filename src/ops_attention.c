@@ -214,7 +214,7 @@ static posenc_status learned_pos_range(posenc_context *ctx, const char *name, co
  * the device (pe_fill_ramp_i32): a host write would wait for OpenCL's queue on every call
  * and is refused while a Vulkan context records.
  *
- * With offset >= 0 they are a window of an iota 0, 1, ..., R - 1 (R a multiple of
+ * They are a window of an iota 0, 1, ..., R - 1 (R a multiple of
  * PE_IOTA_ROWS) kept in the context's scratch under its key (pe_scratch_set_key): the view
  * starts at element offset and reads the same row for every stream (nb[1] = 0), and the
  * query's and the keys' positions of a call share it (tmp->iota). A decode loop, whose
@@ -227,33 +227,30 @@ static posenc_status learned_pos_range(posenc_context *ctx, const char *name, co
 static posenc_status implicit_pos(posenc_context *ctx, struct attn_tmp *tmp, int64_t T,
                                   int32_t offset, posenc_tensor *out)
 {
+    /* offset >= 0: posenc_attention checked q_offset and k_offset */
     static const char key[] = "posenc attention: i32 iota";
     const int64_t need = (int64_t)offset + T; /* rows of the iota the window reads */
-    if (offset >= 0 && !ctx->recording && tmp->n < PE_ATTN_MAX_TMP) {
-        posenc_buffer *b = NULL;
-        int64_t rows = need;
-        if (tmp->iota && tmp->iota_rows >= need) { /* the query's, for the keys too */
-            b = tmp->iota;
-        } else if (pe_scratch_find(ctx, key, sizeof key, need, &b, &rows)) {
+    if (!ctx->recording) {
+        /* the call's own (the query's, for the keys), else a kept one, else a new one */
+        posenc_buffer *b = tmp->iota_rows >= need ? tmp->iota : NULL;
+        int64_t rows = tmp->iota_rows;
+        if (!b && tmp->n < PE_ATTN_MAX_TMP &&
+            pe_scratch_find(ctx, key, sizeof key, need, &b, &rows))
             tmp->buf[tmp->n++] = b;
-        } else {
+        if (!b) {
             rows = (need + PE_IOTA_ROWS - 1) / PE_IOTA_ROWS * PE_IOTA_ROWS;
             const uint64_t lim = pe_binding_limit(ctx, NULL);
-            if (rows > PE_IOTA_MAX_ROWS || (lim && (uint64_t)rows * 4u > lim))
-                rows = 0; /* the fill below */
-            posenc_tensor all;
-            if (rows > 0) {
+            if (rows <= PE_IOTA_MAX_ROWS && (!lim || (uint64_t)rows * 4u <= lim)) {
+                posenc_tensor all;
                 PE_RETURN_IF_ERROR(tmp_tensor(ctx, tmp, POSENC_DTYPE_I32, rows, 1, 1, 1, &all));
                 PE_RETURN_IF_ERROR(pe_fill_ramp_i32(ctx, &all, 0, 1));
                 pe_scratch_set_key(ctx, all.buffer, key, sizeof key, rows);
                 b = all.buffer;
             }
         }
-        if (b && b != tmp->iota) {
+        if (b) {
             tmp->iota = b;
             tmp->iota_rows = rows;
-        }
-        if (b && rows > 0) {
             *out = posenc_tensor_contiguous(b, (size_t)offset * sizeof(int32_t),
                                             POSENC_DTYPE_I32, T, PE_ATTN_STREAMS, 1, 1);
             out->nb[1] = 0; /* every stream the same row */

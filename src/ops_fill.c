@@ -6,6 +6,18 @@
 #include <math.h>
 #include <string.h>
 
+/* The checked op, run (nothing for an empty dst): posenc_fill's and the ramp's tail. */
+static posenc_status fill_run(posenc_context *ctx, const posenc_tensor *dst,
+                              const struct pe_fill_op *op)
+{
+    if (pe_tensor_empty(dst))
+        return POSENC_OK;
+    if (!ctx->backend->vt->fill)
+        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no fill op",
+                        ctx->backend->vt->name);
+    return pe_run_fill(ctx, op);
+}
+
 posenc_status posenc_fill(posenc_context *ctx, const posenc_tensor *dst, double value)
 {
     if (!ctx)
@@ -36,12 +48,7 @@ posenc_status posenc_fill(posenc_context *ctx, const posenc_tensor *dst, double 
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT,
                         "dst->dtype = %s, must be f32, f16 or i32", posenc_dtype_name(dst->dtype));
     }
-    if (pe_tensor_empty(dst))
-        return POSENC_OK;
-    if (!ctx->backend->vt->fill)
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no fill op",
-                        ctx->backend->vt->name);
-    return pe_run_fill(ctx, &op);
+    return fill_run(ctx, dst, &op);
 }
 
 posenc_status pe_fill_ramp_i32(posenc_context *ctx, const posenc_tensor *dst, int32_t start,
@@ -53,12 +60,7 @@ posenc_status pe_fill_ramp_i32(posenc_context *ctx, const posenc_tensor *dst, in
     if (dst->dtype != POSENC_DTYPE_I32)
         return pe_error(ctx, POSENC_ERR_INVALID_ARGUMENT, "dst->dtype = %s, must be i32",
                         posenc_dtype_name(dst->dtype));
-    if (pe_tensor_empty(dst))
-        return POSENC_OK;
-    if (!ctx->backend->vt->fill)
-        return pe_error(ctx, POSENC_ERR_UNSUPPORTED, "backend %s has no fill op",
-                        ctx->backend->vt->name);
     memcpy(&op.bits, &start, sizeof start);
     memcpy(&op.step, &step, sizeof step);
-    return pe_run_fill(ctx, &op);
+    return fill_run(ctx, dst, &op);
 }

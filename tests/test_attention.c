@@ -927,6 +927,82 @@ static void test_bad_input(void **state)
     th_check_warnings();
 }
 
+/* Implicit against explicit positions: two contexts on the backend under test holding the
+ * same q, K and V - ctx[0] the dut, for the calls with implicit positions, ctx[1] its own,
+ * so that its temporaries leave ctx[0]'s kept buffers alone, for the explicit ones. */
+struct pos_pair {
+    posenc_context *ctx[2];
+    posenc_buffer *bq[2], *bk[2], *bv[2], *bo[2];
+    int64_t D, HQ, HK;
+};
+
+static void pos_pair_open(struct pos_pair *f, int64_t D, int64_t HQ, int64_t HK, const float *q,
+                          size_t q_bytes, const float *k, const float *v, size_t kv_bytes)
+{
+    f->D = D;
+    f->HQ = HQ;
+    f->HK = HK;
+    f->ctx[0] = th.dut;
+    f->ctx[1] = NULL;
+    struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    char err[256];
+    if (posenc_context_create(&cp, &f->ctx[1], err, sizeof err) != POSENC_OK)
+        fail_msg("a second context: %s", err);
+    for (int c = 0; c < 2; c++) {
+        f->bq[c] = th_upload(f->ctx[c], q, q_bytes);
+        f->bk[c] = th_upload(f->ctx[c], k, kv_bytes);
+        f->bv[c] = th_upload(f->ctx[c], v, kv_bytes);
+        assert_int_equal(posenc_buffer_create(f->ctx[c], q_bytes, &f->bo[c]), POSENC_OK);
+    }
+}
+
+static void pos_pair_close(struct pos_pair *f)
+{
+    for (int c = 0; c < 2; c++) {
+        posenc_buffer_destroy(&f->bq[c]);
+        posenc_buffer_destroy(&f->bk[c]);
+        posenc_buffer_destroy(&f->bv[c]);
+        posenc_buffer_destroy(&f->bo[c]);
+    }
+    posenc_context_destroy(&f->ctx[1]);
+}
+
+/* p with tq queries and tk keys (the buffers' first ones) on ctx[0] as given, and on ctx[1]
+ * with q_pos / k_pos set to qp / kp (tensors of ctx[1]): fails, naming `what`, unless both
+ * calls succeed with the same bits. Returns ctx[0]'s output (malloc'd, D x HQ x tq). */
+static float *pos_pair_run(struct pos_pair *f, int64_t tq, int64_t tk,
+                           struct posenc_attention_params p, const posenc_tensor *qp,
+                           const posenc_tensor *kp, const char *what)
+{
+    float *out[2];
+    for (int c = 0; c < 2; c++) {
+        const posenc_tensor q =
+            posenc_tensor_contiguous(f->bq[c], 0, POSENC_DTYPE_F32, f->D, f->HQ, tq, 1);
+        const posenc_tensor o =
+            posenc_tensor_contiguous(f->bo[c], 0, POSENC_DTYPE_F32, f->D, f->HQ, tq, 1);
+        const posenc_tensor k =
+            posenc_tensor_contiguous(f->bk[c], 0, POSENC_DTYPE_F32, f->D, f->HK, tk, 1);
+        const posenc_tensor v =
+            posenc_tensor_contiguous(f->bv[c], 0, POSENC_DTYPE_F32, f->D, f->HK, tk, 1);
+        if (c == 1) {
+            p.q_pos = qp;
+            p.k_pos = kp;
+        }
+        posenc_status st = posenc_attention(f->ctx[c], &q, &k, &v, &o, NULL, &p);
+        if (st != POSENC_OK)
+            fail_msg("%s, context %d: %s: %s", what, c, posenc_status_string(st),
+                     posenc_context_last_error(f->ctx[c]));
+        out[c] = th_download(f->bo[c]);
+    }
+    th_check_warnings();
+    if (memcmp(out[0], out[1], (size_t)(f->D * f->HQ * tq) * sizeof(float)) != 0)
+        fail_msg("%s: implicit positions give other bits than the same positions given "
+                 "explicitly", what);
+    free(out[1]);
+    return out[0];
+}
+
 /*
  * RoPE decode with implicit key positions (k_pos NULL): the keys' rotation table is kept
  * by the context between calls and taken again when the params and k_offset match
@@ -949,24 +1025,9 @@ static void test_rope_implicit_keys_kept(void **state)
     for (int m = 0; m < 2; m++)
         for (int i = 0; i < D * HK * TMAX; i++)
             kv[m][i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
-    /* ctx[0] (the dut) the implicit calls, ctx[1] (its own context on the same device, so
-     * that its temporaries leave ctx[0]'s kept buffers alone) the explicit ones */
-    posenc_context *ctx[2] = {th.dut, NULL};
-    struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
-                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
-    char err[256];
-    if (posenc_context_create(&cp, &ctx[1], err, sizeof err) != POSENC_OK)
-        fail_msg("a second context: %s", err);
-    posenc_buffer *bq[2], *bk[2], *bv[2], *bo[2], *bp = NULL;
-    posenc_tensor tq[2], to[2];
-    for (int c = 0; c < 2; c++) {
-        bq[c] = th_upload(ctx[c], q, sizeof q);
-        bk[c] = th_upload(ctx[c], kv[0], sizeof kv[0]);
-        bv[c] = th_upload(ctx[c], kv[1], sizeof kv[1]);
-        assert_int_equal(posenc_buffer_create(ctx[c], sizeof q, &bo[c]), POSENC_OK);
-        tq[c] = posenc_tensor_contiguous(bq[c], 0, POSENC_DTYPE_F32, D, HQ, 1, 1);
-        to[c] = posenc_tensor_contiguous(bo[c], 0, POSENC_DTYPE_F32, D, HQ, 1, 1);
-    }
+    struct pos_pair f;
+    pos_pair_open(&f, D, HQ, HK, q, sizeof q, kv[0], kv[1], sizeof kv[0]);
+    posenc_buffer *bp = NULL;
     /* (keys, k_offset, freq_base, YaRN (1) or attn_factor 1.5 (2)): the loop, then what
      * must not find the kept table;
      * keys -1: a NoPE call on ctx[0] over every key (temporaries of other sizes) */
@@ -980,11 +1041,15 @@ static void test_rope_implicit_keys_kept(void **state)
     memset(prev, 0, sizeof prev);
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
         if (steps[i].tk < 0) {
+            const posenc_tensor tq =
+                posenc_tensor_contiguous(f.bq[0], 0, POSENC_DTYPE_F32, D, HQ, 1, 1);
+            const posenc_tensor to =
+                posenc_tensor_contiguous(f.bo[0], 0, POSENC_DTYPE_F32, D, HQ, 1, 1);
             const posenc_tensor k =
-                posenc_tensor_contiguous(bk[0], 0, POSENC_DTYPE_F32, D, HK, TMAX, 1);
+                posenc_tensor_contiguous(f.bk[0], 0, POSENC_DTYPE_F32, D, HK, TMAX, 1);
             const posenc_tensor v =
-                posenc_tensor_contiguous(bv[0], 0, POSENC_DTYPE_F32, D, HK, TMAX, 1);
-            assert_int_equal(posenc_attention(ctx[0], &tq[0], &k, &v, &to[0], NULL, NULL),
+                posenc_tensor_contiguous(f.bv[0], 0, POSENC_DTYPE_F32, D, HK, TMAX, 1);
+            assert_int_equal(posenc_attention(f.ctx[0], &tq, &k, &v, &to, NULL, NULL),
                              POSENC_OK);
             continue;
         }
@@ -992,7 +1057,7 @@ static void test_rope_implicit_keys_kept(void **state)
         for (int t = 0; t < tk; t++)
             pos[t] = koff + t;
         posenc_buffer_destroy(&bp);
-        bp = th_upload(ctx[1], pos, sizeof pos);
+        bp = th_upload(f.ctx[1], pos, sizeof pos);
         const posenc_tensor kp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, tk, 1, 1, 1);
         const posenc_tensor qp =
             posenc_tensor_contiguous(bp, (size_t)(tk - 1) * 4, POSENC_DTYPE_I32, 1, 1, 1, 1);
@@ -1005,41 +1070,17 @@ static void test_rope_implicit_keys_kept(void **state)
                                                           .factor = 4.0f, .original_ctx = 64};
         if (steps[i].yarn == 2)
             p.rope.attn_factor = 1.5f; /* the magnitude alone */
-        float *out[2];
-        for (int c = 0; c < 2; c++) {
-            const posenc_tensor k =
-                posenc_tensor_contiguous(bk[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
-            const posenc_tensor v =
-                posenc_tensor_contiguous(bv[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
-            if (c == 1) {
-                p.q_pos = &qp;
-                p.k_pos = &kp;
-            }
-            posenc_status st = posenc_attention(ctx[c], &tq[c], &k, &v, &to[c], NULL, &p);
-            if (st != POSENC_OK)
-                fail_msg("step %zu, context %d: %s: %s", i, c, posenc_status_string(st),
-                         posenc_context_last_error(ctx[c]));
-            out[c] = th_download(bo[c]);
-        }
-        th_check_warnings();
-        if (memcmp(out[0], out[1], sizeof q) != 0)
-            fail_msg("step %zu (%d keys from %d, base %g, YaRN %d): implicit positions give "
-                     "other bits than the same positions given explicitly",
-                     i, tk, koff, (double)steps[i].base, steps[i].yarn);
-        if (memcmp(out[0], prev, sizeof q) == 0) /* every step asks something else */
+        char what[128];
+        snprintf(what, sizeof what, "step %zu (%d keys from %d, base %g, YaRN %d)", i, tk, koff,
+                 (double)steps[i].base, steps[i].yarn);
+        float *out = pos_pair_run(&f, 1, tk, p, &qp, &kp, what);
+        if (memcmp(out, prev, sizeof q) == 0) /* every step asks something else */
             fail_msg("step %zu: the output did not change from the step before", i);
-        memcpy(prev, out[0], sizeof q);
-        free(out[0]);
-        free(out[1]);
+        memcpy(prev, out, sizeof q);
+        free(out);
     }
     posenc_buffer_destroy(&bp);
-    for (int c = 0; c < 2; c++) {
-        posenc_buffer_destroy(&bq[c]);
-        posenc_buffer_destroy(&bk[c]);
-        posenc_buffer_destroy(&bv[c]);
-        posenc_buffer_destroy(&bo[c]);
-    }
-    posenc_context_destroy(&ctx[1]);
+    pos_pair_close(&f);
 }
 
 /* Implicit positions (q_pos / k_pos NULL) come from an iota kept in the context's scratch,
@@ -1061,19 +1102,8 @@ static void test_implicit_positions_iota(void **state)
     for (int m = 0; m < 2; m++)
         for (int i = 0; i < D * HK * TK; i++)
             kv[m][i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
-    posenc_context *ctx[2] = {th.dut, NULL};
-    struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
-                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
-    char err[256];
-    if (posenc_context_create(&cp, &ctx[1], err, sizeof err) != POSENC_OK)
-        fail_msg("a second context: %s", err);
-    posenc_buffer *bq[2], *bk[2], *bv[2], *bo[2];
-    for (int c = 0; c < 2; c++) {
-        bq[c] = th_upload(ctx[c], q, sizeof q);
-        bk[c] = th_upload(ctx[c], kv[0], sizeof kv[0]);
-        bv[c] = th_upload(ctx[c], kv[1], sizeof kv[1]);
-        assert_int_equal(posenc_buffer_create(ctx[c], sizeof q, &bo[c]), POSENC_OK);
-    }
+    struct pos_pair f;
+    pos_pair_open(&f, D, HQ, HK, q, sizeof q, kv[0], kv[1], sizeof kv[0]);
     /* (queries, keys, q_offset, k_offset, causal) */
     static const struct { int tq, tk; int32_t qo, ko; int causal; } steps[] = {
         {1, TK, 1020, 981, 1},  {1, TK, 1023, 984, 1},  {1, TK, 1024, 985, 1},
@@ -1093,8 +1123,8 @@ static void test_implicit_positions_iota(void **state)
                     kpos[st * tk + t] = (int32_t)((int64_t)steps[i].ko + t);
             }
             const int ns = e == 2 ? 4 : 1;
-            posenc_buffer *bqp = th_upload(ctx[1], qpos, sizeof qpos);
-            posenc_buffer *bkp = th_upload(ctx[1], kpos, sizeof kpos);
+            posenc_buffer *bqp = th_upload(f.ctx[1], qpos, sizeof qpos);
+            posenc_buffer *bkp = th_upload(f.ctx[1], kpos, sizeof kpos);
             const posenc_tensor tqp =
                 posenc_tensor_contiguous(bqp, 0, POSENC_DTYPE_I32, tq, ns, 1, 1);
             const posenc_tensor tkp =
@@ -1108,44 +1138,15 @@ static void test_implicit_positions_iota(void **state)
                 p.rope.sections[1] = 4;
                 p.rope.sections[2] = 4;
             }
-            float *out[2];
-            for (int c = 0; c < 2; c++) {
-                const posenc_tensor tq_ =
-                    posenc_tensor_contiguous(bq[c], 0, POSENC_DTYPE_F32, D, HQ, tq, 1);
-                const posenc_tensor to_ =
-                    posenc_tensor_contiguous(bo[c], 0, POSENC_DTYPE_F32, D, HQ, tq, 1);
-                const posenc_tensor k =
-                    posenc_tensor_contiguous(bk[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
-                const posenc_tensor v =
-                    posenc_tensor_contiguous(bv[c], 0, POSENC_DTYPE_F32, D, HK, tk, 1);
-                if (c == 1) {
-                    p.q_pos = &tqp;
-                    p.k_pos = &tkp;
-                }
-                posenc_status st = posenc_attention(ctx[c], &tq_, &k, &v, &to_, NULL, &p);
-                if (st != POSENC_OK)
-                    fail_msg("%s step %zu, context %d: %s: %s", e == 1 ? "sinusoidal" : e ? "mrope" : "rope", i,
-                             c, posenc_status_string(st), posenc_context_last_error(ctx[c]));
-                out[c] = th_download(bo[c]);
-            }
-            th_check_warnings();
-            if (memcmp(out[0], out[1], (size_t)(D * HQ * tq) * sizeof(float)) != 0)
-                fail_msg("%s step %zu (%d queries from %d, %d keys from %d): implicit "
-                         "positions give other bits than the same positions given",
-                         e == 1 ? "sinusoidal" : e ? "mrope" : "rope", i, tq, (int)steps[i].qo, tk,
-                         (int)steps[i].ko);
-            free(out[0]);
-            free(out[1]);
+            char what[128];
+            snprintf(what, sizeof what, "%s step %zu (%d queries from %d, %d keys from %d)",
+                     e == 1 ? "sinusoidal" : e ? "mrope" : "rope", i, tq, (int)steps[i].qo,
+                     tk, (int)steps[i].ko);
+            free(pos_pair_run(&f, tq, tk, p, &tqp, &tkp, what));
             posenc_buffer_destroy(&bqp);
             posenc_buffer_destroy(&bkp);
         }
-    for (int c = 0; c < 2; c++) {
-        posenc_buffer_destroy(&bq[c]);
-        posenc_buffer_destroy(&bk[c]);
-        posenc_buffer_destroy(&bv[c]);
-        posenc_buffer_destroy(&bo[c]);
-    }
-    posenc_context_destroy(&ctx[1]);
+    pos_pair_close(&f);
 }
 
 /* RoPE where the one pass declines (dst past POSENC_MAX_BINDING = 4096 bytes, so the
