@@ -201,6 +201,7 @@ static double timed_read(int round, int fma)
 
 int main(int argc, char **argv)
 {
+    const char *pocl_affinity = bench_pocl_affinity(); /* as posenc bench */
     posenc_backend_kind kind = POSENC_BACKEND_CPU;
     if (argc > 1 && !strcmp(argv[1], "opencl"))
         kind = POSENC_BACKEND_OPENCL;
@@ -334,6 +335,8 @@ int main(int argc, char **argv)
            "medians:\n",
            posenc_backend_name(kind), info.device_name, (long long)D, (long long)Tk,
            kv / 1048576.0, rounds, bench_sweep_bytes() >> 20);
+    if (kind == POSENC_BACKEND_OPENCL)
+        printf("  POCL_AFFINITY=%s\n", pocl_affinity);
     printf("  copy ceiling        %8.1f GB/s\n", ceil);
     printf("  read K + V          %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling\n", mr * 1e6,
            kv / mr / 1e9, 100.0 * kv / mr / 1e9 / ceil);

@@ -75,6 +75,7 @@ struct bench_opts {
     int n_threads;         /* CPU */
     int reps, warmup;
     int json, quick, cold;
+    const char *pocl_affinity; /* bench_pocl_affinity() */
     int long_rows;         /* --long: the attention rows that take seconds per call */
     int progress;          /* progress on stderr (a terminal, not --quiet) */
     const char *filter;    /* substring of op names */
@@ -1054,6 +1055,17 @@ static void bench_cold(const struct bench_opts *o, posenc_backend_kind kind)
 /* Output and main                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
+const char *bench_pocl_affinity(void)
+{
+    /* Unpinned, Linux's wake-up placement at times leaves both of a two-core machine's
+     * PoCL workers on one core for seconds at a stretch (the other idles, or runs the
+     * caller's wait): d 64 decode attention calls then took 540-600 us against 290-330
+     * pinned, and the copy ceiling 34.6 against 42.0 GB/s (2026-12-04, Zen 4 host). */
+    setenv("POCL_AFFINITY", "1", 0);
+    const char *v = getenv("POCL_AFFINITY");
+    return v ? v : "";
+}
+
 static void json_str(const char *s)
 {
     putchar('"');
@@ -1073,9 +1085,11 @@ static void print_json(const struct bench_opts *o)
     printf("{\n  \"posenc\": ");
     json_str(posenc_version());
     printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
-           "  \"attn_evict_bytes\": %zu,\n  \"rows\": [\n",
+           "  \"attn_evict_bytes\": %zu,\n  \"pocl_affinity\": ",
            o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false",
            evict_on ? bench_sweep_bytes() : (size_t)0);
+    json_str(o->pocl_affinity);
+    printf(",\n  \"rows\": [\n");
     for (size_t i = 0; i < n_rows; i++) {
         const struct row *r = &rows[i];
         printf("    {\"backend\": ");
@@ -1141,6 +1155,7 @@ int bench_main(int argc, char **argv, const char *subcommand)
     o.warmup = 3;
     o.cold = 1;
     o.subcommand = subcommand;
+    o.pocl_affinity = bench_pocl_affinity();
     const char *prog = subcommand ? "posenc bench" : (argc > 0 ? argv[0] : "posenc_bench");
     int cold_child_kind = -1;
     int quiet = 0;
@@ -1254,6 +1269,10 @@ int bench_main(int argc, char **argv, const char *subcommand)
             printf("attention rows: every timed call after an untimed read of %zu MiB of host "
                    "memory (K and V from memory, not the caches)\n",
                    bench_sweep_bytes() >> 20);
+        printf("PoCL worker threads: POCL_AFFINITY=%s%s\n", o.pocl_affinity,
+               !strcmp(o.pocl_affinity, "1") ? " (pinned one to a core; POCL_AFFINITY=0 to leave "
+                                               "them to the scheduler)"
+                                             : "");
         FILE *la = fopen("/proc/loadavg", "r");
         char load[64];
         if (la && fgets(load, sizeof(load), la))

@@ -17,6 +17,14 @@ int bench_main(int argc, char **argv, const char *subcommand);
 
 /* Helpers of the other programs in bench/ too. */
 
+/* PoCL's worker threads pinned one to a core (POCL_AFFINITY=1) for this process and its
+ * children, unless the environment already says otherwise; call it first in main, before
+ * anything loads OpenCL (PoCL reads the variable once, when it sets up its device). The
+ * library itself never touches the environment: this is the programs' choice, the one the
+ * README recommends for PoCL (docs/performance.md, "PoCL's workers pinned"). Returns the
+ * value in force afterwards ("1", or the caller's own), for the programs to print. */
+const char *bench_pocl_affinity(void);
+
 /* CLOCK_MONOTONIC in seconds. */
 double bench_now(void);
 

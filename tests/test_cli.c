@@ -1023,6 +1023,33 @@ static void test_bench_quick(void **state)
     run_free(&r);
 }
 
+/* PoCL's workers: the tool sets POCL_AFFINITY=1 when the environment has none, and keeps
+ * the user's own value (bench prints the value in force, --json too). */
+static void test_bench_pocl_affinity(void **state)
+{
+    (void)state;
+    const char *had = getenv("POCL_AFFINITY");
+    char *saved = had ? strdup(had) : NULL;
+    unsetenv("POCL_AFFINITY");
+    struct run r = RUN("bench", "--quick", "--backend", backend(), "--no-cold", "--op",
+                       "rope normal f32", "--reps", "1");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "PoCL worker threads: POCL_AFFINITY=1 (pinned"));
+    run_free(&r);
+    setenv("POCL_AFFINITY", "0", 1);
+    r = RUN("bench", "--quick", "--backend", backend(), "--no-cold", "--op", "rope normal f32",
+            "--reps", "1", "--json");
+    expect_ok(&r);
+    assert_non_null(strstr(r.out, "\"pocl_affinity\": \"0\""));
+    run_free(&r);
+    if (saved) {
+        setenv("POCL_AFFINITY", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("POCL_AFFINITY");
+    }
+}
+
 /* ---- -o PATH: a failed write leaves what was there (issue #16) ------------------------- */
 
 #if POSENC_TOOL_HAVE_PNG
@@ -1177,6 +1204,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scaling_kinds), cmocka_unit_test(test_heatmap_rope_angle),
         cmocka_unit_test(test_heatmap_downsampled), cmocka_unit_test(test_freqs_png),
         cmocka_unit_test(test_verify_quick),  cmocka_unit_test(test_bench_quick),
+        cmocka_unit_test(test_bench_pocl_affinity),
         cmocka_unit_test(test_output_never_clobbered),
     };
     rc = th_run("cli", tests, sizeof(tests) / sizeof(tests[0]));
