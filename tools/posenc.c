@@ -413,7 +413,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     /* every command: PoCL's workers pinned one to a core unless the user set
-     * POCL_AFFINITY (bench/bench_core.h; 1.4-1.8x on PoCL's decode attention, 1.2x on its
+     * POCL_AFFINITY (bench/bench_core.h; 1.4-1.9x on PoCL's decode attention, up to 1.2x on its
      * copy, measured on a two-core machine) */
     (void)bench_pocl_affinity();
     if (argc < 2) {
