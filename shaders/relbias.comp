@@ -37,8 +37,8 @@ layout(std430, set = 0, binding = 1) readonly buffer XBuf4 { vec4 x_v[]; };
 // Q/PE_RELBIAS_VEC_Q. Three divisions per 16 elements and whole vec4 logits and dst
 // accesses (as alibi.comp's: CPU implementations such as lavapipe scalarize every buffer
 // access per invocation and component); the four bucket indices of a row are consecutive
-// (rel - rel_min = k - q + base), one lower for each next query. The same values and sum
-// as value() below.
+// (rel - rel_min = k - q + base), one lower for each next query, so the unit's rows need
+// 7 table values, not 16, each looked up once. The same values and sum as value() below.
 void pe_vec_main()
 {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -51,13 +51,15 @@ void pe_vec_main()
         uint h = hb - b * pc.ne2;
         uint e = pc.dst_off + k + q * pc.dst_st1 + h * pc.dst_st2 + b * pc.dst_st3;
         uint l = pc.lg_off + k + q * pc.lg_st1 + h * pc.lg_st2 + b * pc.lg_st3;
-        uint j = k + uint(pc.base) - q;
+        // the unit's rows share their bucket indices but one: row r starts at j0 + Q-1-r
+        uint j0 = k + uint(pc.base) - q - (PE_RELBIAS_VEC_Q - 1u);
         uint t = pc.tab_off + h * pc.tab_st1;
-        for (uint r = 0u; r < PE_RELBIAS_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1, j--) {
-            vec4 v = vec4(load_tab(t + uint(bucket[j]) * pc.tab_st0),
-                          load_tab(t + uint(bucket[j + 1u]) * pc.tab_st0),
-                          load_tab(t + uint(bucket[j + 2u]) * pc.tab_st0),
-                          load_tab(t + uint(bucket[j + 3u]) * pc.tab_st0));
+        float tv[PE_RELBIAS_VEC_Q + 3u];
+        for (uint i = 0u; i < PE_RELBIAS_VEC_Q + 3u; i++)
+            tv[i] = load_tab(t + uint(bucket[j0 + i]) * pc.tab_st0);
+        for (uint r = 0u; r < PE_RELBIAS_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1) {
+            uint s = PE_RELBIAS_VEC_Q - 1u - r;
+            vec4 v = vec4(tv[s], tv[s + 1u], tv[s + 2u], tv[s + 3u]);
             if (VEC_HAS_X)
                 v = x_v[l >> 2] + v;
             dst_v[e >> 2] = v;
@@ -83,17 +85,16 @@ void pe_vec_main()
         uint h = hb - b * pc.ne2;
         uint e = pc.dst_off + k + q * pc.dst_st1 + h * pc.dst_st2 + b * pc.dst_st3;
         uint l = pc.lg_off + k + q * pc.lg_st1 + h * pc.lg_st2 + b * pc.lg_st3;
-        uint j = k + uint(pc.base) - q;
+        // as the f32 path: row r's 8 values from j0 + Q-1-r of the unit's Q + 7
+        uint j0 = k + uint(pc.base) - q - (PE_RELBIAS_VEC_Q - 1u);
         uint t = pc.tab_off + h * pc.tab_st1;
-        for (uint r = 0u; r < PE_RELBIAS_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1, j--) {
-            vec4 v0 = vec4(load_tab(t + uint(bucket[j]) * pc.tab_st0),
-                           load_tab(t + uint(bucket[j + 1u]) * pc.tab_st0),
-                           load_tab(t + uint(bucket[j + 2u]) * pc.tab_st0),
-                           load_tab(t + uint(bucket[j + 3u]) * pc.tab_st0));
-            vec4 v1 = vec4(load_tab(t + uint(bucket[j + 4u]) * pc.tab_st0),
-                           load_tab(t + uint(bucket[j + 5u]) * pc.tab_st0),
-                           load_tab(t + uint(bucket[j + 6u]) * pc.tab_st0),
-                           load_tab(t + uint(bucket[j + 7u]) * pc.tab_st0));
+        float tv[PE_RELBIAS_VEC_Q + 7u];
+        for (uint i = 0u; i < PE_RELBIAS_VEC_Q + 7u; i++)
+            tv[i] = load_tab(t + uint(bucket[j0 + i]) * pc.tab_st0);
+        for (uint r = 0u; r < PE_RELBIAS_VEC_Q; r++, e += pc.dst_st1, l += pc.lg_st1) {
+            uint s = PE_RELBIAS_VEC_Q - 1u - r;
+            vec4 v0 = vec4(tv[s], tv[s + 1u], tv[s + 2u], tv[s + 3u]);
+            vec4 v1 = vec4(tv[s + 4u], tv[s + 5u], tv[s + 6u], tv[s + 7u]);
             if (VEC_HAS_X) {
                 vec4 x0, x1;
                 pe_ld8_x(l, x0, x1);
