@@ -302,6 +302,44 @@ static void capture_log(posenc_log_level level, const char *msg, void *user)
     snprintf(c->text + n, sizeof(c->text) - n, "[%d] %s\n", (int)level, msg);
 }
 
+/* On PoCL (a CPU device whose api_version names PoCL) a context logs, at INFO, the hint
+ * to pin PoCL's workers while POCL_AFFINITY is unset, and not once it is set (to any
+ * value: the user chose); other devices never log it. */
+static void test_pocl_affinity_hint(void **state)
+{
+    (void)state;
+    struct posenc_device_info info;
+    assert_int_equal(posenc_context_get_info(th.dut, &info), POSENC_OK);
+    const int pocl = th.kind == POSENC_BACKEND_OPENCL && info.type == POSENC_DEVICE_CPU &&
+                     strstr(info.api_version, "PoCL") != NULL;
+    const char *had = getenv("POCL_AFFINITY");
+    char *saved = had ? strdup(had) : NULL;
+    for (int set = 0; set < 2; set++) {
+        if (set)
+            setenv("POCL_AFFINITY", "0", 1);
+        else
+            unsetenv("POCL_AFFINITY");
+        struct log_capture cap = {""};
+        struct posenc_context_params p = {.backend = th.kind, .device = info.device_index,
+                                          .log_fn = capture_log,
+                                          .log_level = POSENC_LOG_INFO, .log_user_data = &cap};
+        posenc_context *ctx = NULL;
+        char err[256];
+        assert_int_equal(posenc_context_create(&p, &ctx, err, sizeof(err)), POSENC_OK);
+        const int logged = strstr(cap.text, "POCL_AFFINITY=1") != NULL;
+        if (logged != (pocl && !set))
+            fail_msg("POCL_AFFINITY %s, PoCL %d: the hint %s logged in:\n%s",
+                     set ? "=0" : "unset", pocl, logged ? "was" : "was not", cap.text);
+        posenc_context_destroy(&ctx);
+    }
+    if (saved) {
+        setenv("POCL_AFFINITY", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("POCL_AFFINITY");
+    }
+}
+
 #define CHILD_CHECK(cond, ...)                                                                \
     do {                                                                                     \
         if (!(cond)) {                                                                       \
@@ -426,6 +464,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_env_override),
         cmocka_unit_test(test_auto_never_picks_emulated),
         cmocka_unit_test(test_device_info),
+        cmocka_unit_test(test_pocl_affinity_hint),
         cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_orphan_buffer),
         cmocka_unit_test(test_tensor_helpers),

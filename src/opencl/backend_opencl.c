@@ -242,6 +242,14 @@ static posenc_status cl_create(posenc_context *ctx, int32_t device, bool gpu_onl
     pe_cl_cache_init(be);
     pe_log(ctx, POSENC_LOG_INFO, "opencl: device %d: %s (%s, driver %s)", (int)device,
            be->info.device_name, be->info.api_version, be->info.driver_version);
+    /* a hint only: posenc never sets the variable itself (README, "Choosing a backend";
+     * docs/performance.md, "PoCL's workers pinned") */
+    if (strncmp(be->platform_id, "Portable Computing Language", 27) == 0 && pe_cl_is_cpu(be) &&
+        !getenv("POCL_AFFINITY"))
+        pe_log(ctx, POSENC_LOG_INFO,
+               "opencl: PoCL's worker threads are not pinned; POCL_AFFINITY=1 in the "
+               "environment before the first OpenCL call pins them one to a core (decode "
+               "attention 1.4-1.9x faster on a two-core machine)");
     *out = &be->base;
     return POSENC_OK;
 
