@@ -155,6 +155,26 @@ void *th_download(posenc_buffer *b)
     return p;
 }
 
+char *th_env_save(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v)
+        return NULL;
+    char *copy = strdup(v);
+    assert_non_null(copy);
+    return copy;
+}
+
+void th_env_restore(const char *name, char *saved)
+{
+    if (saved) {
+        setenv(name, saved, 1);
+        free(saved);
+    } else {
+        unsetenv(name);
+    }
+}
+
 /* Whether name matches glob pattern p ('*' any run, '?' any one character), up to `end`. */
 static int glob_match(const char *p, const char *end, const char *name)
 {

@@ -67,6 +67,11 @@ posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes);
 /* Read a whole buffer into a malloc'd block (asserts success). */
 void *th_download(posenc_buffer *b);
 
+/* An environment variable's value now (a malloc'd copy; NULL when unset), and putting it
+ * back (unset for NULL; frees saved): around a test that sets it for its own calls. */
+char *th_env_save(const char *name);
+void th_env_restore(const char *name, char *saved);
+
 /* Run the cmocka tests (any count, heap arrays too) under the suite name. With
  * POSENC_TEST_FILTER set, only the tests whose names match one of its '|'-separated glob
  * patterns ('*', '?'), for a run that repeats part of a suite under another setting

@@ -312,8 +312,7 @@ static void test_pocl_affinity_hint(void **state)
     assert_int_equal(posenc_context_get_info(th.dut, &info), POSENC_OK);
     const int pocl = th.kind == POSENC_BACKEND_OPENCL && info.type == POSENC_DEVICE_CPU &&
                      strstr(info.api_version, "PoCL") != NULL;
-    const char *had = getenv("POCL_AFFINITY");
-    char *saved = had ? strdup(had) : NULL;
+    char *saved = th_env_save("POCL_AFFINITY");
     for (int set = 0; set < 2; set++) {
         if (set)
             setenv("POCL_AFFINITY", "0", 1);
@@ -332,12 +331,7 @@ static void test_pocl_affinity_hint(void **state)
                      set ? "=0" : "unset", pocl, logged ? "was" : "was not", cap.text);
         posenc_context_destroy(&ctx);
     }
-    if (saved) {
-        setenv("POCL_AFFINITY", saved, 1);
-        free(saved);
-    } else {
-        unsetenv("POCL_AFFINITY");
-    }
+    th_env_restore("POCL_AFFINITY", saved);
 }
 
 #define CHILD_CHECK(cond, ...)                                                                \

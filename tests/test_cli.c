@@ -1028,8 +1028,7 @@ static void test_bench_quick(void **state)
 static void test_bench_pocl_affinity(void **state)
 {
     (void)state;
-    const char *had = getenv("POCL_AFFINITY");
-    char *saved = had ? strdup(had) : NULL;
+    char *saved = th_env_save("POCL_AFFINITY");
     unsetenv("POCL_AFFINITY");
     struct run r = RUN("bench", "--quick", "--backend", backend(), "--no-cold", "--op",
                        "rope normal f32", "--reps", "1");
@@ -1042,12 +1041,7 @@ static void test_bench_pocl_affinity(void **state)
     expect_ok(&r);
     assert_non_null(strstr(r.out, "\"pocl_affinity\": \"0\""));
     run_free(&r);
-    if (saved) {
-        setenv("POCL_AFFINITY", saved, 1);
-        free(saved);
-    } else {
-        unsetenv("POCL_AFFINITY");
-    }
+    th_env_restore("POCL_AFFINITY", saved);
 }
 
 /* ---- -o PATH: a failed write leaves what was there (issue #16) ------------------------- */
