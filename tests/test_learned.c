@@ -197,6 +197,107 @@ static void test_forward_long_rows(void **state)
     th_check_warnings();
 }
 
+/* Outputs of 16 MiB and more out of place: on the CPU backend its rows are written with
+ * streaming stores (PE_LEARNED_NT_BYTES), which want aligned rows, so both an aligned
+ * dst and one starting an element later (the rows' plain-store fallback) are checked.
+ * x [1028, T, 2] f32 (16.1 MiB out) or [1028, 2T, 2] f16 with batch positions, dyadic
+ * values: every sum exact, the device must match bit for bit; the element before the
+ * shifted dst must stay as it was. */
+static void test_forward_large(void **state)
+{
+    (void)state;
+    enum { D = 1028, T = 2048, B = 2, ROWS = 97 };
+    uint64_t rng = 777;
+    static float table[D * ROWS];
+    for (int i = 0; i < D * ROWS; i++)
+        table[i] = dyadic(&rng);
+    for (int dt = 0; dt < 2; dt++)
+        for (int shift = 0; shift < 2; shift++) {
+            const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+            const size_t es = posenc_dtype_size(d);
+            const int64_t Tn = dt ? 2 * T : T; /* 16 MiB of f16 too */
+            const size_t n = (size_t)D * (size_t)Tn * B;
+            unsigned char *ximg = malloc(n * es), *timg = malloc((size_t)D * ROWS * es);
+            int32_t *pos = malloc((size_t)Tn * B * sizeof(int32_t));
+            float *x = malloc(n * sizeof(float));
+            assert_non_null(ximg);
+            assert_non_null(timg);
+            assert_non_null(pos);
+            assert_non_null(x);
+            for (size_t i = 0; i < n; i++) {
+                x[i] = dyadic(&rng);
+                if (dt) {
+                    const uint16_t h = posenc_f32_to_f16(x[i]);
+                    memcpy(ximg + 2 * i, &h, 2);
+                } else {
+                    memcpy(ximg + 4 * i, &x[i], 4);
+                }
+            }
+            for (int i = 0; i < D * ROWS; i++) {
+                if (dt) {
+                    const uint16_t h = posenc_f32_to_f16(table[i]);
+                    memcpy(timg + 2 * i, &h, 2);
+                } else {
+                    memcpy(timg + 4 * i, &table[i], 4);
+                }
+            }
+            for (int64_t i = 0; i < Tn * B; i++)
+                pos[i] = (int32_t)(pc_rand_u64(&rng) % ROWS);
+            posenc_buffer *xb = th_upload(th.dut, ximg, n * es);
+            posenc_buffer *tb = th_upload(th.dut, timg, (size_t)D * ROWS * es);
+            posenc_buffer *pb = th_upload(th.dut, pos, (size_t)Tn * B * sizeof(int32_t));
+            posenc_buffer *db = NULL;
+            assert_int_equal(posenc_buffer_create(th.dut, (n + 1) * es, &db), POSENC_OK);
+            assert_int_equal(posenc_fill(th.dut,
+                                         &(posenc_tensor){.buffer = db, .dtype = d,
+                                                          .ne = {(int64_t)n + 1, 1, 1, 1},
+                                                          .nb = {(int64_t)es,
+                                                                 (int64_t)((n + 1) * es),
+                                                                 (int64_t)((n + 1) * es),
+                                                                 (int64_t)((n + 1) * es)}},
+                                         3.0),
+                             POSENC_OK);
+            posenc_tensor xt = posenc_tensor_contiguous(xb, 0, d, D, Tn, B, 1);
+            posenc_tensor tt = posenc_tensor_contiguous(tb, 0, d, D, ROWS, 1, 1);
+            posenc_tensor pt = posenc_tensor_contiguous(pb, 0, POSENC_DTYPE_I32, Tn, B, 1, 1);
+            posenc_tensor dst = posenc_tensor_contiguous(db, (size_t)shift * es, d, D, Tn, B, 1);
+            th_expect(posenc_learned(th.dut, &xt, &pt, &tt, &dst), POSENC_OK, NULL,
+                      "learned, 16 MiB out of place");
+            unsigned char *out = th_download(db);
+            for (size_t e = 0; e <= n; e++) {
+                double want = 3.0; /* the fill, before a shifted dst or after an aligned one */
+                if (e >= (size_t)shift && e < n + (size_t)shift) {
+                    const size_t i = e - (size_t)shift;
+                    const int64_t c = (int64_t)(i % D), tb_ = (int64_t)(i / D);
+                    want = (double)table[c + (int64_t)D * pos[tb_]] + x[i];
+                }
+                double got;
+                if (dt) {
+                    uint16_t h;
+                    memcpy(&h, out + 2 * e, 2);
+                    got = posenc_f16_to_f32(h);
+                } else {
+                    float f;
+                    memcpy(&f, out + 4 * e, 4);
+                    got = f;
+                }
+                if (got != want)
+                    fail_msg("%s dst shifted %d: element %zu = %.9g, want %.9g",
+                             posenc_dtype_name(d), shift, e, got, want);
+            }
+            free(out);
+            free(ximg);
+            free(timg);
+            free(pos);
+            free(x);
+            posenc_buffer_destroy(&xb);
+            posenc_buffer_destroy(&tb);
+            posenc_buffer_destroy(&pb);
+            posenc_buffer_destroy(&db);
+        }
+    th_check_warnings();
+}
+
 /* ---- backward, against double ----------------------------------------------------------- */
 
 static float *backward_dut(const float *dy, int64_t d, int64_t T, int64_t B, const int32_t *pos,
@@ -424,6 +525,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest fixed[] = {
         cmocka_unit_test(test_forward_exact),
         cmocka_unit_test(test_forward_long_rows),
+        cmocka_unit_test(test_forward_large),
         cmocka_unit_test(test_backward_exact),
         cmocka_unit_test(test_backward_deterministic),
         cmocka_unit_test(test_out_of_range),
