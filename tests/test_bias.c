@@ -608,6 +608,87 @@ static void test_relbias_whole_rows(void **state)
                 }
 }
 
+/* Outputs of 16 MiB and more out of place: on the CPU backend their rows are written
+ * with streaming stores, which want aligned rows, so dst is checked aligned and shifted by
+ * one element (rows of 4112 / 2056 bytes alternate between the streaming and the plain
+ * path anyway). K 1028 x Q 1024 (f16: 2048) x 4 heads, T5 with 32 buckets, logits and
+ * table of dst's dtype, against x + table[bucket, h] in double: one f32 rounding (f16
+ * dst: plus half an f16 ulp); the guard element before a shifted dst, and after an
+ * aligned one, untouched. */
+static void test_relbias_large(void **state)
+{
+    (void)state;
+    enum { K = 1028, H = 4, NB = 32, QOFF = 500 };
+    static float tabv[NB * H];
+    uint64_t seed = 9400;
+    fill_pm4(tabv, NB * H, &seed);
+    const struct posenc_relbias_params p = {.kind = POSENC_RELBIAS_T5, .num_buckets = NB,
+                                            .max_distance = 64, .q_offset = QOFF};
+    for (int dt = 0; dt < 2; dt++)
+        for (int shift = 0; shift < 2; shift++) {
+            const int64_t Q = dt ? 2048 : 1024;
+            const size_t es = dt ? 2 : 4, n = (size_t)K * (size_t)Q * H;
+            const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
+            float *xs = malloc(n * sizeof(float));
+            unsigned char *xi = malloc(n * es), *di = malloc((n + 1) * es);
+            int32_t *bk = malloc((size_t)(K + Q) * sizeof(int32_t)); /* by k - q + Q - 1 */
+            assert_non_null(xs);
+            assert_non_null(xi);
+            assert_non_null(di);
+            assert_non_null(bk);
+            for (size_t i = 0; i < n; i++) {
+                xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+                lr_encode(xi, i, xs[i], dt);
+            }
+            for (size_t i = 0; i <= n; i++)
+                lr_encode(di, i, lr_pad, dt);
+            for (int64_t r = 0; r < K + Q - 1; r++)
+                assert_int_equal(posenc_relbias_bucket(&p, r - (Q - 1) - QOFF, &bk[r]),
+                                 POSENC_OK);
+            posenc_buffer *xb = th_upload(th.dut, xi, n * es);
+            posenc_buffer *db = th_upload(th.dut, di, (n + 1) * es);
+            posenc_tensor tt;
+            posenc_buffer *tbuf = upload_rb_table(tabv, NB, H, dt, &tt);
+            posenc_tensor tx = posenc_tensor_contiguous(xb, 0, d, K, Q, H, 1);
+            posenc_tensor ty = posenc_tensor_contiguous(db, (size_t)shift * es, d, K, Q, H, 1);
+            th_expect(posenc_relbias(th.dut, &tx, &tt, &ty, &p), POSENC_OK, NULL,
+                      "relbias, 16 MiB out of place");
+            unsigned char *got = th_download(db);
+            for (size_t e = 0; e <= n; e++) {
+                const float g = lr_decode(got, e, dt);
+                if (e < (size_t)shift || e >= n + (size_t)shift) {
+                    if (g != lr_pad)
+                        fail_msg("%s shifted %d: the guard element %zu = %g", dt ? "f16" : "f32",
+                                 shift, e, (double)g);
+                    continue;
+                }
+                const size_t i = e - (size_t)shift;
+                const int64_t k = (int64_t)(i % K), q = (int64_t)(i / K % (size_t)Q),
+                              h = (int64_t)(i / ((size_t)K * (size_t)Q));
+                const int32_t u = bk[k - q + Q - 1];
+                const double tv = dt ? posenc_f16_to_f32(posenc_f32_to_f16(tabv[u + NB * h]))
+                                     : tabv[u + NB * h];
+                const double xv = dt ? posenc_f16_to_f32(posenc_f32_to_f16(xs[i])) : xs[i];
+                const double want = xv + tv;
+                double bound = pc_ulp32(want); /* one f32 rounding of the sum */
+                if (dt)
+                    bound += 0x1p-11 * fabs(want) + 0x1p-25; /* and one to f16 */
+                if (fabs((double)g - want) > bound)
+                    fail_msg("%s shifted %d: (k %d, q %d, h %d) = %.9g, want %.9g",
+                             dt ? "f16" : "f32", shift, (int)k, (int)q, (int)h, (double)g, want);
+            }
+            free(got);
+            free(xs);
+            free(xi);
+            free(di);
+            free(bk);
+            posenc_buffer_destroy(&tbuf);
+            posenc_buffer_destroy(&xb);
+            posenc_buffer_destroy(&db);
+            th_check_warnings();
+        }
+}
+
 /* The relative bias over the long rows, T5 with 32 buckets, f32 and f16 throughout (the
  * table too), out of place and in place, against x + table[bucket, h] in double (buckets
  * from posenc_relbias_bucket), one rounding (f16: plus half an f16 ulp); padding
@@ -831,6 +912,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_alibi_long_rows),
         cmocka_unit_test(test_relbias_long_rows),
         cmocka_unit_test(test_relbias_whole_rows),
+        cmocka_unit_test(test_relbias_large),
         cmocka_unit_test(test_bad_input),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]), n = n1 + n2 + n3;

@@ -109,9 +109,17 @@ __attribute__((target("avx,f16c"))) static void f2h_row_f16c(const float *restri
  * be out (in place: each vector is loaded before it is stored). */
 __attribute__((target("avx,f16c"))) static void add_row_f16_f32(const uint16_t *x,
                                                                   const float *b, uint16_t *out,
-                                                                  int64_t n)
+                                                                  int64_t n, bool nt)
 {
     int64_t i = 0;
+    if (nt) /* out 16-byte aligned, not x: streaming stores */
+        for (; i + 8 <= n; i += 8)
+            _mm_stream_si128((__m128i *)(void *)(out + i),
+                             _mm256_cvtps_ph(
+                                 _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(
+                                                   (const __m128i *)(const void *)(x + i))),
+                                               _mm256_loadu_ps(b + i)),
+                                 _MM_FROUND_TO_NEAREST_INT));
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(void *)(out + i),
                          _mm256_cvtps_ph(_mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(
@@ -702,6 +710,8 @@ struct relbias_job {
     const struct pe_relbias_op *op;
     const float *bias; /* [H][n_rel] */
     bool f16_rows;     /* x and dst f16 with stride 1: add_row_f16_f32 */
+    bool f32_nt;       /* x and dst f32 with stride 1: add_row_f32_nt where aligned */
+    bool nt;           /* large out of place: streaming stores (PE_LEARNED_NT_BYTES) */
     size_t off_in, off_out;
 };
 
@@ -721,8 +731,14 @@ static void relbias_run(const struct pe_fast_job *job, int64_t begin, int64_t en
         const int64_t di = pe_cpu_at4(d, q, h, b);
 #ifdef PE_HAVE_F16C
         if (rj->f16_rows) {
-            add_row_f16_f32((const uint16_t *)x->mem + pe_cpu_at4(x, q, h, b),
-                            bias, (uint16_t *)d->mem + di, K);
+            uint16_t *o = (uint16_t *)d->mem + di;
+            add_row_f16_f32((const uint16_t *)x->mem + pe_cpu_at4(x, q, h, b), bias, o, K,
+                            rj->nt && ((uintptr_t)o & 15u) == 0);
+            continue;
+        }
+        if (rj->f32_nt && ((uintptr_t)((float *)d->mem + di) & 31u) == 0) {
+            add_row_f32_nt((const float *)x->mem + pe_cpu_at4(x, q, h, b), bias,
+                           (float *)d->mem + di, K);
             continue;
         }
 #endif
@@ -733,6 +749,10 @@ static void relbias_run(const struct pe_fast_job *job, int64_t begin, int64_t en
             memcpy(out, bias, (size_t)K * sizeof(float));
         pe_cpu_finish_row(d, di, K, out);
     }
+#ifdef PE_HAVE_F16C
+    if (rj->nt)
+        nt_fence(); /* streaming stores are weakly ordered: drain them before the join */
+#endif
 }
 
 posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias_op *op)
@@ -773,6 +793,12 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
     const struct pe_view *x = &op->logits;
     rj.f16_rows = have_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
                   d->dtype == POSENC_DTYPE_F16 && x->st[0] == 1 && d->st[0] == 1;
+    /* as learned's (PE_LEARNED_NT_BYTES) */
+    rj.nt = have_f16c && x->mem && !pe_cpu_same_view(x, d) &&
+            (double)K * (double)Q * (double)H * (double)d->ne[3] *
+                    (double)posenc_dtype_size(d->dtype) >= PE_LEARNED_NT_BYTES;
+    rj.f32_nt = rj.nt && x->dtype == POSENC_DTYPE_F32 && d->dtype == POSENC_DTYPE_F32 &&
+                x->st[0] == 1 && d->st[0] == 1;
 #endif
     rj.base.fn = relbias_run;
     rj.base.op = op;
