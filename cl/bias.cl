@@ -69,8 +69,8 @@ __kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 ds
 #ifndef PE_VEC16
 #define PE_VEC16 0
 #endif
-/* 16-wide loads of the logits and stores of dst (pe_relbias_row, pe_alibi_vec; the latter
- * may switch the f32 stores to streaming ones below). */
+/* 16-wide loads of the logits and stores of dst (pe_relbias_row, pe_alibi_vec; the f32
+ * stores may be streaming ones, PE_NT_STORE below). */
 #if HAS_X && X_F16
 #define PE_LOAD16_LG(p, i) vload_half16(0, (p) + (i))
 #else
@@ -80,6 +80,17 @@ __kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 ds
 #define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
 #else
 #define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
+#endif
+/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
+ * written with streaming (non-temporal) stores where the compiler has them (clang's
+ * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
+ * it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
+#ifndef PE_NT_STORE
+#define PE_NT_STORE 0
+#endif
+#if PE_NT_STORE && defined(__clang__) && !DST_F16
+#undef PE_STORE16_DST
+#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
 #endif
 /* The table entries of 16 keys (bucket list entries bk[0..15]) of head row tr, gathered one
  * by one; f16 entries as raw bits, converted 16 at a time (one scalar vload_half per entry
@@ -269,17 +280,6 @@ __kernel void pe_alibi(__global DST_T *dst, const long dst_off, const long4 dst_
  * (K not a multiple of 16) go one by one. Same arguments as pe_alibi; NDRange
  * (ceil(K / PE_KPW), Q, H * B).
  */
-/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
- * written with streaming (non-temporal) stores where the compiler has them (clang's
- * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
- * it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
-#ifndef PE_NT_STORE
-#define PE_NT_STORE 0
-#endif
-#if PE_NT_STORE && defined(__clang__) && !DST_F16
-#undef PE_STORE16_DST
-#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
-#endif
 
 __kernel void pe_alibi_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                            __global const X_T *lg, const long lg_off, const long4 lg_st,

@@ -608,17 +608,18 @@ static void test_relbias_whole_rows(void **state)
                 }
 }
 
-/* Outputs of 16 MiB and more out of place: on the CPU backend their rows are written
- * with streaming stores, which want aligned rows, so dst is checked aligned and shifted by
- * one element (rows of 4112 / 2056 bytes alternate between the streaming and the plain
- * path anyway). K 1028 x Q 1024 (f16: 2048) x 4 heads, T5 with 32 buckets, logits and
- * table of dst's dtype, against x + table[bucket, h] in double: one f32 rounding (f16
- * dst: plus half an f16 ulp); the guard element before a shifted dst, and after an
- * aligned one, untouched. */
+/* Outputs of 16 MiB and more out of place: the CPU backend and OpenCL on CPU devices write
+ * them with streaming stores, which want aligned rows, so two layouts are checked: K 1024
+ * keys from the buffer's start (every row aligned: the streaming path, and OpenCL's
+ * 16-wide one) and K 1028 from one element in (no row aligned: the plain-store
+ * fallbacks). Q 1024 (f16: 2048) x 4 heads, T5 with 32 buckets, logits and table of
+ * dst's dtype, against x + table[bucket, h] in double: one f32 rounding (f16 dst: plus
+ * half an f16 ulp); the guard element before a shifted dst, or after an aligned one,
+ * untouched. */
 static void test_relbias_large(void **state)
 {
     (void)state;
-    enum { K = 1028, H = 4, NB = 32, QOFF = 500 };
+    enum { H = 4, NB = 32, QOFF = 500 };
     static float tabv[NB * H];
     uint64_t seed = 9400;
     fill_pm4(tabv, NB * H, &seed);
@@ -626,7 +627,7 @@ static void test_relbias_large(void **state)
                                             .max_distance = 64, .q_offset = QOFF};
     for (int dt = 0; dt < 2; dt++)
         for (int shift = 0; shift < 2; shift++) {
-            const int64_t Q = dt ? 2048 : 1024;
+            const int64_t K = shift ? 1028 : 1024, Q = dt ? 2048 : 1024;
             const size_t es = dt ? 2 : 4, n = (size_t)K * (size_t)Q * H;
             const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
             float *xs = malloc(n * sizeof(float));

@@ -197,22 +197,24 @@ static void test_forward_long_rows(void **state)
     th_check_warnings();
 }
 
-/* Outputs of 16 MiB and more out of place: on the CPU backend its rows are written with
- * streaming stores (PE_LEARNED_NT_BYTES), which want aligned rows, so both an aligned
- * dst and one starting an element later (the rows' plain-store fallback) are checked.
- * x [1028, T, 2] f32 (16.1 MiB out) or [1028, 2T, 2] f16 with batch positions, dyadic
- * values: every sum exact, the device must match bit for bit; the element before the
- * shifted dst must stay as it was. */
+/* Outputs of 16 MiB and more out of place: the CPU backend and OpenCL on CPU devices write
+ * them with streaming stores, which want aligned rows, so two layouts are checked: rows of
+ * 1024 elements from the buffer's start (every row aligned: the streaming path, and
+ * OpenCL's 16-wide one), and rows of 1028 from one element in (no row aligned: the
+ * plain-store fallbacks). x [D, T, 2] f32 or [D, 2T, 2] f16 (16 MiB or more out) with
+ * batch positions, dyadic values: every sum exact, the device must match bit for bit; the
+ * element before a shifted dst, or after an aligned one, must stay as it was. */
 static void test_forward_large(void **state)
 {
     (void)state;
-    enum { D = 1028, T = 2048, B = 2, ROWS = 97 };
+    enum { DMAX = 1028, T = 2048, B = 2, ROWS = 97 };
     uint64_t rng = 777;
-    static float table[D * ROWS];
-    for (int i = 0; i < D * ROWS; i++)
-        table[i] = dyadic(&rng);
+    static float table[DMAX * ROWS];
     for (int dt = 0; dt < 2; dt++)
         for (int shift = 0; shift < 2; shift++) {
+            const int D = shift ? 1028 : 1024;
+            for (int i = 0; i < D * ROWS; i++)
+                table[i] = dyadic(&rng);
             const posenc_dtype d = dt ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32;
             const size_t es = posenc_dtype_size(d);
             const int64_t Tn = dt ? 2 * T : T; /* 16 MiB of f16 too */

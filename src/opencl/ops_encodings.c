@@ -45,10 +45,16 @@ posenc_status pe_cl_learned(struct pe_backend *base, const struct pe_learned_op 
     if (n[0] == 0 || n[1] == 0 || n[2] == 0)
         return POSENC_OK;
 
+    /* large out-of-place outputs on CPU devices: streaming stores (PE_NT_STORE; posenc
+     * bench --backend opencl --op learned, f32 [1024, 2048, 8] with x, see CHANGELOG) */
+    const bool in_place = has_x && x->mem == dst->mem && x->offset == dst->offset;
+    const bool nt = vec && has_x && !in_place &&
+                    pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)dst->ne[0] *
+                                         (double)dst->ne[1] * (double)dst->ne[2]);
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
-             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d", is_f16(dst), has_x,
-             has_x && is_f16(x), is_f16(tab), kpw);
+             "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d%s", is_f16(dst), has_x,
+             has_x && is_f16(x), is_f16(tab), kpw, nt ? " -DPE_NT_STORE=1" : "");
     struct pe_cl_program *p = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "learned.cl", vec ? "pe_learned_vec" : "pe_learned",
                                          defines, &p));
@@ -197,12 +203,19 @@ posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op 
     const bool expand = row && (uint64_t)n_rel * PE_CL_RELB_MIN_ROWS <= rows * (uint64_t)dst->ne[0] &&
                         (uint64_t)n_rel * (uint64_t)H <= PE_CL_RELB_MAX_BYTES / sizeof(float);
 
+    const bool vec16 = row && pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16);
+    /* large out-of-place outputs: streaming f32 stores (PE_NT_STORE), as ALiBi's */
+    const bool in_place = has_x && lg->mem == dst->mem && lg->offset == dst->offset;
+    const bool nt = vec16 && !in_place &&
+                    pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)dst->ne[0] *
+                                         (double)dst->ne[1] * (double)dst->ne[2] *
+                                         (double)dst->ne[3]);
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d -DPE_VEC16=%d "
-             "-DPE_RB=%d",
-             is_f16(dst), has_x, has_x && is_f16(lg), expand ? 0 : is_f16(tab), (int)kpw,
-             row && pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16), expand);
+             "-DPE_RB=%d%s",
+             is_f16(dst), has_x, has_x && is_f16(lg), expand ? 0 : is_f16(tab), (int)kpw, vec16,
+             expand, nt ? " -DPE_NT_STORE=1" : "");
     struct pe_cl_program *p = NULL, *pe = NULL;
     PE_RETURN_IF_ERROR(pe_cl_get_program(be, "bias.cl", row ? "pe_relbias_row" : "pe_relbias",
                                          defines, &p));
