@@ -157,8 +157,8 @@ __attribute__((target("avx,f16c"))) static void add_row_f16_f16(const uint16_t *
         out[i] = pe_cpu_f2h(pe_cpu_h2f(x[i]) + pe_cpu_h2f(t[i]));
 }
 
-/* out = x + t, f32, with streaming stores (out 32-byte aligned): learned's large
- * out-of-place rows, whose destination lines are then not read for ownership first. */
+/* out = x + t, f32, with streaming stores (out 32-byte aligned): learned's and relbias'
+ * large out-of-place rows, whose destination lines are then not read for ownership first. */
 __attribute__((target("avx"))) static void add_row_f32_nt(const float *x, const float *t,
                                                           float *out, int64_t n)
 {
@@ -592,17 +592,18 @@ struct learned_job {
     const struct pe_learned_op *op;
     bool f16_rows; /* x, table and dst f16 with stride 1: add_row_f16_f16 */
     bool f32_nt;   /* x, table and dst f32 with stride 1: add_row_f32_nt where aligned */
-    bool nt;       /* large out of place: streaming stores (PE_LEARNED_NT_BYTES) */
+    bool nt;       /* large out of place: streaming stores (PE_ADD_NT_BYTES) */
     size_t off_in, off_tab, off_out;
 };
 
-/* Out-of-place outputs of at least this many bytes are written with streaming stores (as
- * RoPE's and sinusoidal's, PE_FAST_NT_BYTES), so that dst's lines are not read for
- * ownership first: f32 [1024, 2048, 8] with x, `posenc bench --backend cpu --op learned`,
- * the previous build and this one alternated, three rounds (2026-12-05, Zen 4): 32.3-33.8
- * -> 42.1-43.1 GB/s (87.7-91.8 -> 114.9-121.5% of the ceiling beside the row); the
- * in-place rows (no streaming stores) unchanged. */
-#define PE_LEARNED_NT_BYTES (16.0 * 1024 * 1024)
+/* Learned's and relbias' out-of-place outputs of at least this many bytes are written with
+ * streaming stores (as RoPE's and sinusoidal's, PE_FAST_NT_BYTES), so that dst's lines are
+ * not read for ownership first. `posenc bench --backend cpu --op learned` (f32 [1024,
+ * 2048, 8] with x) and `--op relbias` (f32 [2048, 2048, 32]), the previous build and this
+ * one alternated, three rounds (2026-12-04/05, Zen 4): learned 32.3-33.8 -> 42.1-43.1 GB/s
+ * (87.7-91.8 -> 114.9-121.5% of the ceiling beside the row), relbias 32.3-33.5 ->
+ * 44.9-50.4 GB/s (89.4-92.7 -> 131.4-134.1%); the in-place rows unchanged. */
+#define PE_ADD_NT_BYTES (16.0 * 1024 * 1024)
 
 PE_CLONES
 static void add_row(const float *restrict a, const float *restrict b, float *restrict out,
@@ -677,7 +678,7 @@ posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned
                   x->st[0] == 1 && tab->st[0] == 1 && d->st[0] == 1;
     lj.nt = have_f16c && x->mem && !pe_cpu_same_view(x, d) &&
             (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3] *
-                    (double)posenc_dtype_size(d->dtype) >= PE_LEARNED_NT_BYTES;
+                    (double)posenc_dtype_size(d->dtype) >= PE_ADD_NT_BYTES;
     lj.f32_nt = lj.nt && x->dtype == POSENC_DTYPE_F32 && tab->dtype == POSENC_DTYPE_F32 &&
                 d->dtype == POSENC_DTYPE_F32 && x->st[0] == 1 && tab->st[0] == 1 &&
                 d->st[0] == 1;
@@ -711,7 +712,7 @@ struct relbias_job {
     const float *bias; /* [H][n_rel] */
     bool f16_rows;     /* x and dst f16 with stride 1: add_row_f16_f32 */
     bool f32_nt;       /* x and dst f32 with stride 1: add_row_f32_nt where aligned */
-    bool nt;           /* large out of place: streaming stores (PE_LEARNED_NT_BYTES) */
+    bool nt;           /* large out of place: streaming stores (PE_ADD_NT_BYTES) */
     size_t off_in, off_out;
 };
 
@@ -793,10 +794,9 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
     const struct pe_view *x = &op->logits;
     rj.f16_rows = have_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
                   d->dtype == POSENC_DTYPE_F16 && x->st[0] == 1 && d->st[0] == 1;
-    /* as learned's (PE_LEARNED_NT_BYTES) */
     rj.nt = have_f16c && x->mem && !pe_cpu_same_view(x, d) &&
             (double)K * (double)Q * (double)H * (double)d->ne[3] *
-                    (double)posenc_dtype_size(d->dtype) >= PE_LEARNED_NT_BYTES;
+                    (double)posenc_dtype_size(d->dtype) >= PE_ADD_NT_BYTES;
     rj.f32_nt = rj.nt && x->dtype == POSENC_DTYPE_F32 && d->dtype == POSENC_DTYPE_F32 &&
                 x->st[0] == 1 && d->st[0] == 1;
 #endif
