@@ -155,6 +155,18 @@ void *th_download(posenc_buffer *b)
     return p;
 }
 
+double th_elem(const unsigned char *img, size_t i, int f16)
+{
+    if (f16) {
+        uint16_t h;
+        memcpy(&h, img + 2 * i, 2);
+        return posenc_f16_to_f32(h);
+    }
+    float f;
+    memcpy(&f, img + 4 * i, 4);
+    return f;
+}
+
 char *th_env_save(const char *name)
 {
     const char *v = getenv(name);

@@ -67,6 +67,9 @@ posenc_buffer *th_upload(posenc_context *ctx, const void *src, size_t bytes);
 /* Read a whole buffer into a malloc'd block (asserts success). */
 void *th_download(posenc_buffer *b);
 
+/* Element i of a downloaded image of f16 (f16 != 0) or f32 values, as a double. */
+double th_elem(const unsigned char *img, size_t i, int f16);
+
 /* An environment variable's value now (a malloc'd copy; NULL when unset), and putting it
  * back (unset for NULL; frees saved): around a test that sets it for its own calls. */
 char *th_env_save(const char *name);

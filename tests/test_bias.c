@@ -400,14 +400,7 @@ static void lr_encode(unsigned char *img, size_t i, float v, int f16)
 
 static float lr_decode(const unsigned char *img, size_t i, int f16)
 {
-    if (f16) {
-        uint16_t h;
-        memcpy(&h, img + 2 * i, 2);
-        return posenc_f16_to_f32(h);
-    }
-    float f;
-    memcpy(&f, img + 4 * i, 4);
-    return f;
+    return (float)th_elem(img, i, f16);
 }
 
 /* v[0 .. n) uniform in [-4, 4) from *seed (the logits and tables of the row tests). */

@@ -81,16 +81,7 @@ static void test_forward_exact(void **state)
                     for (int i = 0; i < D; i++) {
                         int e = i + D * (t + T * b);
                         double want = (double)table[i + D * pos[t + T * b]] + (with_x ? x[e] : 0.0);
-                        double got;
-                        if (odt == POSENC_DTYPE_F16) {
-                            uint16_t h;
-                            memcpy(&h, out + 2 * e, 2);
-                            got = posenc_f16_to_f32(h);
-                        } else {
-                            float f;
-                            memcpy(&f, out + 4 * e, 4);
-                            got = f;
-                        }
+                        const double got = th_elem(out, (size_t)e, odt == POSENC_DTYPE_F16);
                         if (got != want)
                             fail_msg("%s x=%d: (%d, %d, %d) = %.9g, want %.9g",
                                      posenc_dtype_name(odt), with_x, i, t, b, got, want);
@@ -173,16 +164,7 @@ static void test_forward_long_rows(void **state)
                             const int e = i + DP * (t + T * b);
                             const int prow = pos[t + T * (shared ? 0 : b)];
                             const double want = i < D ? (double)table[i + DP * prow] + x[e] : pad;
-                            double got;
-                            if (dt) {
-                                uint16_t h;
-                                memcpy(&h, out + 2 * e, 2);
-                                got = posenc_f16_to_f32(h);
-                            } else {
-                                float f;
-                                memcpy(&f, out + 4 * e, 4);
-                                got = f;
-                            }
+                            const double got = th_elem(out, (size_t)e, dt);
                             if (got != want)
                                 fail_msg("%s in place %d shared %d: (%d, %d, %d) = %.9g, want "
                                          "%.9g%s", posenc_dtype_name(d), in_place, shared, i, t, b,
@@ -273,16 +255,7 @@ static void test_forward_large(void **state)
                     const int64_t c = (int64_t)(i % D), tb_ = (int64_t)(i / D);
                     want = (double)table[c + (int64_t)D * pos[tb_]] + x[i];
                 }
-                double got;
-                if (dt) {
-                    uint16_t h;
-                    memcpy(&h, out + 2 * e, 2);
-                    got = posenc_f16_to_f32(h);
-                } else {
-                    float f;
-                    memcpy(&f, out + 4 * e, 4);
-                    got = f;
-                }
+                const double got = th_elem(out, e, dt);
                 if (got != want)
                     fail_msg("%s dst shifted %d: element %zu = %.9g, want %.9g",
                              posenc_dtype_name(d), shift, e, got, want);

@@ -107,6 +107,18 @@ __attribute__((target("avx,f16c"))) static void f2h_row_f16c(const float *restri
 /* Fused adds of f16 rows, converted in registers (the generic rows convert through L1
  * copies: three passes). The same arithmetic as pe_cpu_h2f, add_row in f32, pe_cpu_f2h. x may
  * be out (in place: each vector is loaded before it is stored). */
+/* 8 halves at p as floats. */
+__attribute__((target("avx,f16c"), always_inline)) static inline __m256 ld8h(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* 8 floats as halves, rounded to nearest even. */
+__attribute__((target("avx,f16c"), always_inline)) static inline __m128i to8h(__m256 v)
+{
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+}
+
 __attribute__((target("avx,f16c"))) static void add_row_f16_f32(const uint16_t *x,
                                                                   const float *b, uint16_t *out,
                                                                   int64_t n, bool nt)
@@ -115,17 +127,10 @@ __attribute__((target("avx,f16c"))) static void add_row_f16_f32(const uint16_t *
     if (nt) /* out 16-byte aligned, not x: streaming stores */
         for (; i + 8 <= n; i += 8)
             _mm_stream_si128((__m128i *)(void *)(out + i),
-                             _mm256_cvtps_ph(
-                                 _mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-                                                   (const __m128i *)(const void *)(x + i))),
-                                               _mm256_loadu_ps(b + i)),
-                                 _MM_FROUND_TO_NEAREST_INT));
+                             to8h(_mm256_add_ps(ld8h(x + i), _mm256_loadu_ps(b + i))));
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(void *)(out + i),
-                         _mm256_cvtps_ph(_mm256_add_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-                                                           (const __m128i *)(const void *)(x + i))),
-                                                       _mm256_loadu_ps(b + i)),
-                                         _MM_FROUND_TO_NEAREST_INT));
+                         to8h(_mm256_add_ps(ld8h(x + i), _mm256_loadu_ps(b + i))));
     for (; i < n; i++)
         out[i] = pe_cpu_f2h(pe_cpu_h2f(x[i]) + b[i]);
 }
@@ -138,21 +143,10 @@ __attribute__((target("avx,f16c"))) static void add_row_f16_f16(const uint16_t *
     int64_t i = 0;
     if (nt) /* out 16-byte aligned: streaming stores */
         for (; i + 8 <= n; i += 8)
-            _mm_stream_si128(
-                (__m128i *)(void *)(out + i),
-                _mm256_cvtps_ph(
-                    _mm256_add_ps(
-                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))),
-                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(t + i)))),
-                    _MM_FROUND_TO_NEAREST_INT));
+            _mm_stream_si128((__m128i *)(void *)(out + i),
+                             to8h(_mm256_add_ps(ld8h(x + i), ld8h(t + i))));
     for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128(
-            (__m128i *)(void *)(out + i),
-            _mm256_cvtps_ph(
-                _mm256_add_ps(
-                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))),
-                    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(t + i)))),
-                _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128((__m128i *)(void *)(out + i), to8h(_mm256_add_ps(ld8h(x + i), ld8h(t + i))));
     for (; i < n; i++)
         out[i] = pe_cpu_f2h(pe_cpu_h2f(x[i]) + pe_cpu_h2f(t[i]));
 }
