@@ -683,6 +683,61 @@ static void test_relbias_large(void **state)
         }
 }
 
+/* ALiBi outputs of 16 MiB and more out of place, f32: the CPU backend writes their rows
+ * with streaming stores after an element-wise prologue up to a 32-byte boundary, at the
+ * row's start and again at the causal / symmetric boundary inside it. K 1027 (rows start
+ * at every alignment), Q 1024, 4 heads, q_offset 500 (the boundary moves along the row),
+ * causal and symmetric, with logits; against x - m_h |d| in double: two f32 roundings
+ * (product and difference), -inf past the query when causal. */
+static void test_alibi_large(void **state)
+{
+    (void)state;
+    enum { K = 1027, Q = 1024, H = 4, QOFF = 500 };
+    const size_t n = (size_t)K * Q * H;
+    uint64_t seed = 9500;
+    float *xs = malloc(n * sizeof(float));
+    assert_non_null(xs);
+    for (size_t i = 0; i < n; i++)
+        xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
+    double m[H];
+    assert_int_equal(posenc_alibi_slopes(H, NULL, m), POSENC_OK);
+    posenc_buffer *xb = th_upload(th.dut, xs, n * sizeof(float));
+    for (int causal = 0; causal < 2; causal++) {
+        posenc_buffer *db = NULL;
+        assert_int_equal(posenc_buffer_create(th.dut, n * sizeof(float), &db), POSENC_OK);
+        posenc_tensor tx = posenc_tensor_contiguous(xb, 0, POSENC_DTYPE_F32, K, Q, H, 1);
+        posenc_tensor ty = posenc_tensor_contiguous(db, 0, POSENC_DTYPE_F32, K, Q, H, 1);
+        const struct posenc_alibi_params p = {.causal = causal, .symmetric = !causal,
+                                              .q_offset = QOFF};
+        th_expect(posenc_alibi(th.dut, &tx, &ty, &p), POSENC_OK, NULL,
+                  "alibi, 16 MiB out of place");
+        float *got = th_download(db);
+        for (size_t i = 0; i < n; i++) {
+            const int64_t k = (int64_t)(i % K), q = (int64_t)(i / K % Q),
+                          h = (int64_t)(i / ((size_t)K * Q));
+            const int64_t d = q + QOFF - k;
+            if (causal && d < 0) {
+                if (!(isinf(got[i]) && got[i] < 0))
+                    fail_msg("causal: (k %d, q %d, h %d) = %g, want -inf", (int)k, (int)q,
+                             (int)h, (double)got[i]);
+                continue;
+            }
+            const double mf = (float)m[h]; /* the slope as the backends use it, f32 */
+            const double bias = mf * (double)(d < 0 ? -d : d);
+            const double want = xs[i] - bias;
+            const double bound = pc_ulp32(bias) + pc_ulp32(want); /* two f32 roundings */
+            if (fabs((double)got[i] - want) > bound)
+                fail_msg("%s: (k %d, q %d, h %d) = %.9g, want %.9g", causal ? "causal" : "symmetric",
+                         (int)k, (int)q, (int)h, (double)got[i], want);
+        }
+        free(got);
+        posenc_buffer_destroy(&db);
+        th_check_warnings();
+    }
+    posenc_buffer_destroy(&xb);
+    free(xs);
+}
+
 /* The relative bias over the long rows, T5 with 32 buckets, f32 and f16 throughout (the
  * table too), out of place and in place, against x + table[bucket, h] in double (buckets
  * from posenc_relbias_bucket), one rounding (f16: plus half an f16 ulp); padding
@@ -907,6 +962,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_relbias_long_rows),
         cmocka_unit_test(test_relbias_whole_rows),
         cmocka_unit_test(test_relbias_large),
+        cmocka_unit_test(test_alibi_large),
         cmocka_unit_test(test_bad_input),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]), n = n1 + n2 + n3;

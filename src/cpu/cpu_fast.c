@@ -169,6 +169,15 @@ __attribute__((target("sse2"))) static void nt_fence(void)
 }
 #endif
 
+/* Learned's, relbias' and ALiBi's (f32) out-of-place outputs of at least this many bytes are written with
+ * streaming stores (as RoPE's and sinusoidal's, PE_FAST_NT_BYTES), so that dst's lines are
+ * not read for ownership first. `posenc bench --backend cpu --op learned` (f32 [1024,
+ * 2048, 8] with x) and `--op relbias` (f32 [2048, 2048, 32]), the previous build and this
+ * one alternated, three rounds (2026-12-04/05, Zen 4): learned 32.3-33.8 -> 42.1-43.1 GB/s
+ * (87.7-91.8 -> 114.9-121.5% of the ceiling beside the row), relbias 32.3-33.5 ->
+ * 44.9-50.4 GB/s (89.4-92.7 -> 131.4-134.1%); the in-place rows unchanged. */
+#define PE_ADD_NT_BYTES (16.0 * 1024 * 1024)
+
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
 #ifdef PE_HAVE_F16C
@@ -279,6 +288,7 @@ struct alibi_job {
     struct pe_fast_job base;
     const struct pe_alibi_op *op;
     int kernel; /* ALIBI_K_*: the row kernel */
+    bool nt;    /* ALIBI_K_F32, out of place, large: alibi_row_avx2_f32_nt */
     size_t off_in, off_out;
 };
 
@@ -326,7 +336,7 @@ static void alibi_span_after(const float *restrict x, float *restrict out, int32
  * bit-identical to the portable rows. x may be out (in place: each vector is loaded before
  * it is stored) or NULL (no logits: -(m * dist)).
  */
-#define PE_ALIBI_ROW_AVX2(NAME, T, LOAD8, STORE8, TOF, FROMF)                                  \
+#define PE_ALIBI_ROW_AVX2(NAME, T, LOAD8, STORE8, TOF, FROMF, ALIGN)                           \
     __attribute__((target("avx2,f16c"))) static void NAME(const T *x, T *out, int32_t K,       \
                                                           int32_t kq, int32_t base, float m,   \
                                                           int after)                           \
@@ -339,6 +349,11 @@ static void alibi_span_after(const float *restrict x, float *restrict out, int32
             const int32_t k0 = seg ? kq + 1 : 0, k1 = seg ? K : kq + 1;                        \
             const int mode = seg ? after : 0; /* 0: base - k, 1: k - base, 2: -inf */         \
             int32_t k = k0;                                                                    \
+            /* ALIGN (streaming stores): elements one by one up to a 32-byte boundary */     \
+            for (; ALIGN && k < k1 && ((uintptr_t)(out + k) & 31u) != 0; k++) {               \
+                const float b = m * (float)(mode == 1 ? k - base : base - k);                  \
+                out[k] = FROMF(mode == 2 ? -INFINITY : x ? TOF(x[k]) - b : -b);                \
+            }                                                                                  \
             if (mode == 2) {                                                                   \
                 for (; k + 8 <= k1; k += 8)                                                    \
                     STORE8(out + k, ninf);                                                     \
@@ -360,8 +375,13 @@ static void alibi_span_after(const float *restrict x, float *restrict out, int32
             }                                                                                  \
         }                                                                                      \
     }
-PE_ALIBI_ROW_AVX2(alibi_row_avx2_f32, float, PE_LOAD8_F32, PE_STORE8_F32, PE_ID, PE_ID)
-PE_ALIBI_ROW_AVX2(alibi_row_avx2_f16, uint16_t, PE_LOAD8_F16, PE_STORE8_F16, pe_cpu_h2f, pe_cpu_f2h)
+PE_ALIBI_ROW_AVX2(alibi_row_avx2_f32, float, PE_LOAD8_F32, PE_STORE8_F32, PE_ID, PE_ID, 0)
+PE_ALIBI_ROW_AVX2(alibi_row_avx2_f16, uint16_t, PE_LOAD8_F16, PE_STORE8_F16, pe_cpu_h2f, pe_cpu_f2h,
+                  0)
+/* f32 rows with streaming stores (aligned by the prologue): large out-of-place outputs,
+ * PE_ADD_NT_BYTES */
+#define PE_STORE8_F32_NT(p, v) _mm256_stream_ps((p), (v))
+PE_ALIBI_ROW_AVX2(alibi_row_avx2_f32_nt, float, PE_LOAD8_F32, PE_STORE8_F32_NT, PE_ID, PE_ID, 1)
 #endif
 
 static void alibi_run(const struct pe_fast_job *job, int64_t begin, int64_t end, float *scratch)
@@ -385,8 +405,9 @@ static void alibi_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
         if (aj->kernel != ALIBI_K_GENERIC) {
             const int after = op->causal ? 2 : op->symmetric ? 1 : 0;
             if (aj->kernel == ALIBI_K_F32)
-                alibi_row_avx2_f32(has_x ? (const float *)x->mem + pe_cpu_at4(x, q, h, b) : NULL,
-                                   (float *)d->mem + di, (int32_t)K, kq, (int32_t)base, m, after);
+                (aj->nt ? alibi_row_avx2_f32_nt : alibi_row_avx2_f32)(
+                    has_x ? (const float *)x->mem + pe_cpu_at4(x, q, h, b) : NULL,
+                    (float *)d->mem + di, (int32_t)K, kq, (int32_t)base, m, after);
             else
                 alibi_row_avx2_f16(has_x ? (const uint16_t *)x->mem + pe_cpu_at4(x, q, h, b) : NULL,
                                    (uint16_t *)d->mem + di, (int32_t)K, kq, (int32_t)base, m,
@@ -408,6 +429,10 @@ static void alibi_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
         }
         pe_cpu_finish_row(d, di, K, out);
     }
+#ifdef PE_HAVE_F16C
+    if (aj->nt)
+        nt_fence(); /* streaming stores are weakly ordered: drain them before the join */
+#endif
 }
 
 posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op *op)
@@ -426,6 +451,9 @@ posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op 
     if (pe_cpu_have_avx2_f16c && d->st[0] == 1 && d->ne[0] <= INT32_MAX &&
         (!x->mem || (x->dtype == d->dtype && x->st[0] == 1)))
         aj.kernel = d->dtype == POSENC_DTYPE_F32 ? ALIBI_K_F32 : ALIBI_K_F16;
+    aj.nt = aj.kernel == ALIBI_K_F32 && !(x->mem && pe_cpu_same_view(x, d)) &&
+            (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3] * 4.0 >=
+                PE_ADD_NT_BYTES;
 #endif
     aj.base.fn = alibi_run;
     aj.base.op = op;
@@ -590,14 +618,6 @@ struct learned_job {
     size_t off_in, off_tab, off_out;
 };
 
-/* Learned's and relbias' out-of-place outputs of at least this many bytes are written with
- * streaming stores (as RoPE's and sinusoidal's, PE_FAST_NT_BYTES), so that dst's lines are
- * not read for ownership first. `posenc bench --backend cpu --op learned` (f32 [1024,
- * 2048, 8] with x) and `--op relbias` (f32 [2048, 2048, 32]), the previous build and this
- * one alternated, three rounds (2026-12-04/05, Zen 4): learned 32.3-33.8 -> 42.1-43.1 GB/s
- * (87.7-91.8 -> 114.9-121.5% of the ceiling beside the row), relbias 32.3-33.5 ->
- * 44.9-50.4 GB/s (89.4-92.7 -> 131.4-134.1%); the in-place rows unchanged. */
-#define PE_ADD_NT_BYTES (16.0 * 1024 * 1024)
 
 PE_CLONES
 static void add_row(const float *restrict a, const float *restrict b, float *restrict out,
