@@ -23,8 +23,9 @@
  * x86-64: the hot loops also have AVX2 clones (target_clones), RoPE rows with f32 or f16
  * storage use AVX2 + F16C intrinsics (8 elements per step, f16 converted in registers),
  * f16 rows elsewhere convert with F16C, RoPE rows prefetch the row PE_ROPE_PREFETCH rows
- * ahead, and large out-of-place RoPE and sinusoidal outputs are written with streaming
- * stores (PE_FAST_NT_BYTES). Elsewhere the portable loops run.
+ * ahead, and large out-of-place RoPE, sinusoidal, learned, relbias and ALiBi f32 outputs
+ * are written with streaming stores (PE_FAST_NT_BYTES, pe_cpu_stream_out). Elsewhere the
+ * portable loops run.
  *
  * Accuracy (against the double reference, within the bounds of src/check/check.c):
  *  - angles are formed in double from the double frequency tables (better than the f32
@@ -162,21 +163,8 @@ __attribute__((target("avx"))) static void add_row_f32_nt(const float *x, const 
     for (; i < n; i++)
         out[i] = x[i] + t[i];
 }
-
-__attribute__((target("sse2"))) static void nt_fence(void)
-{
-    _mm_sfence();
-}
 #endif
 
-/* Learned's, relbias' and ALiBi's (f32) out-of-place outputs of at least this many bytes are written with
- * streaming stores (as RoPE's and sinusoidal's, PE_FAST_NT_BYTES), so that dst's lines are
- * not read for ownership first. `posenc bench --backend cpu --op learned` (f32 [1024,
- * 2048, 8] with x) and `--op relbias` (f32 [2048, 2048, 32]), the previous build and this
- * one alternated, three rounds (2026-12-04/05, Zen 4): learned 32.3-33.8 -> 42.1-43.1 GB/s
- * (87.7-91.8 -> 114.9-121.5% of the ceiling beside the row), relbias 32.3-33.5 ->
- * 44.9-50.4 GB/s (89.4-92.7 -> 131.4-134.1%); the in-place rows unchanged. */
-#define PE_ADD_NT_BYTES (16.0 * 1024 * 1024)
 
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
@@ -379,8 +367,7 @@ PE_ALIBI_ROW_AVX2(alibi_row_avx2_f32, float, PE_LOAD8_F32, PE_STORE8_F32, PE_ID,
 PE_ALIBI_ROW_AVX2(alibi_row_avx2_f16, uint16_t, PE_LOAD8_F16, PE_STORE8_F16, pe_cpu_h2f, pe_cpu_f2h,
                   0)
 /* f32 rows with streaming stores (aligned by the prologue): large out-of-place outputs,
- * PE_ADD_NT_BYTES */
-#define PE_STORE8_F32_NT(p, v) _mm256_stream_ps((p), (v))
+ * pe_cpu_stream_out */
 PE_ALIBI_ROW_AVX2(alibi_row_avx2_f32_nt, float, PE_LOAD8_F32, PE_STORE8_F32_NT, PE_ID, PE_ID, 1)
 #endif
 
@@ -431,7 +418,7 @@ static void alibi_run(const struct pe_fast_job *job, int64_t begin, int64_t end,
     }
 #ifdef PE_HAVE_F16C
     if (aj->nt)
-        nt_fence(); /* streaming stores are weakly ordered: drain them before the join */
+        pe_cpu_sfence(); /* streaming stores are weakly ordered: drain them before the join */
 #endif
 }
 
@@ -451,9 +438,7 @@ posenc_status pe_cpu_fast_alibi(struct pe_cpu_fast *f, const struct pe_alibi_op 
     if (pe_cpu_have_avx2_f16c && d->st[0] == 1 && d->ne[0] <= INT32_MAX &&
         (!x->mem || (x->dtype == d->dtype && x->st[0] == 1)))
         aj.kernel = d->dtype == POSENC_DTYPE_F32 ? ALIBI_K_F32 : ALIBI_K_F16;
-    aj.nt = aj.kernel == ALIBI_K_F32 && !(x->mem && pe_cpu_same_view(x, d)) &&
-            (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3] * 4.0 >=
-                PE_ADD_NT_BYTES;
+    aj.nt = aj.kernel == ALIBI_K_F32 && pe_cpu_stream_out(x, d);
 #endif
     aj.base.fn = alibi_run;
     aj.base.op = op;
@@ -609,12 +594,19 @@ posenc_status pe_cpu_fast_softmax(struct pe_cpu_fast *f, const struct pe_softmax
 /* Learned                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
+/* Streaming stores for learned's, relbias' and ALiBi's (f32) large out-of-place outputs
+ * (pe_cpu_stream_out): `posenc bench --backend cpu`, the previous build and this one
+ * alternated, three rounds each (2026-12-04/05, Zen 4): learned add f32 [1024, 2048, 8]
+ * 32.3-33.8 -> 42.1-43.1 GB/s (87.7-91.8 -> 114.9-121.5% of the ceiling beside the row),
+ * relbias add f32 [2048, 2048, 32] 32.3-33.5 -> 44.9-50.4 GB/s (89.4-92.7 -> 131.4-134.1%),
+ * alibi add f32 100.2-101.5 -> 118.5-120.2% where the ceiling ran at 38-39 GB/s (the same
+ * where it ran at 62-67); the in-place rows unchanged. */
 struct learned_job {
     struct pe_fast_job base;
     const struct pe_learned_op *op;
     bool f16_rows; /* x, table and dst f16 with stride 1: add_row_f16_f16 */
     bool f32_nt;   /* x, table and dst f32 with stride 1: add_row_f32_nt where aligned */
-    bool nt;       /* large out of place: streaming stores (PE_ADD_NT_BYTES) */
+    bool nt;       /* large out of place: streaming stores (pe_cpu_stream_out) */
     size_t off_in, off_tab, off_out;
 };
 
@@ -670,7 +662,7 @@ static void learned_run(const struct pe_fast_job *job, int64_t begin, int64_t en
     }
 #ifdef PE_HAVE_F16C
     if (lj->nt)
-        nt_fence(); /* streaming stores are weakly ordered: drain them before the join */
+        pe_cpu_sfence(); /* streaming stores are weakly ordered: drain them before the join */
 #endif
 }
 
@@ -690,9 +682,7 @@ posenc_status pe_cpu_fast_learned(struct pe_cpu_fast *f, const struct pe_learned
     lj.f16_rows = have_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
                   tab->dtype == POSENC_DTYPE_F16 && d->dtype == POSENC_DTYPE_F16 &&
                   x->st[0] == 1 && tab->st[0] == 1 && d->st[0] == 1;
-    lj.nt = have_f16c && x->mem && !pe_cpu_same_view(x, d) &&
-            (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3] *
-                    (double)posenc_dtype_size(d->dtype) >= PE_ADD_NT_BYTES;
+    lj.nt = have_f16c && x->mem && pe_cpu_stream_out(x, d);
     lj.f32_nt = lj.nt && x->dtype == POSENC_DTYPE_F32 && tab->dtype == POSENC_DTYPE_F32 &&
                 d->dtype == POSENC_DTYPE_F32 && x->st[0] == 1 && tab->st[0] == 1 &&
                 d->st[0] == 1;
@@ -726,7 +716,7 @@ struct relbias_job {
     const float *bias; /* [H][n_rel] */
     bool f16_rows;     /* x and dst f16 with stride 1: add_row_f16_f32 */
     bool f32_nt;       /* x and dst f32 with stride 1: add_row_f32_nt where aligned */
-    bool nt;           /* large out of place: streaming stores (PE_ADD_NT_BYTES) */
+    bool nt;           /* large out of place: streaming stores (pe_cpu_stream_out) */
     size_t off_in, off_out;
 };
 
@@ -766,7 +756,7 @@ static void relbias_run(const struct pe_fast_job *job, int64_t begin, int64_t en
     }
 #ifdef PE_HAVE_F16C
     if (rj->nt)
-        nt_fence(); /* streaming stores are weakly ordered: drain them before the join */
+        pe_cpu_sfence(); /* streaming stores are weakly ordered: drain them before the join */
 #endif
 }
 
@@ -808,9 +798,7 @@ posenc_status pe_cpu_fast_relbias(struct pe_cpu_fast *f, const struct pe_relbias
     const struct pe_view *x = &op->logits;
     rj.f16_rows = have_f16c && x->mem && x->dtype == POSENC_DTYPE_F16 &&
                   d->dtype == POSENC_DTYPE_F16 && x->st[0] == 1 && d->st[0] == 1;
-    rj.nt = have_f16c && x->mem && !pe_cpu_same_view(x, d) &&
-            (double)K * (double)Q * (double)H * (double)d->ne[3] *
-                    (double)posenc_dtype_size(d->dtype) >= PE_ADD_NT_BYTES;
+    rj.nt = have_f16c && x->mem && pe_cpu_stream_out(x, d);
     rj.f32_nt = rj.nt && x->dtype == POSENC_DTYPE_F32 && d->dtype == POSENC_DTYPE_F32 &&
                 x->st[0] == 1 && d->st[0] == 1;
 #endif

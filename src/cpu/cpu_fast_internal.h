@@ -83,7 +83,22 @@ extern int pe_cpu_have_avx2_f16c;
 #define PE_STORE8_F16(p, v)                                                                       \
     _mm_storeu_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 #define PE_ID(v) (v)
+/* 8 f32 results with a streaming (non-temporal) store: p 32-byte aligned. */
+#define PE_STORE8_F32_NT(p, v) _mm256_stream_ps((p), (v))
+/* Streaming stores are weakly ordered: a job that made them drains them with this before
+ * it returns to the pool's join. */
+__attribute__((target("sse2"), always_inline)) static inline void pe_cpu_sfence(void)
+{
+    _mm_sfence();
+}
 #endif
+
+/* Outputs of at least this many bytes are written out of place with streaming
+ * (non-temporal) stores, where the op's rows have them (RoPE, sinusoidal, learned,
+ * relbias, ALiBi f32): the destination's lines are not read for ownership first, which is
+ * a third of the memory traffic of an out-of-place op (the copy ceiling's memcpy avoids it
+ * too). Smaller outputs stay in the caches for whatever reads them next. */
+#define PE_FAST_NT_BYTES (16.0 * 1024 * 1024)
 
 /* The bits of a float, and a float from its bits. */
 static inline uint32_t pe_cpu_bits32(float f)
@@ -152,6 +167,16 @@ static inline bool pe_cpu_same_view(const struct pe_view *a, const struct pe_vie
     return a->mem == b->mem && a->dtype == b->dtype && a->offset == b->offset &&
            a->st[0] == b->st[0] && a->st[1] == b->st[1] && a->st[2] == b->st[2] &&
            a->st[3] == b->st[3];
+}
+
+/* Whether an op writes dst with streaming stores: dst of PE_FAST_NT_BYTES or more and not
+ * the view of its input x (NULL or x->mem NULL: no input). */
+static inline bool pe_cpu_stream_out(const struct pe_view *x, const struct pe_view *d)
+{
+    return !(x && x->mem && pe_cpu_same_view(x, d)) &&
+           (double)d->ne[0] * (double)d->ne[1] * (double)d->ne[2] * (double)d->ne[3] *
+                   (double)posenc_dtype_size(d->dtype) >=
+               PE_FAST_NT_BYTES;
 }
 
 /* A row of an input as contiguous floats: the memory itself when it is f32 with stride 1

@@ -12,11 +12,6 @@
 /* RoPE computes the next token's cos/sin in slices of at least this many pairs (so that
  * pe_sincos_block still runs vector-wide). */
 #define PE_ROPE_SLICE 16
-/* RoPE outputs of at least this many bytes are written out of place with streaming
- * (non-temporal) stores: the destination's lines are not read for ownership first, which
- * is a third of the memory traffic of an out-of-place op (the copy ceiling's memcpy
- * avoids it too). Smaller outputs stay in the caches for whatever reads them next. */
-#define PE_FAST_NT_BYTES (16.0 * 1024 * 1024)
 
 /* ------------------------------------------------------------------------------------ */
 /* sin / cos                                                                            */
@@ -229,17 +224,12 @@ PE_ROPE_ROW_AVX2(rope_row_avx2_f16, uint16_t, PE_LOAD8_F16, PE_STORE8_F16, pe_cp
 /* Streaming (non-temporal) stores for outputs much larger than the caches: no read for
  * ownership of the destination lines. The destination of every 8-wide store must be
  * aligned (32 bytes f32, 16 bytes f16): rope_head checks it. */
-#define PE_STORE8_F32_NT(p, v) _mm256_stream_ps((p), (v))
 #define PE_STORE8_F16_NT(p, v)                                                                    \
     _mm_stream_si128((__m128i *)(void *)(p), _mm256_cvtps_ph((v), _MM_FROUND_TO_NEAREST_INT))
 PE_ROPE_ROW_AVX2(rope_row_avx2_f32_nt, float, PE_LOAD8_F32, PE_STORE8_F32_NT, PE_ID, PE_ID)
 PE_ROPE_ROW_AVX2(rope_row_avx2_f16_nt, uint16_t, PE_LOAD8_F16, PE_STORE8_F16_NT, pe_cpu_h2f,
                  pe_cpu_f2h)
 
-__attribute__((target("sse2"))) static void store_fence(void)
-{
-    _mm_sfence();
-}
 #endif
 
 /* One head row: the window rotated, the other dims copied (unless in place, where they
@@ -383,7 +373,7 @@ static void rope_run(const struct pe_fast_job *job, int64_t begin, int64_t end, 
     }
 #ifdef PE_HAVE_F16C
     if (rj->nt)
-        store_fence(); /* streaming stores are weakly ordered: drain them before the join */
+        pe_cpu_sfence(); /* streaming stores are weakly ordered: drain them before the join */
 #endif
 }
 
@@ -655,7 +645,7 @@ static void sin_run(const struct pe_fast_job *job, int64_t begin, int64_t end, f
     }
 #ifdef PE_HAVE_F16C
     if (sj->nt)
-        store_fence(); /* streaming stores are weakly ordered: drain them before the join */
+        pe_cpu_sfence(); /* streaming stores are weakly ordered: drain them before the join */
 #endif
 }
 
@@ -691,8 +681,7 @@ posenc_status pe_cpu_fast_sinusoidal(struct pe_cpu_fast *f, const struct pe_sinu
         sj.kernel = d->dtype == POSENC_DTYPE_F32 ? SIN_K_F32 : SIN_K_F16;
     /* large out-of-place outputs: streaming stores (rows that are not 32-byte aligned fall
      * back to plain stores in sin_run) */
-    sj.nt = sj.kernel != SIN_K_GENERIC && !(x->mem && pe_cpu_same_view(x, d)) &&
-            n * (double)posenc_dtype_size(d->dtype) >= PE_FAST_NT_BYTES;
+    sj.nt = sj.kernel != SIN_K_GENERIC && pe_cpu_stream_out(x, d);
 #endif
     sj.base.fn = sin_run;
     sj.base.op = op;

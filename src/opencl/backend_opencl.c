@@ -244,8 +244,7 @@ static posenc_status cl_create(posenc_context *ctx, int32_t device, bool gpu_onl
            be->info.device_name, be->info.api_version, be->info.driver_version);
     /* a hint only: posenc never sets the variable itself (README, "Choosing a backend";
      * docs/performance.md, "PoCL's workers pinned") */
-    if (strncmp(be->platform_id, "Portable Computing Language", 27) == 0 && pe_cl_is_cpu(be) &&
-        !getenv("POCL_AFFINITY"))
+    if (pe_cl_is_pocl(be) && pe_cl_is_cpu(be) && !getenv("POCL_AFFINITY"))
         pe_log(ctx, POSENC_LOG_INFO,
                "opencl: PoCL's worker threads are not pinned; POCL_AFFINITY=1 in the "
                "environment before the first OpenCL call pins them one to a core (decode "
@@ -767,6 +766,20 @@ bool pe_cl_is_cpu(const struct pe_cl_backend *be)
 bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes)
 {
     return pe_cl_is_cpu(be) && bytes >= 16.0 * 1024 * 1024;
+}
+
+bool pe_cl_stream_out(const struct pe_cl_backend *be, const struct pe_view *x,
+                      const struct pe_view *dst)
+{
+    if (x && x->mem == dst->mem && x->offset == dst->offset)
+        return false;
+    return pe_cl_use_nt(be, (double)posenc_dtype_size(dst->dtype) * (double)dst->ne[0] *
+                                (double)dst->ne[1] * (double)dst->ne[2] * (double)dst->ne[3]);
+}
+
+bool pe_cl_is_pocl(const struct pe_cl_backend *be)
+{
+    return strncmp(be->platform_id, "Portable Computing Language", 27) == 0;
 }
 
 /* ---- persistent tables ----------------------------------------------------------------- */

@@ -186,6 +186,12 @@ posenc_status pe_cl_upload(struct pe_cl_backend *be, const char *what, const voi
 /* Whether the vector kernels should use streaming stores (-DPE_NT_STORE=1) for an
  * out-of-place output of `bytes` (CPU devices, outputs much larger than the caches). */
 bool pe_cl_use_nt(const struct pe_cl_backend *be, double bytes);
+/* The same for an op writing dst from input x (NULL: none): dst's bytes, and not when x
+ * is dst's memory at dst's offset (in place). */
+bool pe_cl_stream_out(const struct pe_cl_backend *be, const struct pe_view *x,
+                      const struct pe_view *dst);
+/* Whether the platform is PoCL ("Portable Computing Language"). */
+bool pe_cl_is_pocl(const struct pe_cl_backend *be);
 
 /* Whether the device is a CPU (PoCL and the like: work-items of a group run one after
  * another, so per-work-item set-up is not hidden by other work-items). */

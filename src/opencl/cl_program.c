@@ -178,7 +178,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
  * its own cache). A POSENC_CACHE_DIR set to a folder still turns posenc's cache on. */
 static bool driver_caches_itself(const struct pe_cl_backend *be)
 {
-    if (strncmp(be->platform_id, "Portable Computing Language", 27) != 0)
+    if (!pe_cl_is_pocl(be))
         return false;
     const char *kc = getenv("POCL_KERNEL_CACHE");
     return !(kc && strcmp(kc, "0") == 0);

@@ -47,10 +47,7 @@ posenc_status pe_cl_learned(struct pe_backend *base, const struct pe_learned_op 
 
     /* large out-of-place outputs on CPU devices: streaming stores (PE_NT_STORE; posenc
      * bench --backend opencl --op learned, f32 [1024, 2048, 8] with x, see CHANGELOG) */
-    const bool in_place = has_x && x->mem == dst->mem && x->offset == dst->offset;
-    const bool nt = vec && has_x && !in_place &&
-                    pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)dst->ne[0] *
-                                         (double)dst->ne[1] * (double)dst->ne[2]);
+    const bool nt = vec && has_x && pe_cl_stream_out(be, x, dst);
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d%s", is_f16(dst), has_x,
@@ -205,11 +202,7 @@ posenc_status pe_cl_relbias(struct pe_backend *base, const struct pe_relbias_op 
 
     const bool vec16 = row && pe_cl_rows_aligned(dst, 16) && pe_cl_rows_aligned(lg, 16);
     /* large out-of-place outputs: streaming f32 stores (PE_NT_STORE), as ALiBi's */
-    const bool in_place = has_x && lg->mem == dst->mem && lg->offset == dst->offset;
-    const bool nt = vec16 && !in_place &&
-                    pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)dst->ne[0] *
-                                         (double)dst->ne[1] * (double)dst->ne[2] *
-                                         (double)dst->ne[3]);
+    const bool nt = vec16 && pe_cl_stream_out(be, has_x ? lg : NULL, dst);
     char defines[PE_CL_OPTS_MAX];
     snprintf(defines, sizeof(defines),
              "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DTAB_F16=%d -DPE_KPW=%d -DPE_VEC16=%d "
@@ -333,10 +326,7 @@ posenc_status pe_cl_alibi(struct pe_backend *base, const struct pe_alibi_op *op)
         return POSENC_OK;
 
     char defines[PE_CL_OPTS_MAX];
-    const bool in_place = has_x && lg->mem == dst->mem && lg->offset == dst->offset;
-    const bool nt = vec && !in_place &&
-                    pe_cl_use_nt(be, (double)(is_f16(dst) ? 2 : 4) * (double)n[1] * (double)n[2] *
-                                         (double)dst->ne[0]);
+    const bool nt = vec && pe_cl_stream_out(be, has_x ? lg : NULL, dst);
     snprintf(defines, sizeof(defines), "-DDST_F16=%d -DHAS_X=%d -DX_F16=%d -DPE_KPW=%d%s",
              is_f16(dst), has_x, has_x && is_f16(lg), kpw,
              nt ? " -DPE_NT_STORE=1" : "");
