@@ -260,6 +260,8 @@ int main(int argc, char **argv)
         posenc_tensor_contiguous(c0, 0, POSENC_DTYPE_F32, (int64_t)copy_bytes / 4, 1, 1, 1);
     const posenc_tensor t1 =
         posenc_tensor_contiguous(c1, 0, POSENC_DTYPE_F32, (int64_t)copy_bytes / 4, 1, 1, 1);
+    const posenc_tensor s0 = posenc_tensor_contiguous(c0, 0, POSENC_DTYPE_F32, 262144, 1, 1, 1);
+    const posenc_tensor s1 = posenc_tensor_contiguous(c1, 0, POSENC_DTYPE_F32, 262144, 1, 1, 1);
     struct posenc_attention_params ap;
     memset(&ap, 0, sizeof(ap));
     ap.encoding = POSENC_ATTENTION_ALIBI;
@@ -274,11 +276,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "attn_read: no reader thread\n");
         return 1;
     }
-    double *t = malloc(6 * sizeof(double) * (size_t)rounds);
+    double *t = malloc(7 * sizeof(double) * (size_t)rounds);
     if (!t)
         return 1;
     double *tc = t, *tr = t + 2 * rounds, *ta = t + 3 * rounds, *tw = t + 4 * rounds,
-           *tf = t + 5 * rounds;
+           *tf = t + 5 * rounds, *tb = t + 6 * rounds;
     fma_lanes = 32 * Tk * D; /* per thread: half of 2 x 32 x Tk x D */
     int fw = 0;
 #ifdef AR_FMA
@@ -288,7 +290,7 @@ int main(int argc, char **argv)
     const int warmup = 3;
     int rn = 0; /* the reader's rounds */
     for (int r = -warmup; r < rounds; r++) {
-        double c1t, c2t, rt, at, wt, ft = 0.0, x;
+        double c1t, c2t, rt, at, bt, wt, ft = 0.0, x;
         x = bench_now();
         CHECK(posenc_copy(ctx, &t0, &t1));
         CHECK(posenc_context_finish(ctx));
@@ -308,6 +310,16 @@ int main(int argc, char **argv)
         CHECK(posenc_attention(ctx, &tq, &tk, &tv, &ty, NULL, &ap));
         CHECK(posenc_context_finish(ctx));
         wt = bench_now() - x;
+        /* cold again, but the backend's threads woken after the sweep by a 1 MiB copy */
+        CHECK(posenc_copy(ctx, &t0, &t1));
+        CHECK(posenc_context_finish(ctx));
+        bench_sweep();
+        CHECK(posenc_copy(ctx, &s0, &s1));
+        CHECK(posenc_context_finish(ctx));
+        x = bench_now();
+        CHECK(posenc_attention(ctx, &tq, &tk, &tv, &ty, NULL, &ap));
+        CHECK(posenc_context_finish(ctx));
+        bt = bench_now() - x;
         if (fw)
             ft = timed_read(++rn, 1);
         if (r < 0)
@@ -318,6 +330,7 @@ int main(int argc, char **argv)
         ta[r] = at;
         tw[r] = wt;
         tf[r] = ft;
+        tb[r] = bt;
     }
     pthread_mutex_lock(&rd_mu);
     rd_req = -1;
@@ -343,6 +356,9 @@ int main(int argc, char **argv)
     printf("  attention, cold     %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling, %5.1f%% of "
            "the read\n",
            ma * 1e6, kv / ma / 1e9, 100.0 * kv / ma / 1e9 / ceil, 100.0 * mr / ma);
+    const double mb = bench_median(tb, rounds);
+    printf("  ... threads woken   %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling\n", mb * 1e6,
+           kv / mb / 1e9, 100.0 * kv / mb / 1e9 / ceil);
     printf("  attention, warm     %8.1f us\n", mw * 1e6);
     if (fw) {
         const double mf = bench_median(tf, rounds);

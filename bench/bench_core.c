@@ -26,7 +26,8 @@
  *             all of it for decode); prefill rows add GFLOP/s, 2 (D + Dv) multiply-adds
  *             per (query, visible key, head) pair. Before each timed call the host
  *             reads twice its last-level cache (evict_caches: the ceiling copy alone
- *             left part of K and V cached). Each row times about
+ *             left part of K and V cached), then wakes the backend's threads with a
+ *             1 MiB copy (wake_threads: the sweep put them to sleep). Each row times about
  *             PE_BENCH_ATTN_BUDGET_S seconds of calls after one warm-up (at least one).
  *             The "rope" decode rows run the same shapes with RoPE (NORMAL pairs,
  *             positions 0 .. Tk - 1) instead of ALiBi: q and every key rotated in the
@@ -478,6 +479,33 @@ double bench_median(double *t, int n)
 }
 
 /*
+ * After evict_caches, before an attention call: an untimed posenc_copy of 1 MiB (the first
+ * 1 MiB of the ceiling's tensors, which K and V do not share), so that the backend's worker
+ * threads are awake when the timed call starts, as they are when the ceiling copy it is
+ * compared with starts (the attention call before it ran microseconds earlier) and when a
+ * runtime's step calls one op after another. The sweep reads for milliseconds on the
+ * calling thread alone, and the workers go to sleep meanwhile: the CPU pool after 100 us
+ * of spinning, PoCL's after their job. Waking a sleeping worker cost the d 64 1 x 4096
+ * decode 130-180 us on the Zen 4 host (2 vCPUs; 2026-12-05, bench/attn_read, which times
+ * the call both ways): a futex wake of about 27 us on the caller, then the other vCPU's
+ * way back from the hypervisor. The copy is large enough for the CPU backend to split it
+ * over its threads (PE_FAST_MIN_BYTES_PER_THREAD, 256 KiB a thread) and small against the
+ * L3 (it cannot bring K or V back into a cache). No-op without a ceiling.
+ */
+static posenc_status wake_threads(struct bench_setup *ceil)
+{
+    if (!ceil)
+        return POSENC_OK;
+    const int64_t n = ceil->tx.ne[0] < 262144 ? ceil->tx.ne[0] : 262144;
+    const posenc_tensor a = posenc_tensor_contiguous(ceil->x, 0, POSENC_DTYPE_F32, n, 1, 1, 1);
+    const posenc_tensor b = posenc_tensor_contiguous(ceil->y, 0, POSENC_DTYPE_F32, n, 1, 1, 1);
+    posenc_status st = posenc_copy(ceil->ctx, &a, &b);
+    if (st == POSENC_OK)
+        st = posenc_context_finish(ceil->ctx);
+    return st;
+}
+
+/*
  * Time one case: `warmup` untimed calls, then `reps` timed calls (op + finish). With a
  * reference (the ceiling copy, or the minimal call for latency rows) the two alternate,
  * op then reference, so that both see the same machine: on a shared machine the load
@@ -498,9 +526,12 @@ static posenc_status time_case(struct bench_setup *s, struct bench_setup *ref, i
         st = timed_call(ref, &dummy);
     const bool evict = s->c->kind == BK_ATTN; /* K and V from memory (evict_caches) */
     for (int i = 0; i < reps && st == POSENC_OK; i++) {
-        if (evict)
+        if (evict) {
             evict_caches();
-        st = timed_call(s, &t[i]);
+            st = wake_threads(ref);
+        }
+        if (st == POSENC_OK)
+            st = timed_call(s, &t[i]);
         if (ref && st == POSENC_OK)
             st = timed_call(ref, &tr[i]);
     }
@@ -1085,9 +1116,9 @@ static void print_json(const struct bench_opts *o)
     printf("{\n  \"posenc\": ");
     json_str(posenc_version());
     printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
-           "  \"attn_evict_bytes\": %zu,\n  \"pocl_affinity\": ",
+           "  \"attn_evict_bytes\": %zu,\n  \"attn_wake_bytes\": %d,\n  \"pocl_affinity\": ",
            o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false",
-           evict_on ? bench_sweep_bytes() : (size_t)0);
+           evict_on ? bench_sweep_bytes() : (size_t)0, 1048576);
     json_str(o->pocl_affinity);
     printf(",\n  \"rows\": [\n");
     for (size_t i = 0; i < n_rows; i++) {
