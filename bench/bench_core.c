@@ -528,7 +528,8 @@ static posenc_status time_case(struct bench_setup *s, struct bench_setup *ref, i
     for (int i = 0; i < reps && st == POSENC_OK; i++) {
         if (evict) {
             evict_caches();
-            st = wake_threads(ref);
+            if (evict_on) /* not with --quick, nor where the sweep had no memory */
+                st = wake_threads(ref);
         }
         if (st == POSENC_OK)
             st = timed_call(s, &t[i]);
@@ -1118,7 +1119,7 @@ static void print_json(const struct bench_opts *o)
     printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
            "  \"attn_evict_bytes\": %zu,\n  \"attn_wake_bytes\": %d,\n  \"pocl_affinity\": ",
            o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false",
-           evict_on ? bench_sweep_bytes() : (size_t)0, 1048576);
+           evict_on ? bench_sweep_bytes() : (size_t)0, evict_on ? 1048576 : 0);
     json_str(o->pocl_affinity);
     printf(",\n  \"rows\": [\n");
     for (size_t i = 0; i < n_rows; i++) {

@@ -1020,6 +1020,9 @@ static void test_bench_quick(void **state)
             "--reps", "2", "--json");
     expect_ok(&r);
     assert_null(strstr(r.out, "target_met"));
+    /* --quick: neither the attention rows' cache sweep nor the wake-up copy after it */
+    assert_non_null(strstr(r.out, "\"attn_evict_bytes\": 0,"));
+    assert_non_null(strstr(r.out, "\"attn_wake_bytes\": 0,"));
     run_free(&r);
 }
 
