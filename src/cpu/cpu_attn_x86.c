@@ -41,21 +41,23 @@
 #include <string.h>
 
 #ifdef PE_ATTN_X86
-#include <cpuid.h>
 #include <immintrin.h>
 
 #define PE_X86 __attribute__((target("avx2,fma,f16c")))
 #define PE_X86_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
 
 static int have_x86, have_avx512;
-/* The prefetches of the next tile go to L1 (prefetcht0) on AMD's cores, to L2 (prefetcht2)
- * elsewhere. On Zen 4 (2 vCPUs, 2026-12-04, 32|8 heads, f16 K/V, each call after a 64 MiB
- * copy, the two alternated call by call in one process, medians of 150-200 calls) t0
- * against t2: d 64 1 x 4096 0.37-0.42 ms against 0.49-0.54, d 128 1 x 4096 0.93-1.04
- * against 1.25-1.48, 1 x 32768 2-3% less; prefetcht1 the same as t2; no prefetches 2.4x
- * the time; the same t2 prefetches two tiles ahead instead of one, 13% more. The Intel
- * hosts the t2 choice was measured on (docs/performance.md) keep it. */
-static int pf_l1;
+/* The prefetches of the next tile go to L2 (prefetcht2) on every CPU. On the Zen 4 host
+ * (2 vCPUs) they went to L1 (prefetcht0) from 2026-12-04 to 12-05: measured after a 64 MiB
+ * copy (K and V partly still in the L3) t0 was faster, d 64 1 x 4096 0.37-0.42 against
+ * 0.49-0.54 ms. With K and V from memory (a 640 MiB read sweep, then a 1 MiB copy that
+ * wakes the pool's worker, as posenc bench now times it) t2 is: 32|8 heads, f16 K/V, the
+ * two alternated call by call in one process, medians (2026-12-05): d 64 1 x 4096 355
+ * against 395 us (600 calls), d 128 633 against 731 (300); 1 x 32768 d 64 2.45 against
+ * 2.78 ms, d 128 5.46 against 6.91. With K and V in the L3 (calls back to back) t0 was
+ * 1-1.5% faster (276 / 541 against 278 / 550 us). prefetcht1 is t2's equal, no prefetch
+ * 2.5x the time. A line to L1 holds one of the core's few L1 miss buffers until it arrives
+ * from memory; to L2 it does not, and more lines are in flight. */
 static pthread_once_t x86_once = PTHREAD_ONCE_INIT;
 
 static void x86_detect(void)
@@ -68,10 +70,6 @@ static void x86_detect(void)
     have_x86 = avx_f16c && avx2 && fma;
     /* POSENC_CPU_X86=avx2: the 8-lane loops on an AVX-512 CPU too (tests run both) */
     have_avx512 = have_x86 && avx512f && !(env && strcmp(env, "avx2") == 0);
-    unsigned a, b, c, d;
-    if (__get_cpuid(0, &a, &b, &c, &d)) /* the vendor: EBX, EDX, ECX */
-        pf_l1 = (b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u) || /* AuthenticAMD */
-                (b == 0x6f677948u && d == 0x6e65476eu && c == 0x656e6975u);  /* HygonGenuine */
 }
 
 bool pe_attn_x86_available(void)
@@ -120,13 +118,10 @@ pf_local(const struct pe_attn_x86_pf_stream *pf)
     return (struct pe_attn_x86_pf_stream){NULL, 0, 0, 0, 0};
 }
 
-/* Line p to L1 on AMD, to L2 elsewhere (pf_l1). */
+/* Line p to L2. */
 __attribute__((always_inline)) static inline void pf_line(const char *p)
 {
-    if (pf_l1)
-        _mm_prefetch(p, _MM_HINT_T0);
-    else
-        _mm_prefetch(p, _MM_HINT_T2);
+    _mm_prefetch(p, _MM_HINT_T2);
 }
 
 /* The stream's next line, if any. */

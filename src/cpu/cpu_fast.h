@@ -63,7 +63,7 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
  * without the first). */
 void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma, int *avx512f);
 bool pe_attn_x86_available(void);
-/* Lines to prefetch (to L1 on AMD, to L2 elsewhere: pf_l1 in cpu_attn_x86.c) a line or two
+/* Lines to prefetch (to L2: pf_line in cpu_attn_x86.c) a line or two
  * at a time from inside a compute loop, spread over the work rather than issued in one
  * burst: a burst fills the core's line-fill buffers and stalls the loads the work itself
  * makes. Step i (i < end) requests the line base + 64 ((i mod 2^shift) part + i /
