@@ -374,29 +374,23 @@ static bool mask_hides_tile(const struct pe_attn_fused_op *op, const struct attn
 }
 
 #ifdef PE_ATTN_X86
-/* Parts the prefetches of a dense block go round (next_tile_pf): 2^2 (pf_round in
- * cpu_attn_x86.c takes a round of 4 at once; another count goes line by line). */
-#define PE_ATTN_PF_SHIFT 2
-
 /* The next tile's lines for K/V head kl of an item's nk (from kvh0), keys [k1, k1 + nt);
  * kp, vp: this head's first row of them. Two layouts give ranges of memory to walk forwards:
  *  - the nk heads' rows of those keys make one dense block (heads inside a key, the usual
- *    [D, H, T] layout): the block is cut into 2^PE_ATTN_PF_SHIFT parts whose lines are
- *    requested in turn (part 0's first line, part 1's first, ...), and head kl takes the
- *    kl-th nk-th of that order in whole rounds (a line of each part);
+ *    [D, H, T] layout): head kl takes the kl-th nk-th of the block's lines, in address
+ *    order, so that the item, head after head, requests the block from its start to its end;
  *  - the head's rows are adjacent: those rows, in order.
  * Otherwise false (the caller prefetches the rows itself). Measured at d 128, 8 heads, from
  * memory: the rows of one head, 2 KiB apart, prefetched a tile at a time read 13-15 GB/s
  * on two cores; the block walked forwards a line at a time among the work, 19-20 GB/s.
- * Walking it in 4 parts at once rather than in order (2026-12-03, 32|8 heads, f16, each
- * call after a 64 MiB copy, the two alternated call by call in one process, medians of
- * 150-300 calls): d 64 1 x 4096 0.62-0.82 ms against 0.68-0.82 (p10 0.55-0.59 against
- * 0.63-0.66), d 128 1 x 4096 1.10 against 1.34, d 64 1 x 32768 4.41 against 5.03, d 128
- * 1 x 32768 8.66 against 10.76; one thread, d 64 1 x 4096 1.02 against 1.15. 8 parts
- * measured the same as 4; 2 parts the same at d 64, 4-10% slower at d 128; 16 slower
- * than 8 in 3 runs of 4. A plain read of 8 MiB the same day: one run forwards per thread
- * 7-13 GB/s, 8 runs a line each in turn 17-25 GB/s (more pages in flight for the L2
- * streamer; docs/performance.md). */
+ * From 2026-12-03 to 12-05 the block was walked in 4 parts at once (a line of each in
+ * turn), measured then after a 64 MiB copy that left K and V partly in the L3. With K and
+ * V from memory and the pool awake (a 640 MiB read sweep, then a 1 MiB copy, as posenc
+ * bench times it; the Zen 4 host, 32|8 heads, f16, the two alternated call by call in one
+ * process, medians, three runs, 2026-12-05) address order is faster: d 64 1 x 4096
+ * 327-333 against 350-361 us, d 128 632-709 against 659-724 us; 1 x 32768 d 64 4.11
+ * against 4.46 ms, d 128 4.86 against 5.00; back to back (K and V in the L3) 340 against
+ * 351 and 531 against 554 us. */
 static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *vp, int64_t nt,
                          int64_t nk, int64_t kl, int64_t kvh0, int64_t k1, int64_t b,
                          struct pe_attn_x86_pf *pf)
@@ -406,8 +400,8 @@ static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *
     if (aj->k_step == kr && aj->v_step == vr) { /* the lines [kp, kp + nt kr) touches */
         const char *ka = (const char *)((uintptr_t)kp & ~(uintptr_t)63);
         const char *va = (const char *)((uintptr_t)vp & ~(uintptr_t)63);
-        pf->k = (struct pe_attn_x86_pf_stream){ka, 0, (kp + nt * kr - ka + 63) / 64, 0, 0};
-        pf->v = (struct pe_attn_x86_pf_stream){va, 0, (vp + nt * vr - va + 63) / 64, 0, 0};
+        pf->k = (struct pe_attn_x86_pf_stream){ka, 0, (kp + nt * kr - ka + 63) / 64};
+        pf->v = (struct pe_attn_x86_pf_stream){va, 0, (vp + nt * vr - va + 63) / 64};
         return true;
     }
     if (nk < 2 || kv->st[1] <= 0 || vv->st[1] <= 0 || kv->st[1] >= kv->st[2] ||
@@ -422,19 +416,12 @@ static bool next_tile_pf(const struct attn_job *aj, const char *kp, const char *
     /* dense: at most twice the bytes the heads' rows hold (no long gaps prefetched) */
     if (k_end - k0 > 2 * nt * nk * kr || v_end - v0 > 2 * nt * nk * vr)
         return false;
-    /* whole lines from the line k0 lies in: parts of ceil(lines / parts) lines; the last
-     * part's steps past the block's end request at most parts - 1 lines beyond it (a
-     * prefetch never faults) */
+    /* whole lines from the line k0 lies in */
     const char *kb = (const char *)((uintptr_t)k0 & ~(uintptr_t)63);
     const char *vb = (const char *)((uintptr_t)v0 & ~(uintptr_t)63);
-    const int sh = PE_ATTN_PF_SHIFT;
-    const int64_t kpart = ((k_end - kb + 63) / 64 + ((int64_t)1 << sh) - 1) >> sh;
-    const int64_t vpart = ((v_end - vb + 63) / 64 + ((int64_t)1 << sh) - 1) >> sh;
-    /* head kl's share in whole rounds (a line of each part), for pf_round */
-    pf->k = (struct pe_attn_x86_pf_stream){kb, (kl * kpart / nk) << sh,
-                                           ((kl + 1) * kpart / nk) << sh, kpart, sh};
-    pf->v = (struct pe_attn_x86_pf_stream){vb, (kl * vpart / nk) << sh,
-                                           ((kl + 1) * vpart / nk) << sh, vpart, sh};
+    const int64_t kn = (k_end - kb + 63) / 64, vn = (v_end - vb + 63) / 64;
+    pf->k = (struct pe_attn_x86_pf_stream){kb, kl * kn / nk, (kl + 1) * kn / nk};
+    pf->v = (struct pe_attn_x86_pf_stream){vb, kl * vn / nk, (kl + 1) * vn / nk};
     return true;
 }
 #endif
@@ -564,7 +551,7 @@ static void attn_item(const struct attn_job *aj, int64_t it, float *scratch)
             /* the next tile's rows, a tile ahead: rows of one K/V head are strided (the other
              * heads lie between them), which the hardware prefetchers follow poorly */
 #ifdef PE_ATTN_X86
-            struct pe_attn_x86_pf pf = {{NULL, 0, 0, 0, 0}, {NULL, 0, 0, 0, 0}};
+            struct pe_attn_x86_pf pf = {{NULL, 0, 0}, {NULL, 0, 0}};
 #endif
             if (k0 + PE_ATTN_KT < k_hi) {
                 const int64_t nt = PE_ATTN_KT < k_hi - k0 - PE_ATTN_KT ? PE_ATTN_KT

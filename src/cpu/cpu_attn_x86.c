@@ -115,7 +115,7 @@ pf_local(const struct pe_attn_x86_pf_stream *pf)
 {
     if (pf)
         return *pf;
-    return (struct pe_attn_x86_pf_stream){NULL, 0, 0, 0, 0};
+    return (struct pe_attn_x86_pf_stream){NULL, 0, 0};
 }
 
 /* Line p to L2. */
@@ -128,37 +128,28 @@ __attribute__((always_inline)) static inline void pf_line(const char *p)
 __attribute__((always_inline)) static inline void pf_step(struct pe_attn_x86_pf_stream *s)
 {
     if (s->i < s->end) {
-        const int64_t mask = ((int64_t)1 << s->shift) - 1;
-        pf_line(s->base + ((s->i & mask) * s->part + (s->i >> s->shift)) * 64);
+        pf_line(s->base + s->i * 64);
         s->i++;
     }
 }
 
-/* Four steps: with shift 2 from a whole round (i a multiple of 4, end at least i + 4),
- * one line of each part at one address and three adds; otherwise pf_step four times.
- * pf_step's mask, multiply and shift per line cost 5-6% of a decode call at d 64 (1 x 4096
- * and 1 x 32768 keys, 32|8 heads, f16, each call after a 64 MiB copy, alternated call by
- * call in one process: 0.631-0.670 ms against 0.664-0.701 ms; d 128 1 x 4096 1.063 against
- * 1.117 ms; 2026-12-03): the vector loops' ports also run the scalar work. */
+/* Four steps: four adjacent lines from one address (what is left, where fewer remain). */
 __attribute__((always_inline)) static inline void pf_round(struct pe_attn_x86_pf_stream *s)
 {
-    if (s->shift == 2 && (s->i & 3) == 0 && s->i + 4 <= s->end) {
-        const char *p = s->base + (s->i >> 2) * 64;
-        const int64_t P = s->part * 64;
+    if (s->i + 4 <= s->end) {
+        const char *p = s->base + s->i * 64;
         pf_line(p);
-        pf_line(p + P);
-        pf_line(p + 2 * P);
-        pf_line(p + 3 * P);
+        pf_line(p + 64);
+        pf_line(p + 128);
+        pf_line(p + 192);
         s->i += 4;
         return;
     }
-    pf_step(s);
-    pf_step(s);
-    pf_step(s);
-    pf_step(s);
+    while (s->i < s->end)
+        pf_step(s);
 }
 
-/* Whatever the steps left. */
+/* The rest of the stream, now. */
 __attribute__((always_inline)) static inline void pf_rest(struct pe_attn_x86_pf_stream *s)
 {
     while (s->i < s->end)

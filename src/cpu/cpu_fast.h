@@ -63,19 +63,14 @@ posenc_status pe_cpu_fast_attn_fused(struct pe_cpu_fast *f, const struct pe_attn
  * without the first). */
 void pe_cpu_x86_features(int *avx_f16c, int *avx2, int *fma, int *avx512f);
 bool pe_attn_x86_available(void);
-/* Lines to prefetch (to L2: pf_line in cpu_attn_x86.c) a line or two
- * at a time from inside a compute loop, spread over the work rather than issued in one
- * burst: a burst fills the core's line-fill buffers and stalls the loads the work itself
- * makes. Step i (i < end) requests the line base + 64 ((i mod 2^shift) part + i /
- * 2^shift): with shift > 0 the requests go round 2^shift parts of `part` lines each, one
- * line of each in turn (several regions of memory in flight at once, which the L2's own
- * prefetchers then run ahead in); shift 0 walks the lines from base in order. The hot
- * loops take 2^shift steps at once where i and end are whole rounds (pf_round: one
- * address, then `part` lines on for each request), which next_tile_pf's ranges are. */
+/* Lines to prefetch (to L2: pf_line in cpu_attn_x86.c) a few at a time from inside a
+ * compute loop, spread over the work rather than issued in one burst: a burst fills the
+ * core's miss buffers and stalls the loads the work itself makes. Step i (i < end)
+ * requests the line base + 64 i: the lines from base in address order, which the L2's own
+ * prefetchers then run ahead in. The hot loops take four steps at once (pf_round). */
 struct pe_attn_x86_pf_stream {
     const char *base;
-    int64_t i, end, part;
-    int shift;
+    int64_t i, end;
 };
 /* The next tile's K lines (taken by the scores) and V lines (by the weighted sum of V). */
 struct pe_attn_x86_pf {
