@@ -151,24 +151,32 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
 #define FA_PF_ROW(base, idx, bytes) ((void)0)
 #endif
 
-/* The head-major loops' prefetch at row t of head hb (FA_HEAD_MAJOR, below), for K (st, off,
- * D) or V: where the item's nh heads' rows of a key make one dense block (st.s1 = the row,
- * st.s2 = nh rows), row hb FA_TK + t of the next tile's block, so that the heads' loops,
- * one after the other, request that block in address order from its start to its end;
- * elsewhere row t of the same head FA_TK keys on. On PoCL (the Zen 4 host, 32|8 heads, d
- * 64, f16, K and V from memory, the two alternated call by call in one process, medians,
- * 2026-12-05): 1 x 4096 437-460 against 453-472 us, 1 x 32768 2.57 against 2.85 ms; back
- * to back the same (290 us). Uses pe_flash_cpu's k0, Tk, b, hk0 and nh. */
+/* The next tile's rows in address order. Where the item's nh heads' rows of a key make one
+ * dense block (FA_PF_DENSE: st.s1 = a row of DD elements, st.s2 = nh rows), the loops below
+ * request, as they read a row, row R of the block of nh rows a key from key kn
+ * (FA_PF_BLOCK_ROW: key kn + R / nh, head R % nh), R counting up over the heads' loops, so
+ * that the block is requested from its start to its end; elsewhere the row FA_TK keys
+ * after the one read. They use pe_flash_cpu's Tk, b, hk0 and nh. On PoCL (the Zen 4 host,
+ * 32|8 heads, f16, K and V from memory, the old and new order alternated call by call in
+ * one process, medians, 2026-12-05): d 64 (head by head) 1 x 4096 437-460 against 453-472
+ * us, 1 x 32768 2.57 against 2.85 ms, back to back the same (290 us); d 128 (4 keys at a
+ * time) 1 x 4096 764-854 against 793-859 us (tenth percentiles 648-674 against 663-718),
+ * 1 x 32768 5.45 against 5.78 ms. */
+#define FA_PF_DENSE(st, DD) ((st).s1 == (DD) && (st).s2 == nh * (DD))
+#define FA_PF_BLOCK_ROW(base, off, st, DD, ES, kn, R)                                     \
+    do {                                                                                 \
+        if ((kn) + (R) / nh < Tk)                                                        \
+            FA_PF_ROW(base, ((off) + b * (st).s3 + (kn) * (st).s2 + hk0 * (st).s1 +      \
+                             (long)(R) * (DD)) * (ES), (DD) * (ES));                     \
+    } while (0)
+/* Head by head (FA_HEAD_MAJOR): at row t of head hb (row: its index), row hb FA_TK + t of
+ * the next tile's block. */
 #define FA_PF_NEXT(base, off, st, DD, ES, hb, t, row)                                      \
     do {                                                                                 \
-        if ((st).s1 == (DD) && (st).s2 == nh * (DD)) {                                   \
-            if (k0 + FA_TK + ((hb) * FA_TK + (t)) / nh < Tk)                             \
-                FA_PF_ROW(base, ((off) + b * (st).s3 + (k0 + FA_TK) * (st).s2 +          \
-                                 hk0 * (st).s1 + (long)((hb) * FA_TK + (t)) * (DD)) * (ES), \
-                          (DD) * (ES));                                                  \
-        } else if (k0 + (t) + FA_TK < Tk) {                                              \
+        if (FA_PF_DENSE(st, DD))                                                         \
+            FA_PF_BLOCK_ROW(base, off, st, DD, ES, k0 + FA_TK, (hb) * FA_TK + (t));       \
+        else if (k0 + (t) + FA_TK < Tk)                                                  \
             FA_PF_ROW(base, ((row) + FA_TK * (st).s2) * (ES), (DD) * (ES));              \
-        }                                                                                \
     } while (0)
 
 #define FA_R (FA_HB * FA_RG)
@@ -428,7 +436,10 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             for (int hb = 0; hb < nh; hb++) {
                 const long kr = kb + (hk0 + hb) * k_st.s1;
                 const int r = hb * 4;
-                if (k0 + t1 + 4 + FA_TK <= Tk)
+                if (FA_PF_DENSE(k_st, FA_D)) /* rows 4 hb .. 4 hb + 3 of the 4 keys' block */
+                    for (int u = 0; u < 4; u++)
+                        FA_PF_BLOCK_ROW(k, k_off, k_st, FA_D, FA_KES, k0 + t1 + FA_TK, hb * 4 + u);
+                else if (k0 + t1 + 4 + FA_TK <= Tk)
                     for (int u = 0; u < 4; u++)
                         FA_PF_ROW(k, (kr + (u + FA_TK) * k_st.s2) * FA_KES, FA_D * FA_KES);
                 float16 a[16];
@@ -663,9 +674,14 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             const long vt = v_off + b * v_st.s3 + (k0 + t) * v_st.s2;
             for (int hb = 0; hb < nh; hb++) {
                 const long vb = vt + (hk0 + hb) * v_st.s1;
-                for (int u = 0; u < FA_KB; u++)
-                    if (k0 + t + u + FA_TK < Tk)
-                        FA_PF_ROW(v, (vb + (u + FA_TK) * v_st.s2) * FA_VES, FA_DV * FA_VES);
+                if (FA_PF_DENSE(v_st, FA_DV)) /* rows FA_KB hb .. of the FA_KB keys' block */
+                    for (int u = 0; u < FA_KB; u++)
+                        FA_PF_BLOCK_ROW(v, v_off, v_st, FA_DV, FA_VES, k0 + t + FA_TK,
+                                        hb * FA_KB + u);
+                else
+                    for (int u = 0; u < FA_KB; u++)
+                        if (k0 + t + u + FA_TK < Tk)
+                            FA_PF_ROW(v, (vb + (u + FA_TK) * v_st.s2) * FA_VES, FA_DV * FA_VES);
                 FA_VT vx[FA_KB][FA_NV];
 #pragma unroll
                 for (int u = 0; u < FA_KB; u++)
