@@ -165,7 +165,7 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
 #define FA_PF_DENSE(st, DD) ((st).s1 == (DD) && (st).s2 == nh * (DD))
 #define FA_PF_BLOCK_ROW(base, off, st, DD, ES, kn, R)                                     \
     do {                                                                                 \
-        if ((kn) + (R) / nh < Tk)                                                        \
+        if ((long)(R) < (Tk - (kn)) * nh) /* key kn + R / nh < Tk, without a division */ \
             FA_PF_ROW(base, ((off) + b * (st).s3 + (kn) * (st).s2 + hk0 * (st).s1 +      \
                              (long)(R) * (DD)) * (ES), (DD) * (ES));                     \
     } while (0)
