@@ -388,10 +388,14 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
         const int nt = (int)min((long)FA_TK, k_end - k0);
 
         /* ---- 1. q.k. With FA_HEAD_MAJOR and 4 rows per head (GQA 4 decode at d 64):
-         * head by head, the head's 4 q rows in registers over the tile's keys, each key's
-         * 4 dot products' lanes summed together (fa_sum4). Otherwise key by key, every
-         * head's row of the key (in memory order); with 4 rows per head, 4 keys at a time
-         * per head, the 16 dot products' lanes summed together ---- */
+         * head by head, the head's 4 q rows in registers over the tile's keys, 4 keys at
+         * a time with the 16 dot products' lanes summed together (the last keys of a tile
+         * one at a time, each key's 4 dot products summed together: fa_sum4). 4 keys at a
+         * time against 1 on PoCL (the Zen 4 host, 32|8 heads, f16, alternated call by call,
+         * medians, 2026-12-05): back to back 279 / 331 against 297 / 344 us, after the
+         * sweep 477 / 571 against 484 / 572 us, 1 x 32768 2.71 against 2.81 ms. Otherwise
+         * key by key, every head's row of the key (in memory order); with 4 rows per head,
+         * 4 keys at a time per head, the 16 dot products' lanes summed together ---- */
         int t1 = 0;
 #if FA_KW == 16 && FA_RG == 4 && FA_HEAD_MAJOR
         for (int hb = 0; hb < nh; hb++) {
@@ -405,7 +409,58 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 q2[i] = qv[r + 2][i];
                 q3[i] = qv[r + 3][i];
             }
-            for (int t = 0; t < nt; t++) {
+            int tq = 0; /* 4 keys at a time, then one */
+            for (; tq + 4 <= nt; tq += 4) {
+                const long kr = kb0 + tq * k_st.s2;
+                float16 a[16];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    FA_PF_NEXT(k, k_off, k_st, FA_D, FA_KES, hb, tq + u, kr + u * k_st.s2);
+                    FA_KT kx[FA_NK];
+#pragma unroll
+                    for (int i = 0; i < FA_NK; i++)
+                        kx[i] = FA_LOAD_K(kr + u * k_st.s2 + i * FA_KW);
+                    FA_KR_APPLY(kx, k0 + tq + u);
+                    float16 c0 = q0[0] * kx[0], c1 = q1[0] * kx[0];
+                    float16 c2 = q2[0] * kx[0], c3 = q3[0] * kx[0];
+#pragma unroll
+                    for (int i = 1; i < FA_NK; i++) {
+                        c0 = FA_MAD(q0[i], kx[i], c0);
+                        c1 = FA_MAD(q1[i], kx[i], c1);
+                        c2 = FA_MAD(q2[i], kx[i], c2);
+                        c3 = FA_MAD(q3[i], kx[i], c3);
+                    }
+                    a[u * 4] = c0;
+                    a[u * 4 + 1] = c1;
+                    a[u * 4 + 2] = c2;
+                    a[u * 4 + 3] = c3;
+                }
+                float16 b8[8], c4[4], d2[2];
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float16 w0 = a[2 * j], w1 = a[2 * j + 1];
+                    b8[j] = (float16)(w0.lo, w1.lo) + (float16)(w0.hi, w1.hi);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float16 w0 = b8[2 * j], w1 = b8[2 * j + 1];
+                    c4[j] = (float16)(w0.s0123, w0.s89ab, w1.s0123, w1.s89ab) +
+                            (float16)(w0.s4567, w0.scdef, w1.s4567, w1.scdef);
+                }
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const float16 w0 = c4[2 * j], w1 = c4[2 * j + 1];
+                    d2[j] = (float16)(w0.s0145, w0.s89cd, w1.s0145, w1.s89cd) +
+                            (float16)(w0.s2367, w0.sabef, w1.s2367, w1.sabef);
+                }
+                const float16 e =
+                    (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
+                vstore4(e.s048c, 0, &x[r][tq]);
+                vstore4(e.s159d, 0, &x[r + 1][tq]);
+                vstore4(e.s26ae, 0, &x[r + 2][tq]);
+                vstore4(e.s37bf, 0, &x[r + 3][tq]);
+            }
+            for (int t = tq; t < nt; t++) {
                 const long kr = kb0 + t * k_st.s2;
                 FA_PF_NEXT(k, k_off, k_st, FA_D, FA_KES, hb, t, kr);
                 FA_KT kx[FA_NK];
