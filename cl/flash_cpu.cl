@@ -179,6 +179,36 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
             FA_PF_ROW(base, ((row) + FA_TK * (st).s2) * (ES), (DD) * (ES));              \
     } while (0)
 
+/* 4 keys' dot products with 4 rows, a[u * 4 + rr] (16 lanes each), summed by one tree
+ * (pairs of halves, quarters, eighths, neighbours: e.s[u * 4 + rr]) and stored as
+ * x[r + rr][t + u]. */
+static inline void fa_sum16x4(const float16 *a, float (*x)[FA_TK], const int r, const int t)
+{
+    float16 b8[8], c4[4], d2[2];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const float16 w0 = a[2 * j], w1 = a[2 * j + 1];
+        b8[j] = (float16)(w0.lo, w1.lo) + (float16)(w0.hi, w1.hi);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float16 w0 = b8[2 * j], w1 = b8[2 * j + 1];
+        c4[j] = (float16)(w0.s0123, w0.s89ab, w1.s0123, w1.s89ab) +
+                (float16)(w0.s4567, w0.scdef, w1.s4567, w1.scdef);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const float16 w0 = c4[2 * j], w1 = c4[2 * j + 1];
+        d2[j] = (float16)(w0.s0145, w0.s89cd, w1.s0145, w1.s89cd) +
+                (float16)(w0.s2367, w0.sabef, w1.s2367, w1.sabef);
+    }
+    const float16 e = (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
+    vstore4(e.s048c, 0, &x[r][t]);
+    vstore4(e.s159d, 0, &x[r + 1][t]);
+    vstore4(e.s26ae, 0, &x[r + 2][t]);
+    vstore4(e.s37bf, 0, &x[r + 3][t]);
+}
+
 #define FA_R (FA_HB * FA_RG)
 #define FA_NK (FA_D / FA_KW)
 #define FA_NV (FA_DV / FA_VW)
@@ -435,30 +465,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                     a[u * 4 + 2] = c2;
                     a[u * 4 + 3] = c3;
                 }
-                float16 b8[8], c4[4], d2[2];
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const float16 w0 = a[2 * j], w1 = a[2 * j + 1];
-                    b8[j] = (float16)(w0.lo, w1.lo) + (float16)(w0.hi, w1.hi);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float16 w0 = b8[2 * j], w1 = b8[2 * j + 1];
-                    c4[j] = (float16)(w0.s0123, w0.s89ab, w1.s0123, w1.s89ab) +
-                            (float16)(w0.s4567, w0.scdef, w1.s4567, w1.scdef);
-                }
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    const float16 w0 = c4[2 * j], w1 = c4[2 * j + 1];
-                    d2[j] = (float16)(w0.s0145, w0.s89cd, w1.s0145, w1.s89cd) +
-                            (float16)(w0.s2367, w0.sabef, w1.s2367, w1.sabef);
-                }
-                const float16 e =
-                    (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
-                vstore4(e.s048c, 0, &x[r][tq]);
-                vstore4(e.s159d, 0, &x[r + 1][tq]);
-                vstore4(e.s26ae, 0, &x[r + 2][tq]);
-                vstore4(e.s37bf, 0, &x[r + 3][tq]);
+                fa_sum16x4(a, x, r, tq);
             }
             for (int t = tq; t < nt; t++) {
                 const long kr = kb0 + t * k_st.s2;
@@ -514,31 +521,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                         a[u * 4 + rr] = c;
                     }
                 }
-                /* pairs of halves, quarters, eighths, neighbours: e.s[u * 4 + rr] */
-                float16 b8[8], c4[4], d2[2];
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const float16 w0 = a[2 * j], w1 = a[2 * j + 1];
-                    b8[j] = (float16)(w0.lo, w1.lo) + (float16)(w0.hi, w1.hi);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float16 w0 = b8[2 * j], w1 = b8[2 * j + 1];
-                    c4[j] = (float16)(w0.s0123, w0.s89ab, w1.s0123, w1.s89ab) +
-                            (float16)(w0.s4567, w0.scdef, w1.s4567, w1.scdef);
-                }
-#pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    const float16 w0 = c4[2 * j], w1 = c4[2 * j + 1];
-                    d2[j] = (float16)(w0.s0145, w0.s89cd, w1.s0145, w1.s89cd) +
-                            (float16)(w0.s2367, w0.sabef, w1.s2367, w1.sabef);
-                }
-                const float16 e =
-                    (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
-                vstore4(e.s048c, 0, &x[r][t1]);
-                vstore4(e.s159d, 0, &x[r + 1][t1]);
-                vstore4(e.s26ae, 0, &x[r + 2][t1]);
-                vstore4(e.s37bf, 0, &x[r + 3][t1]);
+                fa_sum16x4(a, x, r, t1);
             }
         }
 #endif
