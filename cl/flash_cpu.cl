@@ -439,6 +439,20 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 q2[i] = qv[r + 2][i];
                 q3[i] = qv[r + 3][i];
             }
+/* the head's 4 rows' lane-wise products with the key row kx, summed over its vectors: c[rr] */
+#define FA_DOT4(kx, c)                                                                    \
+    do {                                                                                 \
+        (c)[0] = q0[0] * (kx)[0];                                                        \
+        (c)[1] = q1[0] * (kx)[0];                                                        \
+        (c)[2] = q2[0] * (kx)[0];                                                        \
+        (c)[3] = q3[0] * (kx)[0];                                                        \
+        _Pragma("unroll") for (int i_ = 1; i_ < FA_NK; i_++) {                           \
+            (c)[0] = FA_MAD(q0[i_], (kx)[i_], (c)[0]);                                   \
+            (c)[1] = FA_MAD(q1[i_], (kx)[i_], (c)[1]);                                   \
+            (c)[2] = FA_MAD(q2[i_], (kx)[i_], (c)[2]);                                   \
+            (c)[3] = FA_MAD(q3[i_], (kx)[i_], (c)[3]);                                   \
+        }                                                                                \
+    } while (0)
             int tq = 0; /* 4 keys at a time, then one */
             for (; tq + 4 <= nt; tq += 4) {
                 const long kr = kb0 + tq * k_st.s2;
@@ -451,19 +465,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                     for (int i = 0; i < FA_NK; i++)
                         kx[i] = FA_LOAD_K(kr + u * k_st.s2 + i * FA_KW);
                     FA_KR_APPLY(kx, k0 + tq + u);
-                    float16 c0 = q0[0] * kx[0], c1 = q1[0] * kx[0];
-                    float16 c2 = q2[0] * kx[0], c3 = q3[0] * kx[0];
-#pragma unroll
-                    for (int i = 1; i < FA_NK; i++) {
-                        c0 = FA_MAD(q0[i], kx[i], c0);
-                        c1 = FA_MAD(q1[i], kx[i], c1);
-                        c2 = FA_MAD(q2[i], kx[i], c2);
-                        c3 = FA_MAD(q3[i], kx[i], c3);
-                    }
-                    a[u * 4] = c0;
-                    a[u * 4 + 1] = c1;
-                    a[u * 4 + 2] = c2;
-                    a[u * 4 + 3] = c3;
+                    FA_DOT4(kx, a + u * 4);
                 }
                 fa_sum16x4(a, x, r, tq);
             }
@@ -475,16 +477,9 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 for (int i = 0; i < FA_NK; i++)
                     kx[i] = FA_LOAD_K(kr + i * FA_KW);
                 FA_KR_APPLY(kx, k0 + t);
-                float16 a0 = q0[0] * kx[0], a1 = q1[0] * kx[0];
-                float16 a2 = q2[0] * kx[0], a3 = q3[0] * kx[0];
-#pragma unroll
-                for (int i = 1; i < FA_NK; i++) {
-                    a0 = FA_MAD(q0[i], kx[i], a0);
-                    a1 = FA_MAD(q1[i], kx[i], a1);
-                    a2 = FA_MAD(q2[i], kx[i], a2);
-                    a3 = FA_MAD(q3[i], kx[i], a3);
-                }
-                const float4 sv = fa_sum4(a0, a1, a2, a3);
+                float16 c[4];
+                FA_DOT4(kx, c);
+                const float4 sv = fa_sum4(c[0], c[1], c[2], c[3]);
                 x[r][t] = sv.s0;
                 x[r + 1][t] = sv.s1;
                 x[r + 2][t] = sv.s2;
