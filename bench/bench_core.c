@@ -487,7 +487,7 @@ double bench_median(double *t, int n)
  * runtime's step calls one op after another. The sweep reads for milliseconds on the
  * calling thread alone, and the workers go to sleep meanwhile: the CPU pool after 100 us
  * of spinning, PoCL's after their job. Waking a sleeping worker cost the d 64 1 x 4096
- * decode 130-180 us on the Zen 4 host (2 vCPUs; 2026-12-05, bench/attn_read, which times
+ * decode 105-180 us on the Zen 4 host (2 vCPUs; 2026-12-05, bench/attn_read, which times
  * the call both ways): a futex wake of about 27 us on the caller, then the other vCPU's
  * way back from the hypervisor. The copy is large enough for the CPU backend to split it
  * over its threads (PE_FAST_MIN_BYTES_PER_THREAD, 256 KiB a thread) and small against the
@@ -529,8 +529,7 @@ static posenc_status time_case(struct bench_setup *s, struct bench_setup *ref, i
     for (int i = 0; i < reps && st == POSENC_OK; i++) {
         if (evict) {
             evict_caches();
-            if (evict_on) /* not with --quick, nor where the sweep had no memory */
-                st = wake_threads(ref);
+            st = wake_threads(ref); /* with --quick too (no sweep): the same path runs */
         }
         if (st == POSENC_OK)
             st = timed_call(s, &t[i]);
@@ -1125,7 +1124,7 @@ static void print_json(const struct bench_opts *o)
     printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
            "  \"attn_evict_bytes\": %zu,\n  \"attn_wake_bytes\": %d,\n  \"pocl_affinity\": ",
            o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false",
-           evict_on ? bench_sweep_bytes() : (size_t)0, evict_on ? 1048576 : 0);
+           evict_on ? bench_sweep_bytes() : (size_t)0, 1048576);
     json_str(o->pocl_affinity);
     printf(",\n  \"rows\": [\n");
     for (size_t i = 0; i < n_rows; i++) {
