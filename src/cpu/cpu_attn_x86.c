@@ -56,8 +56,8 @@ static int have_x86, have_avx512;
  * against 395 us (600 calls), d 128 633 against 731 (300); 1 x 32768 d 64 2.45 against
  * 2.78 ms, d 128 5.46 against 6.91. With K and V in the L3 (calls back to back) t0 was
  * 1-1.5% faster (276 / 541 against 278 / 550 us). prefetcht1 is t2's equal, no prefetch
- * 2.5x the time. A line to L1 holds one of the core's few L1 miss buffers until it arrives
- * from memory; to L2 it does not, and more lines are in flight. */
+ * 2.4-2.9x the time. A line to L1 holds one of the core's few L1 miss buffers until it
+ * arrives from memory; to L2 it does not, and more lines are in flight. */
 static pthread_once_t x86_once = PTHREAD_ONCE_INIT;
 
 static void x86_detect(void)
