@@ -495,7 +495,8 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 const int r = hb * 4;
                 if (FA_PF_DENSE(k_st, FA_D)) /* rows 4 hb .. 4 hb + 3 of the 4 keys' block */
                     for (int u = 0; u < 4; u++)
-                        FA_PF_BLOCK_ROW(k, k_off, k_st, FA_D, FA_KES, k0 + t1 + FA_TK, hb * 4 + u);
+                        FA_PF_BLOCK_ROW(k, k_off, k_st, FA_D, FA_KES, k0 + t1 + FA_TK,
+                                        hb * 4 + u);
                 else if (k0 + t1 + 4 + FA_TK <= Tk)
                     for (int u = 0; u < 4; u++)
                         FA_PF_ROW(k, (kr + (u + FA_TK) * k_st.s2) * FA_KES, FA_D * FA_KES);

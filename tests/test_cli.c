@@ -1025,8 +1025,8 @@ static void test_bench_quick(void **state)
     assert_non_null(strstr(r.out, "\"attn_wake_bytes\": 1048576,"));
     run_free(&r);
     /* an attention row with --quick: the wake-up copy before each timed call */
-    r = RUN("bench", "--quick", "--backend", backend(), "--no-cold", "--op", "attn decode d64 alibi",
-            "--reps", "2");
+    r = RUN("bench", "--quick", "--backend", backend(), "--no-cold", "--op",
+            "attn decode d64 alibi", "--reps", "2");
     expect_ok(&r);
     assert_non_null(strstr(r.out, "attn decode d64 alibi"));
     run_free(&r);
