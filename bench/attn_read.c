@@ -260,8 +260,10 @@ int main(int argc, char **argv)
         posenc_tensor_contiguous(c0, 0, POSENC_DTYPE_F32, (int64_t)copy_bytes / 4, 1, 1, 1);
     const posenc_tensor t1 =
         posenc_tensor_contiguous(c1, 0, POSENC_DTYPE_F32, (int64_t)copy_bytes / 4, 1, 1, 1);
-    const posenc_tensor s0 = posenc_tensor_contiguous(c0, 0, POSENC_DTYPE_F32, 262144, 1, 1, 1);
-    const posenc_tensor s1 = posenc_tensor_contiguous(c1, 0, POSENC_DTYPE_F32, 262144, 1, 1, 1);
+    const posenc_tensor s0 =
+        posenc_tensor_contiguous(c0, 0, POSENC_DTYPE_F32, BENCH_WAKE_ELEMS, 1, 1, 1);
+    const posenc_tensor s1 =
+        posenc_tensor_contiguous(c1, 0, POSENC_DTYPE_F32, BENCH_WAKE_ELEMS, 1, 1, 1);
     struct posenc_attention_params ap;
     memset(&ap, 0, sizeof(ap));
     ap.encoding = POSENC_ATTENTION_ALIBI;

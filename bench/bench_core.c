@@ -497,7 +497,7 @@ static posenc_status wake_threads(struct bench_setup *ceil)
 {
     if (!ceil)
         return POSENC_OK;
-    const int64_t n = ceil->tx.ne[0] < 262144 ? ceil->tx.ne[0] : 262144;
+    const int64_t n = ceil->tx.ne[0] < BENCH_WAKE_ELEMS ? ceil->tx.ne[0] : BENCH_WAKE_ELEMS;
     const posenc_tensor a = posenc_tensor_contiguous(ceil->x, 0, POSENC_DTYPE_F32, n, 1, 1, 1);
     const posenc_tensor b = posenc_tensor_contiguous(ceil->y, 0, POSENC_DTYPE_F32, n, 1, 1, 1);
     posenc_status st = posenc_copy(ceil->ctx, &a, &b);
@@ -1124,7 +1124,7 @@ static void print_json(const struct bench_opts *o)
     printf(",\n  \"cpu_threads\": %d,\n  \"reps\": %d,\n  \"warmup\": %d,\n  \"quick\": %s,\n"
            "  \"attn_evict_bytes\": %zu,\n  \"attn_wake_bytes\": %d,\n  \"pocl_affinity\": ",
            o->n_threads, o->reps, o->warmup, o->quick ? "true" : "false",
-           evict_on ? bench_sweep_bytes() : (size_t)0, 1048576);
+           evict_on ? bench_sweep_bytes() : (size_t)0, BENCH_WAKE_ELEMS * 4);
     json_str(o->pocl_affinity);
     printf(",\n  \"rows\": [\n");
     for (size_t i = 0; i < n_rows; i++) {

@@ -43,4 +43,8 @@ int bench_sweep(void);
 /* Free the sweep's buffer (bench_sweep allocates it again if called). */
 void bench_sweep_free(void);
 
+/* f32 elements of the copy that wakes a backend's worker threads after the sweep, before a
+ * timed attention call (1 MiB; bench_core.c, wake_threads). */
+#define BENCH_WAKE_ELEMS 262144
+
 #endif

@@ -156,7 +156,8 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
  * request, as they read a row, row R of the block of nh rows a key from key kn
  * (FA_PF_BLOCK_ROW: key kn + R / nh, head R % nh), R counting up over the heads' loops, so
  * that the block is requested from its start to its end; elsewhere the row FA_TK keys
- * after the one read. They use pe_flash_cpu's Tk, b, hk0 and nh. On PoCL (the Zen 4 host,
+ * after the one read. They use pe_flash_cpu's Tk, b, hk0 and nh; whether K and V are
+ * dense is worked out once per work-item (pf_kd, pf_vd). On PoCL (the Zen 4 host,
  * 32|8 heads, f16, K and V from memory, the old and new order alternated call by call in
  * one process, medians, 2026-12-05): d 64 (head by head) 1 x 4096 437-460 against 453-472
  * us, 1 x 32768 2.57 against 2.85 ms, back to back the same (290 us); d 128 (4 keys at a
@@ -170,10 +171,10 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
                              (long)(R) * (DD)) * (ES), (DD) * (ES));                     \
     } while (0)
 /* Head by head (FA_HEAD_MAJOR): at row t of head hb (row: its index), row hb FA_TK + t of
- * the next tile's block. */
-#define FA_PF_NEXT(base, off, st, DD, ES, hb, t, row)                                      \
+ * the next tile's block (dense: FA_PF_DENSE of st). */
+#define FA_PF_NEXT(base, off, st, DD, ES, dense, hb, t, row)                               \
     do {                                                                                 \
-        if (FA_PF_DENSE(st, DD))                                                         \
+        if (dense)                                                                       \
             FA_PF_BLOCK_ROW(base, off, st, DD, ES, k0 + FA_TK, (hb) * FA_TK + (t));       \
         else if (k0 + (t) + FA_TK < Tk)                                                  \
             FA_PF_ROW(base, ((row) + FA_TK * (st).s2) * (ES), (DD) * (ES));              \
@@ -362,6 +363,10 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
     const long Hk = Hq / group;
     const int nh = (int)min((long)FA_HB, Hk - hk0); /* heads of this work-item */
     const int nr = nh * FA_RG;                      /* its rows */
+    /* K, V: the item's heads' rows of a key one dense block (the prefetch order) */
+    const bool pf_kd = FA_PF_DENSE(k_st, FA_D), pf_vd = FA_PF_DENSE(v_st, FA_DV);
+    (void)pf_kd;
+    (void)pf_vd;
 
     FA_KT qv[FA_R][FA_NK];  /* q rows */
     FA_VT acc[FA_R][FA_NV]; /* output accumulators */
@@ -459,7 +464,8 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 float16 a[16];
 #pragma unroll
                 for (int u = 0; u < 4; u++) {
-                    FA_PF_NEXT(k, k_off, k_st, FA_D, FA_KES, hb, tq + u, kr + u * k_st.s2);
+                    FA_PF_NEXT(k, k_off, k_st, FA_D, FA_KES, pf_kd, hb, tq + u,
+                               kr + u * k_st.s2);
                     FA_KT kx[FA_NK];
 #pragma unroll
                     for (int i = 0; i < FA_NK; i++)
@@ -471,7 +477,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             }
             for (int t = tq; t < nt; t++) {
                 const long kr = kb0 + t * k_st.s2;
-                FA_PF_NEXT(k, k_off, k_st, FA_D, FA_KES, hb, t, kr);
+                FA_PF_NEXT(k, k_off, k_st, FA_D, FA_KES, pf_kd, hb, t, kr);
                 FA_KT kx[FA_NK];
 #pragma unroll
                 for (int i = 0; i < FA_NK; i++)
@@ -493,7 +499,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             for (int hb = 0; hb < nh; hb++) {
                 const long kr = kb + (hk0 + hb) * k_st.s1;
                 const int r = hb * 4;
-                if (FA_PF_DENSE(k_st, FA_D)) /* rows 4 hb .. 4 hb + 3 of the 4 keys' block */
+                if (pf_kd) /* rows 4 hb .. 4 hb + 3 of the 4 keys' block */
                     for (int u = 0; u < 4; u++)
                         FA_PF_BLOCK_ROW(k, k_off, k_st, FA_D, FA_KES, k0 + t1 + FA_TK,
                                         hb * 4 + u);
@@ -679,7 +685,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                     a[rr][g] = acc[r + rr][g] * alpha[r + rr];
             for (int t = 0; t < nt; t++) {
                 const long vb = vb0 + t * v_st.s2;
-                FA_PF_NEXT(v, v_off, v_st, FA_DV, FA_VES, hb, t, vb);
+                FA_PF_NEXT(v, v_off, v_st, FA_DV, FA_VES, pf_vd, hb, t, vb);
                 FA_VT vx[FA_NV];
 #pragma unroll
                 for (int g = 0; g < FA_NV; g++)
@@ -708,7 +714,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
             const long vt = v_off + b * v_st.s3 + (k0 + t) * v_st.s2;
             for (int hb = 0; hb < nh; hb++) {
                 const long vb = vt + (hk0 + hb) * v_st.s1;
-                if (FA_PF_DENSE(v_st, FA_DV)) /* rows FA_KB hb .. of the FA_KB keys' block */
+                if (pf_vd) /* rows FA_KB hb .. of the FA_KB keys' block */
                     for (int u = 0; u < FA_KB; u++)
                         FA_PF_BLOCK_ROW(v, v_off, v_st, FA_DV, FA_VES, k0 + t + FA_TK,
                                         hb * FA_KB + u);

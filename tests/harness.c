@@ -167,6 +167,16 @@ double th_elem(const unsigned char *img, size_t i, int f16)
     return f;
 }
 
+void th_put_elem(unsigned char *img, size_t i, float v, int f16)
+{
+    if (f16) {
+        const uint16_t h = posenc_f32_to_f16(v);
+        memcpy(img + 2 * i, &h, 2);
+    } else {
+        memcpy(img + 4 * i, &v, 4);
+    }
+}
+
 char *th_env_save(const char *name)
 {
     const char *v = getenv(name);

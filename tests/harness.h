@@ -69,6 +69,9 @@ void *th_download(posenc_buffer *b);
 
 /* Element i of a downloaded image of f16 (f16 != 0) or f32 values, as a double. */
 double th_elem(const unsigned char *img, size_t i, int f16);
+/* Store v as element i of an image of f16 (f16 != 0, rounded to nearest even) or f32
+ * values: th_elem's inverse. */
+void th_put_elem(unsigned char *img, size_t i, float v, int f16);
 
 /* An environment variable's value now (a malloc'd copy; NULL when unset), and putting it
  * back (unset for NULL; frees saved): around a test that sets it for its own calls. */

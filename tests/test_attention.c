@@ -1003,7 +1003,6 @@ static float *pos_pair_run(struct pos_pair *f, int64_t tq, int64_t tk,
     return out[0];
 }
 
-
 /* v[0 .. n) uniform in [-1, 1) from *rng, in order. */
 static void fill_unit(float *v, int n, uint64_t *rng)
 {
@@ -1088,7 +1087,6 @@ static void test_rope_implicit_keys_kept(void **state)
     posenc_buffer_destroy(&bp);
     pos_pair_close(&f);
 }
-
 
 /* Implicit positions (q_pos / k_pos NULL) come from an iota kept in the context's scratch,
  * a window of it per call, made again longer every 1024 positions, up to 2^20 rows

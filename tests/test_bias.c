@@ -388,16 +388,6 @@ static void test_alibi_linear(void **state)
 enum { LR_K = 600, LR_KP = 608, LR_Q = 3, LR_H = 5, LR_N = LR_KP * LR_Q * LR_H };
 static const float lr_pad = 777.0f; /* the padding's value, exact in f16 too */
 
-static void lr_encode(unsigned char *img, size_t i, float v, int f16)
-{
-    if (f16) {
-        uint16_t h = posenc_f32_to_f16(v);
-        memcpy(img + 2 * i, &h, 2);
-    } else {
-        memcpy(img + 4 * i, &v, 4);
-    }
-}
-
 static float lr_decode(const unsigned char *img, size_t i, int f16)
 {
     return (float)th_elem(img, i, f16);
@@ -417,7 +407,7 @@ static posenc_buffer *upload_rb_table(const float *tabv, int nb, int h, int f16,
     unsigned char *tb = malloc((size_t)nb * h * 4);
     assert_non_null(tb);
     for (int i = 0; i < nb * h; i++)
-        lr_encode(tb, (size_t)i, tabv[i], f16);
+        th_put_elem(tb, (size_t)i, tabv[i], f16);
     posenc_buffer *b = th_upload(th.dut, tb, (size_t)nb * h * (f16 ? 2 : 4));
     free(tb);
     *out = posenc_tensor_contiguous(b, 0, f16 ? POSENC_DTYPE_F16 : POSENC_DTYPE_F32, nb, h, 1,
@@ -439,8 +429,8 @@ static void lr_setup(struct lr_bufs *b, const float *xs, int f16, int in_place)
     assert_non_null(xi);
     assert_non_null(di);
     for (size_t i = 0; i < LR_N; i++) {
-        lr_encode(xi, i, i % LR_KP >= LR_K ? lr_pad : xs[i], f16);
-        lr_encode(di, i, lr_pad, f16);
+        th_put_elem(xi, i, i % LR_KP >= LR_K ? lr_pad : xs[i], f16);
+        th_put_elem(di, i, lr_pad, f16);
     }
     b->x = th_upload(th.dut, xi, LR_N * es);
     b->d = th_upload(th.dut, di, LR_N * es);
@@ -553,7 +543,7 @@ static void test_relbias_whole_rows(void **state)
                         continue;
                     const size_t xes = xdt ? 2 : 4, des = ddt ? 2 : 4;
                     for (size_t i = 0; i < N; i++)
-                        lr_encode(xi, i, xs[i], xdt);
+                        th_put_elem(xi, i, xs[i], xdt);
                     posenc_buffer *xb = th_upload(th.dut, xi, N * xes);
                     posenc_buffer *db = th_upload(th.dut, xi, N * des); /* overwritten */
                     posenc_tensor tt;
@@ -632,10 +622,10 @@ static void test_relbias_large(void **state)
             assert_non_null(bk);
             for (size_t i = 0; i < n; i++) {
                 xs[i] = (float)(8.0 * pc_rand_uniform(&seed) - 4.0);
-                lr_encode(xi, i, xs[i], dt);
+                th_put_elem(xi, i, xs[i], dt);
             }
             for (size_t i = 0; i <= n; i++)
-                lr_encode(di, i, lr_pad, dt);
+                th_put_elem(di, i, lr_pad, dt);
             for (int64_t r = 0; r < K + Q - 1; r++)
                 assert_int_equal(posenc_relbias_bucket(&p, r - (Q - 1) - QOFF, &bk[r]),
                                  POSENC_OK);

@@ -56,14 +56,8 @@ static void test_forward_exact(void **state)
             posenc_dtype tdt = dt ? POSENC_DTYPE_F32 : POSENC_DTYPE_F16; /* mixed */
             size_t tes = posenc_dtype_size(tdt), oes = posenc_dtype_size(odt);
             unsigned char timg[D * ROWS * 4];
-            for (int i = 0; i < D * ROWS; i++) {
-                if (tdt == POSENC_DTYPE_F16) {
-                    uint16_t h = posenc_f32_to_f16(table[i]);
-                    memcpy(timg + 2 * i, &h, 2);
-                } else {
-                    memcpy(timg + 4 * i, &table[i], 4);
-                }
-            }
+            for (int i = 0; i < D * ROWS; i++)
+                th_put_elem(timg, (size_t)i, table[i], tdt == POSENC_DTYPE_F16);
             posenc_buffer *tb = th_upload(th.dut, timg, D * ROWS * tes);
             posenc_buffer *xb = th_upload(th.dut, x, sizeof(x));
             posenc_buffer *pb = th_upload(th.dut, pos, sizeof(pos));
@@ -120,23 +114,11 @@ static void test_forward_long_rows(void **state)
                 const size_t es = posenc_dtype_size(d);
                 static unsigned char timg[DP * ROWS * 4], ximg[DP * T * B * 4],
                     pimg[DP * T * B * 4];
-                for (int i = 0; i < DP * ROWS; i++) {
-                    if (dt) {
-                        uint16_t h = posenc_f32_to_f16(table[i]);
-                        memcpy(timg + 2 * i, &h, 2);
-                    } else {
-                        memcpy(timg + 4 * i, &table[i], 4);
-                    }
-                }
+                for (int i = 0; i < DP * ROWS; i++)
+                    th_put_elem(timg, (size_t)i, table[i], dt);
                 for (int i = 0; i < DP * T * B; i++) {
-                    if (dt) {
-                        uint16_t h = posenc_f32_to_f16(x[i]), hp = posenc_f32_to_f16(pad);
-                        memcpy(ximg + 2 * i, &h, 2);
-                        memcpy(pimg + 2 * i, &hp, 2);
-                    } else {
-                        memcpy(ximg + 4 * i, &x[i], 4);
-                        memcpy(pimg + 4 * i, &pad, 4);
-                    }
+                    th_put_elem(ximg, (size_t)i, x[i], dt);
+                    th_put_elem(pimg, (size_t)i, pad, dt);
                 }
                 posenc_buffer *tb = th_upload(th.dut, timg, DP * ROWS * es);
                 posenc_buffer *xb = th_upload(th.dut, ximg, DP * T * B * es);
@@ -210,21 +192,10 @@ static void test_forward_large(void **state)
             assert_non_null(x);
             for (size_t i = 0; i < n; i++) {
                 x[i] = dyadic(&rng);
-                if (dt) {
-                    const uint16_t h = posenc_f32_to_f16(x[i]);
-                    memcpy(ximg + 2 * i, &h, 2);
-                } else {
-                    memcpy(ximg + 4 * i, &x[i], 4);
-                }
+                th_put_elem(ximg, i, x[i], dt);
             }
-            for (int i = 0; i < D * ROWS; i++) {
-                if (dt) {
-                    const uint16_t h = posenc_f32_to_f16(table[i]);
-                    memcpy(timg + 2 * i, &h, 2);
-                } else {
-                    memcpy(timg + 4 * i, &table[i], 4);
-                }
-            }
+            for (int i = 0; i < D * ROWS; i++)
+                th_put_elem(timg, (size_t)i, table[i], dt);
             for (int64_t i = 0; i < Tn * B; i++)
                 pos[i] = (int32_t)(pc_rand_u64(&rng) % ROWS);
             posenc_buffer *xb = th_upload(th.dut, ximg, n * es);

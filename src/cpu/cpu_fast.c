@@ -105,9 +105,6 @@ __attribute__((target("avx,f16c"))) static void f2h_row_f16c(const float *restri
         p[i] = pe_cpu_f2h(in[i]);
 }
 
-/* Fused adds of f16 rows, converted in registers (the generic rows convert through L1
- * copies: three passes). The same arithmetic as pe_cpu_h2f, add_row in f32, pe_cpu_f2h. x may
- * be out (in place: each vector is loaded before it is stored). */
 /* 8 halves at p as floats. */
 __attribute__((target("avx,f16c"), always_inline)) static inline __m256 ld8h(const uint16_t *p)
 {
@@ -120,6 +117,9 @@ __attribute__((target("avx,f16c"), always_inline)) static inline __m128i to8h(__
     return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
 }
 
+/* Fused adds of f16 rows, converted in registers (the generic rows convert through L1
+ * copies: three passes). The same arithmetic as pe_cpu_h2f, add_row in f32, pe_cpu_f2h. x may
+ * be out (in place: each vector is loaded before it is stored). */
 __attribute__((target("avx,f16c"))) static void add_row_f16_f32(const uint16_t *x,
                                                                   const float *b, uint16_t *out,
                                                                   int64_t n, bool nt)
@@ -164,7 +164,6 @@ __attribute__((target("avx"))) static void add_row_f32_nt(const float *x, const 
         out[i] = x[i] + t[i];
 }
 #endif
-
 
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
@@ -609,7 +608,6 @@ struct learned_job {
     bool nt;       /* large out of place: streaming stores (pe_cpu_stream_out) */
     size_t off_in, off_tab, off_out;
 };
-
 
 PE_CLONES
 static void add_row(const float *restrict a, const float *restrict b, float *restrict out,
