@@ -331,5 +331,8 @@ static inline float fa_merge_max(__global const float *pp, const long nc, const 
 #define FA_KR_SGN4 (float4)(-1.0f, 1.0f, -1.0f, 1.0f)
 #define FA_KR_SGN8 (float8)(FA_KR_SGN4, FA_KR_SGN4)
 #define FA_KR_SGN16 (float16)(FA_KR_SGN8, FA_KR_SGN8)
+#define FA_KR_ODD4 (int4)(0, -1, 0, -1)
+#define FA_KR_ODD8 (int8)(FA_KR_ODD4, FA_KR_ODD4)
+#define FA_KR_ODD16 (int16)(FA_KR_ODD8, FA_KR_ODD8)
 #endif
 #endif

@@ -236,7 +236,7 @@ static inline void fa_sum16x4(const float16 *a, float (*x)[FA_TK], const int r, 
  * vector i + FA_KR_P / FA_KW; adjacent, neighbouring lanes swapped. Otherwise dim by dim. */
 #if FA_KROT
 #define FA_KR_VEC (FA_KR_OFF % FA_KW == 0 && (FA_KR_ADJ ? 1 : FA_KR_P % FA_KW == 0))
-static inline void fa_krot_row(FA_KT *kx, __global const float *kt)
+static inline __attribute__((always_inline)) void fa_krot_row(FA_KT *kx, __global const float *kt)
 {
 #if FA_KR_VEC && !FA_KR_ADJ
 #pragma unroll
@@ -252,10 +252,10 @@ static inline void fa_krot_row(FA_KT *kx, __global const float *kt)
 #pragma unroll
     for (int i = FA_KR_OFF / FA_KW; i < (FA_KR_END + FA_KW - 1) / FA_KW; i++) {
         const FA_KT t = FA_CAT(vload, FA_KW)(0, kt + i * FA_KW), x = kx[i];
-        const FA_KT c = shuffle(t, FA_CAT(FA_KR_M, FA_KW)(0, 0));
-        const FA_KT s = shuffle(t, FA_CAT(FA_KR_M, FA_KW)(1, 1));
-        const FA_KT sw = shuffle(x, FA_CAT(FA_KR_M, FA_KW)(1, 0));
-        const FA_KT r = x * c + sw * (s * FA_CAT(FA_KR_SGN, FA_KW));
+        const FA_KT p = x * t, q = shuffle(x, FA_CAT(FA_KR_M, FA_KW)(1, 0)) * t;
+        const FA_KT r = select(p - shuffle(p, FA_CAT(FA_KR_M, FA_KW)(1, 0)),
+                               q + shuffle(q, FA_CAT(FA_KR_M, FA_KW)(1, 0)),
+                               FA_CAT(FA_KR_ODD, FA_KW));
         if ((i + 1) * FA_KW <= FA_KR_END) {
             kx[i] = r;
         } else { /* the window ends inside this vector */
