@@ -241,7 +241,20 @@ PE_IN void SFX(scores_body)(const float *restrict qs, int64_t nr, int64_t D, con
                                const int f16, const struct pe_attn_x86_pf_stream *pf,
                                const struct pe_attn_x86_rot *rot)
 {
-    if (D == 64 && xs == 64)
+    /* RoPE over the whole row (n_offs 0, n_dims D), the common case: the window and the
+     * pairing as constants too, so each key vector's rotation is straight-line code */
+    if (rot && rot->lo == 0 && 2 * rot->P == D && xs == 64 && (D == 64 || D == 128)) {
+        const struct pe_attn_x86_rot c0 = {rot->tab, rot->ts, 0, D / 2, 0};
+        const struct pe_attn_x86_rot c1 = {rot->tab, rot->ts, 0, D / 2, 1};
+        if (D == 64 && rot->adjacent)
+            SFX(scores_rows)(qs, nr, 64, k, kb, kt, x, 64, f16, pf, &c1);
+        else if (D == 64)
+            SFX(scores_rows)(qs, nr, 64, k, kb, kt, x, 64, f16, pf, &c0);
+        else if (rot->adjacent)
+            SFX(scores_rows)(qs, nr, 128, k, kb, kt, x, 64, f16, pf, &c1);
+        else
+            SFX(scores_rows)(qs, nr, 128, k, kb, kt, x, 64, f16, pf, &c0);
+    } else if (D == 64 && xs == 64)
         SFX(scores_rows)(qs, nr, 64, k, kb, kt, x, 64, f16, pf, rot);
     else if (D == 128 && xs == 64)
         SFX(scores_rows)(qs, nr, 128, k, kb, kt, x, 64, f16, pf, rot);
