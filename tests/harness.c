@@ -177,6 +177,18 @@ void th_put_elem(unsigned char *img, size_t i, float v, int f16)
     }
 }
 
+void th_fill_unit(float *v, size_t n, uint64_t *rng)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)(2.0 * pc_rand_uniform(rng) - 1.0);
+}
+
+void th_fill_unit_f16(uint16_t *v, size_t n, uint64_t *rng)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(rng) - 1.0));
+}
+
 char *th_env_save(const char *name)
 {
     const char *v = getenv(name);

@@ -73,6 +73,11 @@ double th_elem(const unsigned char *img, size_t i, int f16);
  * values: th_elem's inverse. */
 void th_put_elem(unsigned char *img, size_t i, float v, int f16);
 
+/* v[0 .. n) uniform in [-1, 1) from *rng (pc_rand_uniform), in order; the _f16 form
+ * stores each value rounded to f16. */
+void th_fill_unit(float *v, size_t n, uint64_t *rng);
+void th_fill_unit_f16(uint16_t *v, size_t n, uint64_t *rng);
+
 /* An environment variable's value now (a malloc'd copy; NULL when unset), and putting it
  * back (unset for NULL; frees saved): around a test that sets it for its own calls. */
 char *th_env_save(const char *name);

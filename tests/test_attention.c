@@ -1003,13 +1003,6 @@ static float *pos_pair_run(struct pos_pair *f, int64_t tq, int64_t tk,
     return out[0];
 }
 
-/* v[0 .. n) uniform in [-1, 1) from *rng, in order. */
-static void fill_unit(float *v, int n, uint64_t *rng)
-{
-    for (int i = 0; i < n; i++)
-        v[i] = (float)(2.0 * pc_rand_uniform(rng) - 1.0);
-}
-
 /*
  * RoPE decode with implicit key positions (k_pos NULL): the keys' rotation table is kept
  * by the context between calls and taken again when the params and k_offset match
@@ -1027,9 +1020,9 @@ static void test_rope_implicit_keys_kept(void **state)
     static float q[D * HQ], kv[2][D * HK * TMAX];
     static int32_t pos[TMAX + 64];
     uint64_t rng = 0xa77e2026u;
-    fill_unit(q, D * HQ, &rng);
-    fill_unit(kv[0], D * HK * TMAX, &rng);
-    fill_unit(kv[1], D * HK * TMAX, &rng);
+    th_fill_unit(q, D * HQ, &rng);
+    th_fill_unit(kv[0], D * HK * TMAX, &rng);
+    th_fill_unit(kv[1], D * HK * TMAX, &rng);
     struct pos_pair f;
     pos_pair_open(&f, D, HQ, HK, q, sizeof q, kv[0], kv[1], sizeof kv[0]);
     posenc_buffer *bp = NULL;
@@ -1102,9 +1095,9 @@ static void test_implicit_positions_iota(void **state)
     enum { D = 32, HQ = 4, HK = 2, TQ = 5, TK = 40 };
     static float q[D * HQ * TQ], kv[2][D * HK * TK];
     uint64_t rng = 0x107a2026u;
-    fill_unit(q, D * HQ * TQ, &rng);
-    fill_unit(kv[0], D * HK * TK, &rng);
-    fill_unit(kv[1], D * HK * TK, &rng);
+    th_fill_unit(q, D * HQ * TQ, &rng);
+    th_fill_unit(kv[0], D * HK * TK, &rng);
+    th_fill_unit(kv[1], D * HK * TK, &rng);
     struct pos_pair f;
     pos_pair_open(&f, D, HQ, HK, q, sizeof q, kv[0], kv[1], sizeof kv[0]);
     /* (queries, keys, q_offset, k_offset, causal) */
@@ -1163,9 +1156,9 @@ static void test_rope_one_pass_declined(void **state)
     static float q[D * HQ * TQ], kv[2][D * HK * TK];
     static int32_t pos[TK];
     uint64_t rng = 0xdec11e5u;
-    fill_unit(q, D * HQ * TQ, &rng);
-    fill_unit(kv[0], D * HK * TK, &rng);
-    fill_unit(kv[1], D * HK * TK, &rng);
+    th_fill_unit(q, D * HQ * TQ, &rng);
+    th_fill_unit(kv[0], D * HK * TK, &rng);
+    th_fill_unit(kv[1], D * HK * TK, &rng);
     for (int i = 0; i < TK; i++)
         pos[i] = i;
     struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,

@@ -63,8 +63,7 @@ static void make_inputs(void)
 {
     uint64_t s = 0x9e17;
     for (int i = 0; i < NOPS; i++) {
-        for (int k = 0; k < NX; k++)
-            g_x[i][k] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+        th_fill_unit(g_x[i], NX, &s);
         g_pos[i] = 7 + 13 * i; /* < 1300: every angle is < 2048 rad (frequencies <= 1) */
     }
 }
@@ -280,11 +279,9 @@ static void test_queue_shared_inputs(void **state)
     uint64_t s = 0x5eed;
     static float q[AD * AHQ], logits[ATK * AHQ];
     static uint16_t kv[2][AD * AHK * ATK];
-    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
-        q[i] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+    th_fill_unit(q, sizeof q / sizeof q[0], &s);
     for (int m = 0; m < 2; m++)
-        for (size_t i = 0; i < sizeof kv[0] / sizeof kv[0][0]; i++)
-            kv[m][i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(&s) - 1.0));
+        th_fill_unit_f16(kv[m], sizeof kv[0] / sizeof kv[0][0], &s);
     for (size_t i = 0; i < sizeof logits / sizeof logits[0]; i++)
         logits[i] = (float)(4.0 * pc_rand_uniform(&s) - 2.0);
     posenc_buffer *bq = th_upload(ctx, q, sizeof q), *bk = th_upload(ctx, kv[0], sizeof kv[0]);
@@ -457,13 +454,11 @@ static void test_queue_scratch(void **state)
     float *q = malloc(sizeof(float) * SD * SHQ);
     uint16_t *kv[2];
     assert_non_null(q);
-    for (int i = 0; i < SD * SHQ; i++)
-        q[i] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+    th_fill_unit(q, SD * SHQ, &s);
     for (int m = 0; m < 2; m++) {
         kv[m] = malloc(sizeof(uint16_t) * SD * SHK * (size_t)tk_max);
         assert_non_null(kv[m]);
-        for (int64_t i = 0; i < SD * SHK * tk_max; i++)
-            kv[m][i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(&s) - 1.0));
+        th_fill_unit_f16(kv[m], (size_t)(SD * SHK * tk_max), &s);
     }
     struct scratch_io io;
     io.q = th_upload(ctx, q, sizeof(float) * SD * SHQ);
@@ -590,13 +585,11 @@ static void test_queue_scratch_fallback(void **state)
     uint64_t s = 0xfa11;
     float q[SD * SHQ], poison[SD * SHQ];
     static uint16_t kv[2][SD * SHK * SFB];
-    for (int i = 0; i < SD * SHQ; i++) {
-        q[i] = (float)(2.0 * pc_rand_uniform(&s) - 1.0);
+    th_fill_unit(q, SD * SHQ, &s);
+    for (int i = 0; i < SD * SHQ; i++)
         poison[i] = -7.25f;
-    }
     for (int m = 0; m < 2; m++)
-        for (int64_t i = 0; i < SD * SHK * tk_max; i++)
-            kv[m][i] = posenc_f32_to_f16((float)(2.0 * pc_rand_uniform(&s) - 1.0));
+        th_fill_unit_f16(kv[m], (size_t)(SD * SHK * tk_max), &s);
     posenc_buffer *bq = th_upload(ctx, q, sizeof q), *bk = th_upload(ctx, kv[0], sizeof kv[0]);
     posenc_buffer *bv = th_upload(ctx, kv[1], sizeof kv[1]), *bo = th_upload(ctx, poison, sizeof q);
     posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, SD, SHQ, 1, 1);

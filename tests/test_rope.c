@@ -53,8 +53,7 @@ static float *random_floats(size_t n, uint64_t seed)
 {
     float *v = malloc(n * sizeof(float));
     assert_non_null(v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = (float)(2.0 * pc_rand_uniform(&seed) - 1.0);
+    th_fill_unit(v, n, &seed);
     return v;
 }
 

@@ -149,8 +149,7 @@ static void test_large_f32_positions(void **state)
                           8388608.0f, 16777214.0f, 16777215.0f, 3.0e6f};
     float x[N * D];
     uint64_t rng = 99;
-    for (int i = 0; i < N * D; i++)
-        x[i] = (float)(2.0 * pc_rand_uniform(&rng) - 1.0);
+    th_fill_unit(x, N * D, &rng);
     for (int layout = 0; layout < 3; layout += 2) {
         struct posenc_sinusoidal_params p = {.layout = (posenc_sin_layout)layout,
                                              .x_scale = 0.5f};
