@@ -52,6 +52,7 @@ layout(std430, set = 0, binding = 3) readonly buffer MF { float m_f[]; };
 layout(std430, set = 0, binding = 3) readonly buffer MW { uint m_w[]; };
 layout(std430, set = 0, binding = 4) readonly buffer TF { float t_f[]; };
 layout(std430, set = 0, binding = 4) readonly buffer TW { uint t_w[]; };
+layout(std430, set = 0, binding = 4) readonly buffer TF4 { vec4 t_f4[]; };
 layout(std430, set = 0, binding = 7) buffer OF { float o_f[]; };
 layout(std430, set = 0, binding = 7) buffer OW { uint o_w[]; };
 layout(std430, set = 0, binding = 7) writeonly buffer OF4 { vec4 o_f4[]; };
@@ -141,11 +142,40 @@ float kr_rot1(uint base, uint st0, uint d, uint tr, float x)
 // Elements 8c .. 8c + 7 of the key row (ld8_k's a, b) rotated with its table row tr. The
 // pair's other dim comes from the same chunk (adjacent pairs, KR_OFF even), from the
 // chunk KR_P / 8 away (NeoX pairs, KR_OFF and KR_P multiples of 8), else a dim at a time.
+// A chunk inside the window reads its cos and sin as vec4s where the table's rows are
+// 16-byte aligned (FA_TVEC): two loads (adjacent) or four (NeoX) instead of one a dim.
 void kr_rot8(uint base, uint st0, uint c, uint tr, inout vec4 a, inout vec4 b)
 {
     const uint lo = 8u * c;
     if ((FLAGS & FA_KROT) == 0u || lo + 8u <= KR_OFF || lo >= KR_END)
         return;
+    if ((FLAGS & FA_TVEC) != 0u && lo >= KR_OFF && lo + 8u <= KR_END) {
+        if (KR_ADJ && (KR_OFF & 1u) == 0u) { // pairs (x, y) of lanes, (cos, sin) likewise
+            const vec4 t0 = t_f4[(tr + lo) >> 2], t1 = t_f4[((tr + lo) >> 2) + 1u];
+            a = vec4(a.x * t0.x - a.y * t0.y, a.x * t0.y + a.y * t0.x,
+                     a.z * t0.z - a.w * t0.w, a.z * t0.w + a.w * t0.z);
+            b = vec4(b.x * t1.x - b.y * t1.y, b.x * t1.y + b.y * t1.x,
+                     b.z * t1.z - b.w * t1.w, b.z * t1.w + b.w * t1.z);
+            return;
+        }
+        if (!KR_ADJ && (KR_OFF & 7u) == 0u && (KR_P & 7u) == 0u) {
+            // the chunk in one half of the window, its partners KR_P / 8 chunks away;
+            // pair j's cos at table dim j, its sin KR_P on
+            const bool first = lo < KR_OFF + KR_P;
+            vec4 pa, pb;
+            ld8_k(base, st0, first ? c + KR_P / 8u : c - KR_P / 8u, pa, pb);
+            const uint tc = (tr + (first ? lo : lo - KR_P)) >> 2, ts = tc + KR_P / 4u;
+            const vec4 c0 = t_f4[tc], c1 = t_f4[tc + 1u], s0 = t_f4[ts], s1 = t_f4[ts + 1u];
+            if (first) {
+                a = a * c0 - pa * s0;
+                b = b * c1 - pb * s1;
+            } else {
+                a = pa * s0 + a * c0;
+                b = pb * s1 + b * c1;
+            }
+            return;
+        }
+    }
     float x[8] = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
     float y[8];
     if (KR_ADJ && (KR_OFF & 1u) == 0u) {

@@ -50,6 +50,7 @@ const uint DVP = ((DV + 7u) / 8u) * 8u;
 #define FA_VVEC     0x80000u // v rows: the same
 #define FA_KROT     0x100000u // k rotated by the keys' RoPE table (binding 4, words P_T)
 #define FA_KR_ADJ   0x200000u // ... pairs of adjacent dims (else NeoX: KR_P apart)
+#define FA_TVEC     0x400000u // ... the table's rows unit-stride, 16-byte aligned (vec4 loads)
 
 // Words of the parameter block.
 #define P_Q      0u  // q: off, st0..st3 (d, h, q, b)

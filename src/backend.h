@@ -120,9 +120,11 @@ struct pe_backend_vtable {
      * pe_attn_fused_op). Without it (or with POSENC_ATTENTION_UNFUSED) the three steps
      * above run. */
     posenc_status (*attn_fused)(struct pe_backend *be, const struct pe_attn_fused_op *op);
-    /* Optional: true when attn_fused rotates k itself (pe_attn_fused_op.has_krot); NULL or
-     * false: posenc_attention hands it k already rotated (an f32 temporary). */
-    bool (*attn_krot)(struct pe_backend *be);
+    /* Optional: true when attn_fused rotates k itself (pe_attn_fused_op.has_krot) for a
+     * call with head dims D (q, k) and Dv (v) and `rows` rows (query, head) per K/V head
+     * (group * Tq); NULL or false: posenc_attention hands it k already rotated (an f32
+     * temporary). */
+    bool (*attn_krot)(struct pe_backend *be, int64_t D, int64_t Dv, int64_t rows);
 
     /* posenc_buffer_wrap_host (all three NULL: the backend cannot wrap host memory).
      * host_alignment gives the alignment `ptr` needs, or UNSUPPORTED with the reason when

@@ -989,7 +989,8 @@ posenc_status posenc_attention(posenc_context *ctx, const posenc_tensor *q,
     /* RoPE on k inside the one pass where the backend's kernel takes it (krot_table); when
      * the one pass declines after all (a view past the binding limit), K' is made then */
     const bool krot = p.encoding == POSENC_ATTENTION_ROPE && !weights && vt->attn_fused &&
-                      vt->attn_krot && vt->attn_krot(ctx->backend) &&
+                      vt->attn_krot &&
+                      vt->attn_krot(ctx->backend, D, Dv, Hk > 0 ? Hq / Hk * Tq : 0) &&
                       !(p.flags & (POSENC_ATTENTION_UNFUSED | POSENC_ATTENTION_PE_ON_V));
     bool kp_made = k_pos != NULL;
     if (k_pos)

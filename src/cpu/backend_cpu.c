@@ -498,8 +498,11 @@ static posenc_status cpu_attn_output(struct pe_backend *be, const struct pe_attn
 
 /* The fast path rotates k itself (pe_attn_fused_op.has_krot); the reference loops take K'
  * made by the reference posenc_rope, in double. */
-static bool cpu_attn_krot(struct pe_backend *be)
+static bool cpu_attn_krot(struct pe_backend *be, int64_t D, int64_t Dv, int64_t rows)
 {
+    (void)D;
+    (void)Dv;
+    (void)rows;
     return fast_of(be) != NULL;
 }
 

@@ -272,7 +272,7 @@ posenc_status pe_cl_softmax(struct pe_backend *be, const struct pe_softmax_op *o
 
 /* posenc_attention in one pass (src/opencl/ops_flash.c). */
 posenc_status pe_cl_attn_fused(struct pe_backend *be, const struct pe_attn_fused_op *op);
-bool pe_cl_attn_krot(struct pe_backend *be);
+bool pe_cl_attn_krot(struct pe_backend *be, int64_t D, int64_t Dv, int64_t rows);
 
 /* Small helpers shared by the op files: a view's element strides as a kernel argument,
  * whether a view is f16, and one kernel argument from a variable. */

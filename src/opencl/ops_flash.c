@@ -590,9 +590,12 @@ static posenc_status fused(struct pe_cl_backend *be, const struct pe_attn_fused_
 
 /* Both kernels rotate k themselves (FA_KROT): pe_flash_cpu in registers after loading a
  * row, pe_flash as it loads each slice. */
-bool pe_cl_attn_krot(struct pe_backend *base)
+bool pe_cl_attn_krot(struct pe_backend *base, int64_t D, int64_t Dv, int64_t rows)
 {
     (void)base;
+    (void)D;
+    (void)Dv;
+    (void)rows;
     return true;
 }
 

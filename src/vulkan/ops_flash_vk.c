@@ -58,6 +58,7 @@ enum {
     FA_RELB = 0x400, FA_SOFTCAP = 0x800, FA_CAUSAL = 0x1000, FA_SINKS = 0x2000,
     FA_MSLOPES = 0x4000, FA_TILE = 0x8000, FA_PARTIAL = 0x10000, FA_PAIRS = 0x20000,
     FA_KVEC = 0x40000, FA_VVEC = 0x80000, FA_KROT = 0x100000, FA_KR_ADJ = 0x200000,
+    FA_TVEC = 0x400000,
 };
 enum {
     P_Q = 0, P_K = 5, P_V = 10, P_O = 15, P_M = 20, P_T = 25, P_S = 28, P_TQ = 30, P_TK = 31,
@@ -131,7 +132,8 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
 /* Whether the pass takes its GPU shape: the FA_TILE grid for many rows (prefill) and k
  * rotated as it is loaded (FA_KROT). On GPUs yes, on CPU implementations (lavapipe) no:
  * the split-K grid for every shape, and RoPE on a rotated copy of K made before the pass
- * (ops_attention.c). POSENC_VK_FLASH=gpu|cpu forces either on any device, so that tests
+ * (ops_attention.c) unless one invocation takes all of a K/V head's rows (decode; see
+ * pe_vk_attn_krot). POSENC_VK_FLASH=gpu|cpu forces either on any device, so that tests
  * run both on one device. Why not on lavapipe, measured there (docs/performance.md,
  * "Vulkan on CPU devices: no tiles, no rotation in the pass"):
  *  - compile time: lavapipe compiles each variant at its first dispatch, with LLVM, as a
@@ -141,7 +143,8 @@ static int64_t split_target(const struct pe_vk_backend *be, uint32_t wg)
  *    the split-K loads added 12-16 s to a d 64 variant's 18-24 s.
  *  - speed: 512 x 512 prefill, 32|8 heads: d 128 333-345 ms split-K against 534-569 ms
  *    tiled, d 64 156-162 against 244-264 ms (a CPU's caches give the reuse the shared
- *    tile is for); decode with RoPE 4-10% slower rotating in the pass than on K'. */
+ *    tile is for); decode with RoPE 4-10% slower rotating in the pass than on K' (before
+ *    the table was read as vec4s; since then faster, pe_vk_attn_krot). */
 static bool gpu_shaped(struct pe_vk_backend *be)
 {
     if (be->fa_shape == 0) /* once per backend, not on every call */
@@ -150,11 +153,29 @@ static bool gpu_shaped(struct pe_vk_backend *be)
     return be->fa_shape == 2;
 }
 
-/* flash_attn.comp rotates k itself (FA_KROT), in the split-K loads and the shared tile,
- * where the pass takes its GPU shape. */
-bool pe_vk_attn_krot(struct pe_backend *b)
+/* Rows (query, head) per invocation for head dims D, Dv and NF rows per K/V head: its
+ * registers hold R * (DP + DVP) floats, at most PE_FA_REGS (past that the unrolled code
+ * spills and lavapipe's compile time grows steeply: d 256 with R = 4 took minutes.
+ * Variants with a mask compile in 30-80 s at d >= 128 whatever R is (halving it did not
+ * help): not understood yet). */
+static int64_t rows_per_invocation(int64_t D, int64_t Dv, int64_t NF)
 {
-    return gpu_shaped((struct pe_vk_backend *)b);
+    const int64_t DP = (D + 7) / 8 * 8, DVP = (Dv + 7) / 8 * 8;
+    int64_t R = PE_FA_REGS / (DP + DVP);
+    R = R > 4 ? 4 : R < 1 ? 1 : R;
+    return R > NF ? NF : R;
+}
+
+/* flash_attn.comp rotates k itself (FA_KROT), in the split-K loads and the shared tile:
+ * in the GPU shape always; in the CPU shape (lavapipe) when one invocation takes all the
+ * rows of a K/V head (decode), so that each key is rotated once per K/V head as in K'.
+ * lavapipe, 32|8 heads, 1 x 4096 f16 keys, NORMAL pairs (docs/performance.md, "RoPE in
+ * the pass on lavapipe"): d 128 7.1-7.2 ms in the pass against 12.0-12.7 with K', d 64
+ * 3.8-3.9 against 5.4-5.7. With more rows K' is made once and the pass reads it. */
+bool pe_vk_attn_krot(struct pe_backend *b, int64_t D, int64_t Dv, int64_t rows)
+{
+    return gpu_shaped((struct pe_vk_backend *)b) ||
+           (rows > 0 && D > 0 && Dv > 0 && rows <= rows_per_invocation(D, Dv, INT64_MAX));
 }
 
 posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_op *op)
@@ -176,14 +197,7 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
         wg = lim->maxComputeWorkGroupSize[0];
     const int64_t group = op->group, NF = group * Tq;
     const int64_t DP = (D + 7) / 8 * 8, DVP = (Dv + 7) / 8 * 8;
-    /* rows per invocation: registers hold R * (DP + DVP) floats, at most PE_FA_REGS (past
-     * that the unrolled code spills and lavapipe's compile time grows steeply: d 256 with
-     * R = 4 took minutes. Variants with a mask compile in 30-80 s at d >= 128 whatever R
-     * is (halving it did not help): not understood yet) */
-    int64_t R = PE_FA_REGS / (DP + DVP);
-    R = R > 4 ? 4 : R < 1 ? 1 : R;
-    if (R > NF)
-        R = NF;
+    const int64_t R = rows_per_invocation(D, Dv, NF);
     const int64_t RB = (NF + R - 1) / R;
     if (NF > INT64_MAX / Hk / B || D > 65536 || Dv > 65536 || Tk > INT32_MAX ||
         Hq * Tq > INT64_MAX / B)
@@ -275,6 +289,9 @@ posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_
         w[P_T + 1] = tw[3]; /* per key */
         w[P_T + 2] = tw[4]; /* per batch (0: shared) */
         flags |= FA_KROT | (op->krot_adjacent ? FA_KR_ADJ : 0);
+        /* rows of vec4s: unit stride, every row start a multiple of 4 floats */
+        if (tw[1] == 1u && ((tw[0] | tw[3] | tw[4]) & 3u) == 0u)
+            flags |= FA_TVEC;
     }
     if (st == POSENC_OK && has_sinks) {
         uint32_t sw[5] = {0};

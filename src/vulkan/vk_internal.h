@@ -377,6 +377,6 @@ posenc_status pe_vk_attn_prepare(struct pe_backend *b, const struct pe_attn_scor
 posenc_status pe_vk_softmax(struct pe_backend *b, const struct pe_softmax_op *op);
 /* ops_flash_vk.c: posenc_attention in one pass (vtable attn_fused) */
 posenc_status pe_vk_attn_fused(struct pe_backend *b, const struct pe_attn_fused_op *op);
-bool pe_vk_attn_krot(struct pe_backend *b);
+bool pe_vk_attn_krot(struct pe_backend *b, int64_t D, int64_t Dv, int64_t rows);
 
 #endif
