@@ -169,9 +169,10 @@ static int64_t rows_per_invocation(int64_t D, int64_t Dv, int64_t NF)
 /* flash_attn.comp rotates k itself (FA_KROT), in the split-K loads and the shared tile:
  * in the GPU shape always; in the CPU shape (lavapipe) when one invocation takes all the
  * rows of a K/V head (decode), so that each key is rotated once per K/V head as in K'.
- * lavapipe, 32|8 heads, 1 x 4096 f16 keys, NORMAL pairs (docs/performance.md, "RoPE in
- * the pass on lavapipe"): d 128 7.1-7.2 ms in the pass against 12.0-12.7 with K', d 64
- * 3.8-3.9 against 5.4-5.7. With more rows K' is made once and the pass reads it. */
+ * lavapipe, 32|8 heads, 1 x 4096 f16 keys, NORMAL pairs (docs/performance.md, "Later
+ * (2026-12-05): RoPE in the pass on lavapipe, for decode"): d 128 7.3-7.4 ms in the pass
+ * against 11.9-13.0 with K', d 64 3.9-4.0 against 5.0-5.1. With more rows K' is made once
+ * and the pass reads it. */
 bool pe_vk_attn_krot(struct pe_backend *b, int64_t D, int64_t Dv, int64_t rows)
 {
     return gpu_shaped((struct pe_vk_backend *)b) ||
