@@ -180,6 +180,22 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
             FA_PF_ROW(base, ((row) + FA_TK * (st).s2) * (ES), (DD) * (ES));              \
     } while (0)
 
+/* 4 rows' lane-wise products with the key row kx (FA_NK vectors), summed over its vectors:
+ * c[rr] for the row qa, qb, qc, qd (FA_NK vectors each) */
+#define FA_DOT4(qa, qb, qc, qd, kx, c)                                                    \
+    do {                                                                                 \
+        (c)[0] = (qa)[0] * (kx)[0];                                                      \
+        (c)[1] = (qb)[0] * (kx)[0];                                                      \
+        (c)[2] = (qc)[0] * (kx)[0];                                                      \
+        (c)[3] = (qd)[0] * (kx)[0];                                                      \
+        _Pragma("unroll") for (int i_ = 1; i_ < FA_NK; i_++) {                           \
+            (c)[0] = FA_MAD((qa)[i_], (kx)[i_], (c)[0]);                                 \
+            (c)[1] = FA_MAD((qb)[i_], (kx)[i_], (c)[1]);                                 \
+            (c)[2] = FA_MAD((qc)[i_], (kx)[i_], (c)[2]);                                 \
+            (c)[3] = FA_MAD((qd)[i_], (kx)[i_], (c)[3]);                                 \
+        }                                                                                \
+    } while (0)
+
 /* 4 keys' dot products with 4 rows, a[u * 4 + rr] (16 lanes each), summed by one tree
  * (pairs of halves, quarters, eighths, neighbours: e.s[u * 4 + rr]) and stored as
  * x[r + rr][t + u]. */
@@ -444,20 +460,6 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 q2[i] = qv[r + 2][i];
                 q3[i] = qv[r + 3][i];
             }
-/* the head's 4 rows' lane-wise products with the key row kx, summed over its vectors: c[rr] */
-#define FA_DOT4(kx, c)                                                                    \
-    do {                                                                                 \
-        (c)[0] = q0[0] * (kx)[0];                                                        \
-        (c)[1] = q1[0] * (kx)[0];                                                        \
-        (c)[2] = q2[0] * (kx)[0];                                                        \
-        (c)[3] = q3[0] * (kx)[0];                                                        \
-        _Pragma("unroll") for (int i_ = 1; i_ < FA_NK; i_++) {                           \
-            (c)[0] = FA_MAD(q0[i_], (kx)[i_], (c)[0]);                                   \
-            (c)[1] = FA_MAD(q1[i_], (kx)[i_], (c)[1]);                                   \
-            (c)[2] = FA_MAD(q2[i_], (kx)[i_], (c)[2]);                                   \
-            (c)[3] = FA_MAD(q3[i_], (kx)[i_], (c)[3]);                                   \
-        }                                                                                \
-    } while (0)
             int tq = 0; /* 4 keys at a time, then one */
             for (; tq + 4 <= nt; tq += 4) {
                 const long kr = kb0 + tq * k_st.s2;
@@ -471,7 +473,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                     for (int i = 0; i < FA_NK; i++)
                         kx[i] = FA_LOAD_K(kr + u * k_st.s2 + i * FA_KW);
                     FA_KR_APPLY(kx, k0 + tq + u);
-                    FA_DOT4(kx, a + u * 4);
+                    FA_DOT4(q0, q1, q2, q3, kx, a + u * 4);
                 }
                 fa_sum16x4(a, x, r, tq);
             }
@@ -484,7 +486,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                     kx[i] = FA_LOAD_K(kr + i * FA_KW);
                 FA_KR_APPLY(kx, k0 + t);
                 float16 c[4];
-                FA_DOT4(kx, c);
+                FA_DOT4(q0, q1, q2, q3, kx, c);
                 const float4 sv = fa_sum4(c[0], c[1], c[2], c[3]);
                 x[r][t] = sv.s0;
                 x[r + 1][t] = sv.s1;
@@ -514,14 +516,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                     for (int i = 0; i < FA_NK; i++)
                         kx[i] = FA_LOAD_K(kr + u * k_st.s2 + i * FA_KW);
                     FA_KR_APPLY(kx, k0 + t1 + u);
-#pragma unroll
-                    for (int rr = 0; rr < 4; rr++) {
-                        float16 c = qv[r + rr][0] * kx[0];
-#pragma unroll
-                        for (int i = 1; i < FA_NK; i++)
-                            c = FA_MAD(qv[r + rr][i], kx[i], c);
-                        a[u * 4 + rr] = c;
-                    }
+                    FA_DOT4(qv[r], qv[r + 1], qv[r + 2], qv[r + 3], kx, a + u * 4);
                 }
                 fa_sum16x4(a, x, r, t1);
             }
