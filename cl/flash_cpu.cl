@@ -125,6 +125,11 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
 #define FA_HMAX4(a) fmax(fmax((a).s0, (a).s1), fmax((a).s2, (a).s3))
 #define FA_HMAX8(a) FA_HMAX4(fmax((a).lo, (a).hi))
 #define FA_HMAX16(a) FA_HMAX8(fmax((a).lo, (a).hi))
+/* 16 floats of a row of pe_flash_cpu's x (64-byte aligned) at vector sv: one aligned load or
+ * store (vload16 / vstore16 promise only a float's alignment; PoCL stored each float16 of
+ * the softmax step as four 16-byte pieces) */
+#define FA_XL(row, sv) (((const float16 *)(row))[sv])
+#define FA_XS(row, sv, val) (((float16 *)(row))[sv] = (val))
 
 /* Software prefetch (where the compiler has clang's __builtin_prefetch: PoCL, and other
  * LLVM-based CPU implementations; OpenCL's prefetch() is a no-op in PoCL): each row is
@@ -196,34 +201,58 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
         }                                                                                \
     } while (0)
 
-/* 4 keys' dot products with 4 rows, a[u * 4 + rr] (16 lanes each), summed by one tree
- * (pairs of halves, quarters, eighths, neighbours: e.s[u * 4 + rr]) and stored as
- * x[r + rr][t + u]. */
+/* Two float16s' lanes picked by 16 constant indices (16-31: y's). clang's own builtin
+ * where there is one: PoCL's LLVM 15 turned OpenCL's vector-literal swizzles of the same
+ * lanes into chains of two-source permutes (vpermt2pd) in fa_sum16x4. */
+#if defined(__clang__) && defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define FA_SHUF16(x, y, ...) __builtin_shufflevector(x, y, __VA_ARGS__)
+#endif
+#endif
+#ifndef FA_SHUF16
+#define FA_SHUF16(x, y, ...) shuffle2(x, y, (uint16)(__VA_ARGS__))
+#endif
+
+/* 4 keys' dot products with 4 rows, a[u * 4 + rr] (16 lanes each), summed by one tree and
+ * stored as x[r + rr][t + u]. Lanes (e, e ^ 8), then 4, 2 and 1 apart, as the CPU
+ * backend's sums4x4 (cpu_attn_x86.c) adds them: each step adds two picks of its two
+ * vectors that stay within 128-bit lanes or move whole ones (vshuff64x2, vshufpd,
+ * vshufps), and the result holds row rr's four keys in 128-bit lane rr (four 16-byte
+ * stores). PoCL, warm, 32|8 heads, 1 x 4096, alternated call by call: d 64 decode
+ * 261-267 against 272-280 us, d 128 473 against 483 (an earlier tree that crossed 128-bit
+ * lanes in its last two steps: vpermt2pd, vhaddps, and stores of gathered lanes). */
 static inline void fa_sum16x4(const float16 *a, float (*x)[FA_TK], const int r, const int t)
 {
-    float16 b8[8], c4[4], d2[2];
+    float16 w[4];
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const float16 w0 = a[2 * j], w1 = a[2 * j + 1];
-        b8[j] = (float16)(w0.lo, w1.lo) + (float16)(w0.hi, w1.hi);
+    for (int u = 0; u < 4; u++) {
+        const float16 a0 = a[4 * u], a1 = a[4 * u + 1], a2 = a[4 * u + 2], a3 = a[4 * u + 3];
+        /* rows 0 and 1 (2 and 3): lanes e + (e ^ 8), row 0's (2's) in lanes 0-7 */
+        const float16 s01 =
+            FA_SHUF16(a0, a1, 0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31) +
+            FA_SHUF16(a0, a1, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
+        const float16 s23 =
+            FA_SHUF16(a2, a3, 0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31) +
+            FA_SHUF16(a2, a3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
+        /* 128-bit lanes (0, 1) and (2, 3) of each: row rr's four partial sums in lane rr */
+        w[u] = FA_SHUF16(s01, s23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               FA_SHUF16(s01, s23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
     }
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const float16 w0 = b8[2 * j], w1 = b8[2 * j + 1];
-        c4[j] = (float16)(w0.s0123, w0.s89ab, w1.s0123, w1.s89ab) +
-                (float16)(w0.s4567, w0.scdef, w1.s4567, w1.scdef);
-    }
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-        const float16 w0 = c4[2 * j], w1 = c4[2 * j + 1];
-        d2[j] = (float16)(w0.s0145, w0.s89cd, w1.s0145, w1.s89cd) +
-                (float16)(w0.s2367, w0.sabef, w1.s2367, w1.sabef);
-    }
-    const float16 e = (float16)(d2[0].even, d2[1].even) + (float16)(d2[0].odd, d2[1].odd);
-    vstore4(e.s048c, 0, &x[r][t]);
-    vstore4(e.s159d, 0, &x[r + 1][t]);
-    vstore4(e.s26ae, 0, &x[r + 2][t]);
-    vstore4(e.s37bf, 0, &x[r + 3][t]);
+    /* within each 128-bit lane: elements (e, e ^ 2) of keys 0 and 1 (2 and 3), then (e,
+     * e ^ 1): keys 0-3 in order */
+    const float16 k01 =
+        FA_SHUF16(w[0], w[1], 0, 1, 18, 19, 4, 5, 22, 23, 8, 9, 26, 27, 12, 13, 30, 31) +
+        FA_SHUF16(w[0], w[1], 2, 3, 16, 17, 6, 7, 20, 21, 10, 11, 24, 25, 14, 15, 28, 29);
+    const float16 k23 =
+        FA_SHUF16(w[2], w[3], 0, 1, 18, 19, 4, 5, 22, 23, 8, 9, 26, 27, 12, 13, 30, 31) +
+        FA_SHUF16(w[2], w[3], 2, 3, 16, 17, 6, 7, 20, 21, 10, 11, 24, 25, 14, 15, 28, 29);
+    const float16 f =
+        FA_SHUF16(k01, k23, 0, 2, 16, 18, 4, 6, 20, 22, 8, 10, 24, 26, 12, 14, 28, 30) +
+        FA_SHUF16(k01, k23, 1, 3, 17, 19, 5, 7, 21, 23, 9, 11, 25, 27, 13, 15, 29, 31);
+    vstore4(f.s0123, 0, &x[r][t]);
+    vstore4(f.s4567, 0, &x[r + 1][t]);
+    vstore4(f.s89ab, 0, &x[r + 2][t]);
+    vstore4(f.scdef, 0, &x[r + 3][t]);
 }
 
 #define FA_R (FA_HB * FA_RG)
@@ -386,7 +415,9 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
 
     FA_KT qv[FA_R][FA_NK];  /* q rows */
     FA_VT acc[FA_R][FA_NV]; /* output accumulators */
-    float x[FA_R][FA_TK];   /* the tile's logits, then probabilities */
+    /* the tile's logits, then probabilities; 64-byte rows at a 64-byte boundary, read and
+     * written as float16s by FA_XL / FA_XS */
+    float x[FA_R][FA_TK] __attribute__((aligned(64)));
     float m_run[FA_R], l_run[FA_R], alpha[FA_R];
     long row_q[FA_R], row_h[FA_R], row_m[FA_R];
 
@@ -614,7 +645,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
 #endif
             float16 mv = (float16)(-INFINITY);
             for (int sv = 0; sv < FA_TK / 16; sv++) {
-                float16 y = vload16(sv, x[r]) * scale;
+                float16 y = FA_XL(x[r], sv) * scale;
 #if FA_SOFTCAP
                 y = softcap * tanh(y / softcap);
 #endif
@@ -622,7 +653,7 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
                 y = y + -(sl * qdf[iq][sv]);
 #endif
 #if FA_RELBIAS || FA_MASK
-                vstore16(y, sv, x[r]);
+                FA_XS(x[r], sv, y);
                 for (int t = 16 * sv; t < min(nt, 16 * sv + 16); t++) {
                     const long kk = k0 + t;
                     float yt = x[r][t];
@@ -640,10 +671,10 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
 #endif
                     x[r][t] = yt;
                 }
-                y = vload16(sv, x[r]);
+                y = FA_XL(x[r], sv);
 #endif
                 y = select(y, (float16)(-INFINITY), qdead[iq][sv]);
-                vstore16(y, sv, x[r]);
+                FA_XS(x[r], sv, y);
                 mv = fmax(mv, y);
             }
             alpha[r] = fmax(m_run[r], FA_HMAX16(mv)); /* the new max, for now */
@@ -656,14 +687,14 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
         }
         for (int r = 0; r < nr; r++) {
             const float mn = m_run[r], al = alpha[r];
-            float ls = 0.0f;
+            float16 ls = 0.0f; /* lane-wise, one sum of the lanes after the loop */
             for (int sv = 0; sv < FA_TK / 16; sv++) {
-                const float16 y = vload16(sv, x[r]);
+                const float16 y = FA_XL(x[r], sv);
                 const float16 p = select(exp(y - mn), (float16)0.0f, y == (float16)(-INFINITY));
-                vstore16(p, sv, x[r]);
-                ls += FA_HSUM16(p);
+                FA_XS(x[r], sv, p);
+                ls += p;
             }
-            l_run[r] = l_run[r] * al + ls;
+            l_run[r] = l_run[r] * al + FA_HSUM16(ls);
         }
 
 #if FA_HEAD_MAJOR
