@@ -19,6 +19,12 @@
  *          12 independent chains of 16-lane (AVX-512F) or 8-lane fused multiply-adds with
  *          no memory operand: the fastest the arithmetic of the call can go on this CPU,
  *          whatever it reads. Its share of the ceiling is the most the call can score.
+ *   order  after another copy and sweep, the same bytes read by two threads in the order
+ *          the CPU backend's decode call reads them, with its prefetches and no arithmetic
+ *          (read_half_tiled): what the memory gives that access pattern. Between it and the
+ *          plain read lies what the order costs; between it and the call with its threads
+ *          woken, what the arithmetic adds. (PoCL's kernel reads a tile's K of every head,
+ *          then its V: not the same order, though as strided.)
  *
  * and prints the medians, each as GB/s of K and V and as a share of the ceiling.
  *
@@ -72,11 +78,13 @@ static void *host_alloc(size_t n, unsigned char fill)
 
 static const unsigned char *rd_k, *rd_v;
 static size_t rd_bytes; /* of K (and of V) */
+static size_t rd_row;   /* bytes of a key's row of one head (D f16s) */
 static volatile uint64_t rd_sink[2];
 static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rd_cv = PTHREAD_COND_INITIALIZER;
 static int rd_req; /* the round asked for; -1: stop */
-static int rd_fma; /* the rounds run the multiply-adds instead of the read */
+static int rd_fma; /* 1: the rounds run the multiply-adds instead of the read; 2: the read
+                   * in the call's order (read_half_tiled) */
 static atomic_int rd_ready, rd_go, rd_done;
 
 static void read_half(int id)
@@ -90,6 +98,46 @@ static void read_half(int id)
             uint64_t x;
             memcpy(&x, p + o, sizeof(x));
             s += x;
+        }
+    }
+    rd_sink[id] = s;
+}
+
+/* The same bytes in the order of the CPU backend's decode call (cpu_attn.c): each thread
+ * its half of the keys, in tiles of 64 keys; per tile, head by head, the head's K rows of
+ * the tile and then its V rows (rows of one head are a whole key row apart: the other
+ * heads lie between them); with each row read, its share of the next tile's rows is
+ * requested in address order (a row's worth of lines, prefetch to L2, as the call's loops
+ * do).
+ * No arithmetic: what the memory gives that order. (Where a half ends inside a key's
+ * row, as with an odd Tk, that last part row is not read.) */
+#define RD_TILE 64
+static void read_half_tiled(int id)
+{
+    const size_t h = rd_bytes / 2, krow = rd_row, tile = (size_t)RD_TILE * 8 * krow;
+    uint64_t s = 0;
+    const unsigned char *k = rd_k + (size_t)id * h, *v = rd_v + (size_t)id * h;
+    for (size_t o = 0; o < tile && o < h; o += 64) { /* the first tile, at once */
+        __builtin_prefetch(k + o, 0, 1);
+        __builtin_prefetch(v + o, 0, 1);
+    }
+    for (size_t t0 = 0; t0 < h; t0 += tile) {
+        const size_t nt = h - t0 < tile ? h - t0 : tile, next = t0 + tile;
+        size_t pk = 0, pv = 0; /* lines of the next tile requested so far */
+        for (int hd = 0; hd < 8; hd++) {
+            for (int w = 0; w < 2; w++) {
+                const unsigned char *base = w ? v : k;
+                size_t *pn = w ? &pv : &pk;
+                for (size_t r = (size_t)hd * krow; r + krow <= nt; r += 8 * krow) {
+                    for (size_t o = 0; o < krow; o += 64) {
+                        uint64_t x;
+                        memcpy(&x, base + t0 + r + o, sizeof(x));
+                        s += x;
+                    }
+                    for (size_t l = 0; l < krow / 64 && next + *pn * 64 < h && *pn * 64 < tile; l++, (*pn)++)
+                        __builtin_prefetch(base + next + *pn * 64, 0, 1);
+                }
+            }
         }
     }
     rd_sink[id] = s;
@@ -167,10 +215,13 @@ static void *reader(void *arg)
         while (atomic_load(&rd_go) < round)
             ;
 #ifdef AR_FMA
-        if (rd_fma)
+        if (rd_fma == 1)
             fma_half(1);
         else
 #endif
+            if (rd_fma == 2)
+            read_half_tiled(1);
+        else
             read_half(1);
         atomic_fetch_add(&rd_done, 1);
     }
@@ -189,10 +240,13 @@ static double timed_read(int round, int fma)
     const double t0 = bench_now();
     atomic_store(&rd_go, round);
 #ifdef AR_FMA
-    if (fma)
+    if (fma == 1)
         fma_half(0);
     else
 #endif
+        if (fma == 2)
+        read_half_tiled(0);
+    else
         read_half(0);
     while (atomic_load(&rd_done) == done)
         ;
@@ -273,16 +327,17 @@ int main(int argc, char **argv)
     rd_k = (const unsigned char *)k;
     rd_v = (const unsigned char *)v;
     rd_bytes = kv_bytes;
+    rd_row = (size_t)D * 2;
     pthread_t th;
     if (pthread_create(&th, NULL, reader, NULL) != 0) {
         fprintf(stderr, "attn_read: no reader thread\n");
         return 1;
     }
-    double *t = malloc(7 * sizeof(double) * (size_t)rounds);
+    double *t = malloc(8 * sizeof(double) * (size_t)rounds);
     if (!t)
         return 1;
     double *tc = t, *tr = t + 2 * rounds, *ta = t + 3 * rounds, *tw = t + 4 * rounds,
-           *tf = t + 5 * rounds, *tb = t + 6 * rounds;
+           *tf = t + 5 * rounds, *tb = t + 6 * rounds, *to = t + 7 * rounds;
     fma_lanes = 32 * Tk * D; /* per thread: half of 2 x 32 x Tk x D */
     int fw = 0;
 #ifdef AR_FMA
@@ -324,8 +379,13 @@ int main(int argc, char **argv)
         bt = bench_now() - x;
         if (fw)
             ft = timed_read(++rn, 1);
+        CHECK(posenc_copy(ctx, &t0, &t1));
+        CHECK(posenc_context_finish(ctx));
+        bench_sweep();
+        const double ot = timed_read(++rn, 2);
         if (r < 0)
             continue;
+        to[r] = ot;
         tc[2 * r] = c1t;
         tc[2 * r + 1] = c2t;
         tr[r] = rt;
@@ -355,6 +415,9 @@ int main(int argc, char **argv)
     printf("  copy ceiling        %8.1f GB/s\n", ceil);
     printf("  read K + V          %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling\n", mr * 1e6,
            kv / mr / 1e9, 100.0 * kv / mr / 1e9 / ceil);
+    const double mo = bench_median(to, rounds);
+    printf("  read, cpu call order%8.1f us  %6.1f GB/s  %5.1f%% of the ceiling\n", mo * 1e6,
+           kv / mo / 1e9, 100.0 * kv / mo / 1e9 / ceil);
     printf("  attention, cold     %8.1f us  %6.1f GB/s  %5.1f%% of the ceiling, %5.1f%% of "
            "the read\n",
            ma * 1e6, kv / ma / 1e9, 100.0 * kv / ma / 1e9 / ceil, 100.0 * mr / ma);
