@@ -522,6 +522,24 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
+    /* decode with head dims that OpenCL's CPU-shaped kernel reads 8 (d 40) and 4 (d 36)
+     * wide, adjacent pairs from a multiple of that width to inside a vector: its vector
+     * rotation at those widths */
+    c = blank(POSENC_ATTENTION_ROPE, F32, 40, 8, 2, 1, 150, 1, seed++);
+    c.rope.n_offs = 8;
+    c.rope.n_dims = 26;
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.q_offset = 149;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    c = blank(POSENC_ATTENTION_ROPE, F32, 36, 8, 2, 1, 150, 1, seed++);
+    c.rope.n_offs = 4;
+    c.rope.n_dims = 30;
+    c.attn.q_offset = 149;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
 }
 
 /* ---- images -------------------------------------------------------------------------- */
