@@ -525,21 +525,22 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     /* decode with head dims that OpenCL's CPU-shaped kernel reads 8 (d 40) and 4 (d 36)
      * wide, adjacent pairs from a multiple of that width to inside a vector: its vector
      * rotation at those widths */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 40, 8, 2, 1, 150, 1, seed++);
-    c.rope.n_offs = 8;
-    c.rope.n_dims = 26;
-    c.attn.k_dtype = c.attn.v_dtype = F16;
-    c.attn.q_offset = 149;
-    c.attn.causal = 1;
-    finish(&c);
-    add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ROPE, F32, 36, 8, 2, 1, 150, 1, seed++);
-    c.rope.n_offs = 4;
-    c.rope.n_dims = 30;
-    c.attn.q_offset = 149;
-    c.attn.causal = 1;
-    finish(&c);
-    add_case(cases, n, cap, &c);
+    static const struct {
+        int64_t D;
+        int32_t n_offs, n_dims;
+        bool kv_f16;
+    } narrow[] = {{40, 8, 26, true}, {36, 4, 30, false}};
+    for (size_t i = 0; i < sizeof(narrow) / sizeof(narrow[0]); i++) {
+        c = blank(POSENC_ATTENTION_ROPE, F32, narrow[i].D, 8, 2, 1, 150, 1, seed++);
+        c.rope.n_offs = narrow[i].n_offs;
+        c.rope.n_dims = narrow[i].n_dims;
+        if (narrow[i].kv_f16)
+            c.attn.k_dtype = c.attn.v_dtype = F16;
+        c.attn.q_offset = 149;
+        c.attn.causal = 1;
+        finish(&c);
+        add_case(cases, n, cap, &c);
+    }
 }
 
 /* ---- images -------------------------------------------------------------------------- */
