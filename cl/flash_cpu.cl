@@ -125,9 +125,9 @@ static inline float16 fa_vload_half16(const size_t i, __global const half *p)
 #define FA_HMAX4(a) fmax(fmax((a).s0, (a).s1), fmax((a).s2, (a).s3))
 #define FA_HMAX8(a) FA_HMAX4(fmax((a).lo, (a).hi))
 #define FA_HMAX16(a) FA_HMAX8(fmax((a).lo, (a).hi))
-/* 16 floats of a row of pe_flash_cpu's x (64-byte aligned) at vector sv: one aligned load or
- * store (vload16 / vstore16 promise only a float's alignment; PoCL stored each float16 of
- * the softmax step as four 16-byte pieces) */
+/* 16 floats of a row of pe_flash_cpu's x (rows 64-byte aligned) at vector sv: one aligned
+ * load or store (vload16 / vstore16 promise only a float's alignment; PoCL stored each
+ * float16 of the softmax step as four 16-byte pieces) */
 #define FA_XL(row, sv) (((const float16 *)(row))[sv])
 #define FA_XS(row, sv, val) (((float16 *)(row))[sv] = (val))
 
@@ -442,8 +442,8 @@ pe_flash_cpu(__global void *dst, const long o_off, const long4 o_st,
 
     FA_KT qv[FA_R][FA_NK];  /* q rows */
     FA_VT acc[FA_R][FA_NV]; /* output accumulators */
-    /* the tile's logits, then probabilities; 64-byte rows at a 64-byte boundary, read and
-     * written as float16s by FA_XL / FA_XS */
+    /* the tile's logits, then probabilities; each row (FA_TK floats, a multiple of 16)
+     * starts at a 64-byte boundary, read and written as float16s by FA_XL / FA_XS */
     float x[FA_R][FA_TK] __attribute__((aligned(64)));
     float m_run[FA_R], l_run[FA_R], alpha[FA_R];
     long row_q[FA_R], row_h[FA_R], row_m[FA_R];
