@@ -83,8 +83,10 @@ static volatile uint64_t rd_sink[2];
 static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rd_cv = PTHREAD_COND_INITIALIZER;
 static int rd_req; /* the round asked for; -1: stop */
-static int rd_fma; /* 1: the rounds run the multiply-adds instead of the read; 2: the read
-                   * in the call's order (read_half_tiled) */
+/* what a round runs on both threads: the read, the multiply-adds, or the read in the call's
+ * order */
+enum { RD_READ, RD_FMA, RD_ORDER };
+static int rd_what;
 static atomic_int rd_ready, rd_go, rd_done;
 
 static void read_half(int id)
@@ -134,8 +136,11 @@ static void read_half_tiled(int id)
                         memcpy(&x, base + t0 + r + o, sizeof(x));
                         s += x;
                     }
-                    for (size_t l = 0; l < krow / 64 && next + *pn * 64 < h && *pn * 64 < tile; l++, (*pn)++)
+                    for (size_t l = 0; l < krow / 64; l++, (*pn)++) {
+                        if (next + *pn * 64 >= h || *pn * 64 >= tile)
+                            break;
                         __builtin_prefetch(base + next + *pn * 64, 0, 1);
+                    }
                 }
             }
         }
@@ -198,6 +203,21 @@ static void fma_half(int id)
 }
 #endif
 
+/* Thread id's half of a round's work. */
+static void run_half(int id, int what)
+{
+#ifdef AR_FMA
+    if (what == RD_FMA) {
+        fma_half(id);
+        return;
+    }
+#endif
+    if (what == RD_ORDER)
+        read_half_tiled(id);
+    else
+        read_half(id);
+}
+
 /* The second reader sleeps between rounds (the posenc calls need both cores); a round
  * starts once it is awake, so the wake-up is not timed. */
 static void *reader(void *arg)
@@ -214,22 +234,14 @@ static void *reader(void *arg)
         atomic_store(&rd_ready, round);
         while (atomic_load(&rd_go) < round)
             ;
-#ifdef AR_FMA
-        if (rd_fma == 1)
-            fma_half(1);
-        else
-#endif
-            if (rd_fma == 2)
-            read_half_tiled(1);
-        else
-            read_half(1);
+        run_half(1, rd_what);
         atomic_fetch_add(&rd_done, 1);
     }
 }
 
-static double timed_read(int round, int fma)
+static double timed_read(int round, int what)
 {
-    rd_fma = fma; /* read by the reader after the lock below */
+    rd_what = what; /* read by the reader after the lock below */
     const int done = atomic_load(&rd_done);
     pthread_mutex_lock(&rd_mu);
     rd_req = round;
@@ -239,15 +251,7 @@ static double timed_read(int round, int fma)
         ;
     const double t0 = bench_now();
     atomic_store(&rd_go, round);
-#ifdef AR_FMA
-    if (fma == 1)
-        fma_half(0);
-    else
-#endif
-        if (fma == 2)
-        read_half_tiled(0);
-    else
-        read_half(0);
+    run_half(0, what);
     while (atomic_load(&rd_done) == done)
         ;
     return bench_now() - t0;
@@ -353,7 +357,7 @@ int main(int argc, char **argv)
         CHECK(posenc_context_finish(ctx));
         c1t = bench_now() - x;
         bench_sweep();
-        rt = timed_read(++rn, 0);
+        rt = timed_read(++rn, RD_READ);
         x = bench_now();
         CHECK(posenc_copy(ctx, &t0, &t1));
         CHECK(posenc_context_finish(ctx));
@@ -378,11 +382,11 @@ int main(int argc, char **argv)
         CHECK(posenc_context_finish(ctx));
         bt = bench_now() - x;
         if (fw)
-            ft = timed_read(++rn, 1);
+            ft = timed_read(++rn, RD_FMA);
         CHECK(posenc_copy(ctx, &t0, &t1));
         CHECK(posenc_context_finish(ctx));
         bench_sweep();
-        const double ot = timed_read(++rn, 2);
+        const double ot = timed_read(++rn, RD_ORDER);
         if (r < 0)
             continue;
         to[r] = ot;
