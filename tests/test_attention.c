@@ -1205,6 +1205,104 @@ static void test_rope_one_pass_declined(void **state)
     posenc_context_destroy(&ctx);
 }
 
+/* RoPE's DYNAMIC_NTK and LONGROPE with seq_len = 0 take the length from the call: the
+ * largest explicit position + 1 over q_pos and k_pos (read back), else the larger of
+ * q_offset + Tq and k_offset + Tk. The shared cases cannot see that resolution (their
+ * reference runs through the same front end), so here: the same call with the length
+ * the test works out itself passed as seq_len gives the same bits, and with one less it
+ * does not (DYNAMIC_NTK's base moves with every length past original_ctx; LONGROPE's
+ * length is original_ctx + 1, where one less takes the short factors). */
+static void test_rope_seq_len_resolved(void **state)
+{
+    (void)state;
+    enum { D = 32, HQ = 4, HK = 2, TQ = 3, TK = 20 };
+    static float q[D * HQ * TQ], kv[2][D * HK * TK];
+    static const float lr_short[D / 2] = {1.0f, 1.1f, 1.2f, 1.3f, 1.4f, 1.5f, 1.6f, 1.7f,
+                                          1.8f, 1.9f, 2.0f, 2.1f, 2.2f, 2.3f, 2.4f, 2.5f};
+    static const float lr_long[D / 2] = {1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 8.0f,
+                                         10.0f, 12.0f, 14.0f, 16.0f, 18.0f, 20.0f, 24.0f, 28.0f};
+    uint64_t rng = 0x5e01e2u;
+    th_fill_unit(q, D * HQ * TQ, &rng);
+    th_fill_unit(kv[0], D * HK * TK, &rng);
+    th_fill_unit(kv[1], D * HK * TK, &rng);
+    /* explicit positions, the largest (32) neither last nor in q: length 33 */
+    int32_t qpos[TQ] = {21, 5, 17}, kpos[TK];
+    for (int t = 0; t < TK; t++)
+        kpos[t] = t;
+    kpos[7] = 32;
+    struct posenc_context_params cp = {.backend = th.kind, .flags = POSENC_CONTEXT_DEBUG,
+                                       .log_fn = th_log, .log_level = POSENC_LOG_WARN};
+    posenc_context *ctx = NULL;
+    char err[256];
+    if (posenc_context_create(&cp, &ctx, err, sizeof err) != POSENC_OK)
+        fail_msg("context: %s", err);
+    posenc_buffer *bq = th_upload(ctx, q, sizeof q), *bk = th_upload(ctx, kv[0], sizeof kv[0]);
+    posenc_buffer *bv = th_upload(ctx, kv[1], sizeof kv[1]);
+    posenc_buffer *bqp = th_upload(ctx, qpos, sizeof qpos);
+    posenc_buffer *bkp = th_upload(ctx, kpos, sizeof kpos);
+    posenc_buffer *bo = NULL;
+    assert_int_equal(posenc_buffer_create(ctx, sizeof q, &bo), POSENC_OK);
+    const posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, D, HQ, TQ, 1);
+    const posenc_tensor tk = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F32, D, HK, TK, 1);
+    const posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F32, D, HK, TK, 1);
+    const posenc_tensor tqp = posenc_tensor_contiguous(bqp, 0, POSENC_DTYPE_I32, TQ, 1, 1, 1);
+    const posenc_tensor tkp = posenc_tensor_contiguous(bkp, 0, POSENC_DTYPE_I32, TK, 1, 1, 1);
+    const posenc_tensor to = posenc_tensor_contiguous(bo, 0, POSENC_DTYPE_F32, D, HQ, TQ, 1);
+    for (int kind = 0; kind < 2; kind++) /* DYNAMIC_NTK, LONGROPE */
+        for (int explicit_pos = 0; explicit_pos < 2; explicit_pos++) {
+            struct posenc_attention_params p = {.encoding = POSENC_ATTENTION_ROPE};
+            p.rope.mode = POSENC_ROPE_NEOX;
+            if (kind == 0) {
+                p.rope.scaling.kind = POSENC_ROPE_SCALING_DYNAMIC_NTK;
+                p.rope.scaling.factor = 2.0f;
+                p.rope.scaling.original_ctx = 16;
+            } else {
+                p.rope.scaling.kind = POSENC_ROPE_SCALING_LONGROPE;
+                p.rope.scaling.factor = 4.0f;
+                p.rope.scaling.original_ctx = 32;
+                p.rope.scaling.short_factor = lr_short;
+                p.rope.scaling.long_factor = lr_long;
+            }
+            int32_t len = 33; /* explicit: 32 + 1 */
+            if (explicit_pos) {
+                p.q_pos = &tqp;
+                p.k_pos = &tkp;
+            } else { /* q_offset + Tq = 33 against k_offset + Tk = 24 */
+                p.q_offset = 30;
+                p.k_offset = 4;
+            }
+            const char *kn = kind ? "LONGROPE" : "DYNAMIC_NTK";
+            const char *pn = explicit_pos ? "explicit" : "implicit";
+            float *out[3];
+            const int32_t seq[3] = {0, len, len - 1};
+            for (int r = 0; r < 3; r++) {
+                p.rope.scaling.seq_len = seq[r];
+                const posenc_status st = posenc_attention(ctx, &tq, &tk, &tv, &to, NULL, &p);
+                if (st != POSENC_OK)
+                    fail_msg("%s, %s positions, seq_len %d: %s: %s", kn, pn, (int)seq[r],
+                             posenc_status_string(st), posenc_context_last_error(ctx));
+                out[r] = th_download(bo);
+            }
+            if (memcmp(out[0], out[1], sizeof q) != 0)
+                fail_msg("%s, %s positions: seq_len 0 differs from seq_len %d", kn, pn,
+                         (int)len);
+            if (memcmp(out[0], out[2], sizeof q) == 0)
+                fail_msg("%s, %s positions: seq_len %d gives the bits of %d (the test cannot "
+                         "tell the lengths apart)",
+                         kn, pn, (int)len - 1, (int)len);
+            for (int r = 0; r < 3; r++)
+                free(out[r]);
+        }
+    th_check_warnings();
+    posenc_buffer_destroy(&bq);
+    posenc_buffer_destroy(&bk);
+    posenc_buffer_destroy(&bv);
+    posenc_buffer_destroy(&bqp);
+    posenc_buffer_destroy(&bkp);
+    posenc_buffer_destroy(&bo);
+    posenc_context_destroy(&ctx);
+}
+
 int main(int argc, char **argv)
 {
     int rc = th_init(argc, argv, "attention");
@@ -1223,6 +1321,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rope_implicit_keys_kept),
         cmocka_unit_test(test_implicit_positions_iota),
         cmocka_unit_test(test_rope_one_pass_declined),
+        cmocka_unit_test(test_rope_seq_len_resolved),
     };
     size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
     struct CMUnitTest *tests = calloc(nfixed + n, sizeof(*tests));

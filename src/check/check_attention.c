@@ -541,6 +541,36 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
         finish(&c);
         add_case(cases, n, cap, &c);
     }
+    /* DYNAMIC_NTK and LONGROPE with seq_len 0: the call takes the length from the
+     * positions, past original_ctx, so that the frequencies depend on it. Explicit per-batch
+     * positions (read back: the largest + 1, up to 11 past the offsets, make_positions),
+     * then the offsets (q_offset + Tq = original_ctx + 1) in decode. The reference context
+     * resolves the length in the same front end, so these check the kernels with those
+     * frequencies; test_attention's test_rope_seq_len_resolved checks the length itself. */
+    c = blank(POSENC_ATTENTION_ROPE, F32, 32, 4, 2, 12, 20, 2, seed++);
+    c.rope.mode = POSENC_ROPE_NEOX;
+    c.rope.scaling.kind = POSENC_ROPE_SCALING_DYNAMIC_NTK;
+    c.rope.scaling.factor = 2.0f;
+    c.rope.scaling.original_ctx = 16;
+    c.attn.explicit_pos = 1;
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
+    static const float lr_short[16] = {1.0f,  1.02f, 1.05f, 1.1f,  1.15f, 1.2f,  1.3f,  1.4f,
+                                       1.5f,  1.6f,  1.8f,  2.0f,  2.2f,  2.5f,  2.8f,  3.0f};
+    static const float lr_long[16] = {1.0f,  1.1f,  1.3f,  1.6f,  2.0f,  2.6f,  3.3f,  4.2f,
+                                      5.4f,  7.0f,  9.0f,  11.5f, 14.6f, 18.8f, 24.0f, 30.0f};
+    c = blank(POSENC_ATTENTION_ROPE, F32, 32, 4, 2, 1, 33, 1, seed++);
+    c.rope.scaling.kind = POSENC_ROPE_SCALING_LONGROPE;
+    c.rope.scaling.factor = 4.0f;
+    c.rope.scaling.original_ctx = 32;
+    c.rope.scaling.short_factor = lr_short;
+    c.rope.scaling.long_factor = lr_long;
+    c.attn.k_dtype = c.attn.v_dtype = F16;
+    c.attn.q_offset = 32; /* length 33: the long factors; one less would take the short */
+    c.attn.causal = 1;
+    finish(&c);
+    add_case(cases, n, cap, &c);
 }
 
 /* ---- images -------------------------------------------------------------------------- */
