@@ -264,6 +264,25 @@ static void test_yarn(void **state)
         assert_rel(f[j], r[j], REL_EXACT, "gpt-oss", j);
     assert_rel(info.mscale, 0.1 * log(32.0) + 1.0, 1e-15, "gpt-oss mscale", 0);
 
+    /* both correction dims at or below 0: d=64, L=64, betas 32 / 11 give -3.977 and -0.267,
+     * truncated to -4 and -0, clamped to 0 and -0. low == high, the ramp's singularity,
+     * which HF widens by 0.001: pair 0 extrapolates (w), every other pair interpolates
+     * (w / 4), each exactly (a blend with weights 1 and 0) */
+    memset(&p, 0, sizeof(p));
+    p.scaling.kind = POSENC_ROPE_SCALING_YARN;
+    p.scaling.factor = 4.0f;
+    p.scaling.original_ctx = 64;
+    p.scaling.beta_fast = 32.0f;
+    p.scaling.beta_slow = 11.0f;
+    np = freqs_ok(64, &p, f, NULL, &info);
+    assert_true(info.corr_low == 0.0 && info.corr_high == 0.0);
+    assert_rel(f[0], ref_w(1e4, 0, 64), REL_EXACT, "yarn low == high", 0);
+    for (int64_t j = 1; j < np; j++)
+        assert_rel(f[j], ref_w(1e4, (int)j, 64) / 4.0, REL_EXACT, "yarn low == high", j);
+    ref_hf_yarn(64, 1e4, 4.0, 64, 32, 11, 1, r, &lo, &hi);
+    for (int64_t j = 0; j < np; j++)
+        assert_rel(f[j], r[j], REL_EXACT, "yarn low == high (ref)", j);
+
     /* DeepSeek: mscale == mscale_all_dim -> attention factor 1, softmax scale
      * get_mscale(s, mscale_all_dim)^2; frequencies as plain YaRN */
     memset(&p, 0, sizeof(p));
