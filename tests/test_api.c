@@ -105,10 +105,26 @@ static void test_env_override(void **state)
     posenc_context_destroy(&ctx);
     assert_null(ctx);
     unsetenv("POSENC_BACKEND");
-    setenv("POSENC_DEVICE", "x1", 1);
+    static const char *const not_index[] = {"x1", "-1", "2147483648", "1x"};
+    for (size_t i = 0; i < sizeof(not_index) / sizeof(not_index[0]); i++) {
+        setenv("POSENC_DEVICE", not_index[i], 1);
+        assert_int_equal(posenc_context_create(NULL, &ctx, err, sizeof(err)),
+                         POSENC_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(err, "POSENC_DEVICE"));
+        assert_non_null(strstr(err, not_index[i]));
+        assert_null(ctx);
+    }
+    /* an index: taken as params->device (the CPU backend has device 0 only) */
+    setenv("POSENC_BACKEND", "cpu", 1);
+    setenv("POSENC_DEVICE", "0", 1);
+    assert_int_equal(posenc_context_create(NULL, &ctx, err, sizeof(err)), POSENC_OK);
+    posenc_context_destroy(&ctx);
+    setenv("POSENC_DEVICE", "1", 1);
     assert_int_equal(posenc_context_create(NULL, &ctx, err, sizeof(err)),
                      POSENC_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(err, "POSENC_DEVICE"));
+    assert_non_null(strstr(err, "device = 1"));
+    assert_null(ctx);
+    unsetenv("POSENC_BACKEND");
     unsetenv("POSENC_DEVICE");
 }
 
