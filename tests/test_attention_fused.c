@@ -3,9 +3,9 @@
  * (--backend NAME), over seeded random inputs and shapes chosen to reach its corners:
  * decode rows of 1 .. 5000 keys (off the kernels' tile sizes), one row of 32768 keys,
  * causal prefill, GQA 32/8 and 4/1, head dims 40, 64, 128, 256 (and Dv != D), f16 / f32
- * per tensor, permuted, padded and misaligned views, ALiBi, relative bias, masks
- * broadcast over heads / batches, mask slopes, soft-capping, sinks, rows whose every key
- * is masked.
+ * per tensor, permuted, padded and misaligned views, ALiBi (and its symmetric form),
+ * relative bias, masks broadcast over heads / batches, mask slopes, soft-capping, sinks,
+ * rows whose every key is masked.
  *
  * Each case is checked twice:
  *  - against attention computed here in double from the formula of posenc.h (the
@@ -14,9 +14,10 @@
  *  - against the same call with POSENC_ATTENTION_UNFUSED (the multi-pass path of the
  *    same backend), within twice that bound (each is within it of the exact value), when
  *    the case has none of the one-pass-only extras (softcap, mask_slopes, sinks).
- * Padding around dst must come back unchanged. A backend without a one-pass kernel must
- * refuse the extras with POSENC_ERR_UNSUPPORTED and leave dst untouched; OpenCL must run
- * them.
+ * With --backend cpu, the CPU reference backend's own one-pass path is checked too, within
+ * half an ulp of dst's type (check_reference_backend). Padding around dst must come back
+ * unchanged. A backend without a one-pass kernel must refuse the extras with
+ * POSENC_ERR_UNSUPPORTED and leave dst untouched; OpenCL must run them.
  *
  * The bound (u = 2^-24), the one of src/check/check_attention.c (sections 2-4) with the
  * online softmax's extra roundings added. For key k of a row, with S_k = |c| sum_i |q_i
@@ -58,6 +59,7 @@ struct fa_case {
     float softcap;
     int mslopes, sinks;
     int dead_rows; /* mask every key of some rows (needs a mask) */
+    int alibi_sym; /* ALiBi's symmetric form: -slope |qpos - kpos| */
     uint64_t seed;
 };
 
@@ -276,7 +278,8 @@ static void reference(const struct fa_case *c, const struct fa_inputs *in, doubl
                     double bias = 0.0, mt = 0.0;
                     bool dead = c->causal && kp > qp;
                     if (c->enc == ENC_ALIBI)
-                        bias = -(double)in->slopes[h] * (double)(qp - kp);
+                        bias = -(double)in->slopes[h] *
+                               (double)(c->alibi_sym ? llabs(qp - kp) : qp - kp);
                     if (c->enc == ENC_RELBIAS) {
                         int64_t rel = kp - qp;
                         if (rel < -in->max_dist)
@@ -394,6 +397,7 @@ static void run_case(posenc_context *ctx, const struct fa_case *c, const struct 
     if (c->enc == ENC_ALIBI) {
         p.encoding = POSENC_ATTENTION_ALIBI;
         p.alibi.slopes = in->slopes;
+        p.alibi.symmetric = c->alibi_sym;
     }
     if (c->enc == ENC_RELBIAS) {
         p.encoding = POSENC_ATTENTION_RELBIAS;
@@ -436,6 +440,54 @@ static void check_padding(const struct fa_case *c, const struct fa_tensor *o,
     free(mark);
     if (bad)
         fail_msg("%s: %zu bytes of dst's padding were written", c->name, bad);
+}
+
+/* The CPU reference backend's one-pass path (POSENC_CONTEXT_CPU_REFERENCE, no weights):
+ * the formula in double, each output rounded once, so within half an ulp of dst's type of
+ * the exact value here: |err| <= 2^-24 |exact| (f32) or 2^-11 |exact| (f16), plus 2^-40
+ * (the two double computations' own roundings in their different orders: Tk terms of
+ * at most a few units each, ~2^-53 relative, far below it; and f16's subnormal spacing
+ * 2^-24 where |exact| < 2^-14). Run with the cpu suite only: it is the same code whatever
+ * backend is under test. */
+static void check_reference_backend(const struct fa_case *c, const struct fa_inputs *in,
+                                    const double *ref)
+{
+    struct fa_run rr;
+    unsigned char *hr = NULL;
+    posenc_status st;
+    run_case(th.ref, c, in, false, &hr, &st, &rr);
+    if (st != POSENC_OK)
+        fail_msg("%s: the CPU reference: posenc_attention: %s", c->name, last_msg);
+    const bool f16 = c->ot == POSENC_DTYPE_F16;
+    int64_t bad = 0;
+    double worst = 0.0;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t iq = 0; iq < c->Tq; iq++)
+            for (int64_t h = 0; h < c->Hq; h++)
+                for (int64_t d = 0; d < c->Dv; d++) {
+                    const int64_t i = d + c->Dv * (h + c->Hq * (iq + c->Tq * b));
+                    const double r = elem(&rr.o, hr, d, h, iq, b);
+                    const double bd = (f16 ? 0x1p-11 : 0x1p-24) * fabs(ref[i]) +
+                                      (f16 ? 0x1p-24 : 0x1p-40);
+                    const double err = fabs(r - ref[i]);
+                    if (!(err <= bd)) {
+                        if (bad++ < 5)
+                            printf("%s: the CPU reference's dst[%lld, %lld, %lld, %lld] = "
+                                   "%.9g, exact %.9g, |err| %.3g > %.3g\n",
+                                   c->name, (long long)d, (long long)h, (long long)iq,
+                                   (long long)b, r, ref[i], err, bd);
+                    } else {
+                        worst = fmax(worst, err / bd);
+                    }
+                }
+    check_padding(c, &rr.o, hr);
+    free(hr);
+    run_free(&rr);
+    if (bad)
+        fail_msg("%s: the CPU reference: %lld elements beyond the bound",
+                 c->name, (long long)bad);
+    printf("%s: the CPU reference's one pass: worst |err| / bound %.3g\n", c->name,
+           worst);
 }
 
 static void test_case(void **state)
@@ -510,6 +562,8 @@ static void test_case(void **state)
            worst, worst_u);
     if (hu)
         run_free(&ru);
+    if (th.kind == POSENC_BACKEND_CPU)
+        check_reference_backend(c, &in, ref);
 done:
     free(hf);
     free(hu);
@@ -553,7 +607,7 @@ static void finish_names(void)
 {
     static const char *lay[] = {"contig", "padded", "permuted", "padded16"};
     static const char *msk[] = {"", "/mask", "/mask_bh", "/mask_bhb"};
-    static const char *enc[] = {"", "/alibi", "/relbias"};
+    static const char *enc[] = {"", "/alibi", "/relbias", "/alibi_sym"};
     for (size_t i = 0; i < n_cases; i++) {
         struct fa_case *c = &cases[i];
         char what[48];
@@ -565,7 +619,7 @@ static void finish_names(void)
                  what, (long long)c->D, (long long)c->Dv, (long long)c->Hq, (long long)c->Hk,
                  (long long)c->Tq, (long long)c->Tk, (long long)c->B, dt_name(c->qt),
                  dt_name(c->kt), dt_name(c->vt), dt_name(c->ot), lay[c->layout], msk[c->mask],
-                 enc[c->enc], c->causal ? "/causal" : "", c->softcap > 0 ? "/softcap" : "",
+                 enc[c->enc == ENC_ALIBI && c->alibi_sym ? 3 : c->enc], c->causal ? "/causal" : "", c->softcap > 0 ? "/softcap" : "",
                  c->mslopes ? "/mslopes" : "", c->sinks ? "/sinks" : "",
                  c->dead_rows ? "/dead" : "");
     }
@@ -696,6 +750,17 @@ static void make_cases(void)
     c->qt = POSENC_DTYPE_F16;
     c->causal = 1;
     c->q_off = 128;
+    /* ALiBi's symmetric form (encoders), not causal: keys on both sides of each query */
+    c = add(64, 64, 8, 2, 12, 50, 2, "alibi-sym");
+    c->kt = c->vt = POSENC_DTYPE_F16;
+    c->enc = ENC_ALIBI;
+    c->alibi_sym = 1;
+    c->q_off = 20;
+    c = add(128, 128, 32, 8, 1, 700, 1, "alibi-sym");
+    c->kt = c->vt = POSENC_DTYPE_F16;
+    c->enc = ENC_ALIBI;
+    c->alibi_sym = 1;
+    c->q_off = 300;
     finish_names();
 }
 
