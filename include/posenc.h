@@ -698,8 +698,10 @@ POSENC_API posenc_status posenc_buffer_wrap_vulkan(posenc_context *ctx, uint64_t
  * POSENC_ERR_UNSUPPORTED and record nothing; write inputs before record_begin.
  * (posenc_attention's implicit positions, q_pos / k_pos NULL, are made on the device and
  * record like any op.) posenc_context_finish and posenc_context_flush still work on
- * posenc's own earlier submissions. Only one thread may use ctx at a time, as always; `cmd` is externally
- * synchronised by the application (no other thread may record into it meanwhile).
+ * posenc's own earlier submissions. Only one thread may use ctx at a time, as always;
+ * `cmd` is externally synchronised by the application (no other thread may record into it
+ * meanwhile). Several recordings may be outstanding at once (in one command buffer or
+ * several); each is destroyed on its own, in any order.
  */
 typedef struct posenc_vulkan_recording posenc_vulkan_recording;
 

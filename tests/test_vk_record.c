@@ -10,6 +10,7 @@
  *    reference; what would need posenc's own submission or a wait (buffer read / write,
  *    posenc_sincos_2d) refused with POSENC_ERR_UNSUPPORTED; record_begin twice refused;
  *  - test_vk_record_orphan: a recording never submitted, destroyed with the context;
+ *  - test_vk_record_many: three recordings in one command buffer, destroyed out of order;
  *  - test_vk_record_cut: ALiBi, relative bias and RoPE cut into launches under
  *    POSENC_MAX_BINDING = 1024, recorded, equal bit for bit to posenc's own submissions;
  *  - test_vk_attention: one-pass decode attention with key splits (ALiBi) and RoPE with
@@ -162,6 +163,58 @@ static void test_vk_record(void **state)
     vk_buf_free(&h, &fill);
     vk_buf_free(&h, &y);
     vk_buf_free(&h, &rb);
+    vk_host_close_checked(&h);
+}
+
+/* Three recordings in one command buffer, one after the other, each an op reading what
+ * the one before wrote (RoPE x -> y, a copy y -> z, a copy z -> w), all outstanding at
+ * the submission, then destroyed in the middle, first, last order: the context keeps its
+ * recordings in a list, and every place in it is unlinked once (ASan, valgrind). The
+ * result is the reference's RoPE of x. */
+static void test_vk_record_many(void **state)
+{
+    (void)state;
+    ensure_reference();
+    struct vk_host h;
+    vk_host_open(&h);
+    struct posenc_host_device host = vk_host_device(&h);
+    posenc_context *ctx = create_host_ctx(&host);
+    posenc_buffer *bx = th_upload(ctx, g_x, sizeof(g_x));
+    posenc_buffer *bp = th_upload(ctx, g_pos, sizeof(g_pos));
+    posenc_buffer *b[3] = {NULL, NULL, NULL};
+    posenc_tensor t[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(posenc_buffer_create(ctx, sizeof(g_x), &b[i]), POSENC_OK);
+        t[i] = posenc_tensor_contiguous(b[i], 0, POSENC_DTYPE_F32, D, H, T, B);
+    }
+    const posenc_tensor tx = posenc_tensor_contiguous(bx, 0, POSENC_DTYPE_F32, D, H, T, B);
+    const posenc_tensor tp = posenc_tensor_contiguous(bp, 0, POSENC_DTYPE_I32, T, 1, 1, 1);
+    posenc_vulkan_recording *rec[3] = {NULL, NULL, NULL};
+    vk_begin(&h);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(posenc_vulkan_record_begin(ctx, h.cmd), POSENC_OK);
+        if (i == 0)
+            assert_int_equal(posenc_rope(ctx, &tx, &tp, &t[0], &g_rope), POSENC_OK);
+        else
+            assert_int_equal(posenc_copy(ctx, &t[i - 1], &t[i]), POSENC_OK);
+        assert_int_equal(posenc_vulkan_record_end(ctx, &rec[i]), POSENC_OK);
+        assert_non_null(rec[i]);
+    }
+    vk_submit(&h, true);
+    static const int order[3] = {1, 0, 2};
+    for (int i = 0; i < 3; i++) {
+        posenc_vulkan_recording_destroy(&rec[order[i]]);
+        assert_null(rec[order[i]]);
+    }
+    float *got = th_download(b[2]);
+    compare_rope_f32(got, "vulkan: three recordings in one command buffer, rope then two copies");
+    free(got);
+    th_check_warnings();
+    for (int i = 0; i < 3; i++)
+        posenc_buffer_destroy(&b[i]);
+    posenc_buffer_destroy(&bx);
+    posenc_buffer_destroy(&bp);
+    posenc_context_destroy(&ctx);
     vk_host_close_checked(&h);
 }
 
@@ -427,7 +480,7 @@ int main(int argc, char **argv)
     int rc = th_init(argc, argv, "vk_record");
     if (rc >= 0)
         return rc;
-    struct CMUnitTest tests[4];
+    struct CMUnitTest tests[5];
     size_t n = 0;
     if (th.kind != POSENC_BACKEND_VULKAN) {
         fprintf(stderr, "vk_record: Vulkan only\n");
@@ -438,6 +491,7 @@ int main(int argc, char **argv)
     make_inputs();
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record_orphan);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record_many);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_record_cut);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_vk_attention);
 #else
