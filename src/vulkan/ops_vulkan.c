@@ -376,11 +376,6 @@ posenc_status pe_vk_put_u32(struct pe_vk_backend *be, const char *op, uint32_t *
     return POSENC_OK;
 }
 
-struct pe_vk_bind pe_vk_whole(const struct pe_view *v)
-{
-    return (struct pe_vk_bind){((const struct pe_vk_buffer *)v->mem)->buf, 0, VK_WHOLE_SIZE};
-}
-
 /* A non-negative int64 that must fit in uint32; the message names `name` and `what` only
  * when it does not (formatting it on every call cost ~1.5K instructions per view). */
 static posenc_status put_u32_named(struct pe_vk_backend *be, const char *op, uint32_t *dst,

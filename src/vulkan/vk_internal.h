@@ -344,9 +344,6 @@ posenc_status pe_vk_put_view(struct pe_vk_backend *be, const char *op, const str
                              int n, const int64_t *ne, uint32_t *off, uint32_t *const st[],
                              const char *name, struct pe_vk_bind *bind);
 
-/* A whole-buffer binding of a view's buffer (for a binding the shader does not read). */
-struct pe_vk_bind pe_vk_whole(const struct pe_view *v);
-
 /* Whether two views are the same elements in the same order (an in-place op). */
 bool pe_vk_same_view(const struct pe_view *a, const struct pe_view *b);
 
