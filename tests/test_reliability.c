@@ -2,6 +2,7 @@
  * test_reliability.c - issue #16 on one backend (--backend NAME): inputs at the edges of
  * what posenc accepts, each once a crash, a hang, a wrong status or a clobbered output.
  * A failing call must return its documented status, leave a message and write nothing.
+ * Also POSENC_CL_KERNEL_DIR's sources read from a folder (test_cl_kernel_dir).
  */
 #include "harness.h"
 
@@ -672,6 +673,98 @@ static void test_cl_program_cache(void **state)
     th_check_warnings();
 }
 
+/* ---- POSENC_CL_KERNEL_DIR ----------------------------------------------------------- */
+
+/* The embedded OpenCL sources (src/embed.py's table; weak: absent without OpenCL). */
+struct embedded_cl {
+    const char *name;
+    const unsigned char *data;
+    size_t size;
+};
+extern const struct embedded_cl pe_cl_files[] __attribute__((weak));
+extern const size_t pe_cl_file_count __attribute__((weak));
+
+/* A posenc_copy of 64 floats on a new OpenCL context whose sources come from `dir`
+ * (POSENC_CL_KERNEL_DIR); dst starts as 0x7e bytes. Returns the status; *msg the error. */
+static posenc_status kernel_dir_copy(const char *dir, const float *src, unsigned char *dst,
+                                     char *msg, size_t msg_size)
+{
+    setenv("POSENC_CL_KERNEL_DIR", dir, 1);
+    struct posenc_context_params p = {.backend = POSENC_BACKEND_OPENCL};
+    posenc_context *ctx = NULL;
+    char err[512];
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    if (st != POSENC_OK) {
+        unsetenv("POSENC_CL_KERNEL_DIR");
+        fail_msg("opencl context: %s", err);
+    }
+    memset(dst, 0x7e, 256);
+    posenc_buffer *bs = th_upload(ctx, src, 256), *bd = th_upload(ctx, dst, 256);
+    const posenc_tensor ts = posenc_tensor_contiguous(bs, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
+    const posenc_tensor td = posenc_tensor_contiguous(bd, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
+    alarm(120); /* a hang (a FIFO read) fails the test instead of blocking it */
+    st = posenc_copy(ctx, &ts, &td);
+    snprintf(msg, msg_size, "%s", posenc_context_last_error(ctx));
+    assert_int_equal(posenc_buffer_read(bd, 0, dst, 256), POSENC_OK);
+    alarm(0);
+    unsetenv("POSENC_CL_KERNEL_DIR");
+    posenc_buffer_destroy(&bs);
+    posenc_buffer_destroy(&bd);
+    posenc_context_destroy(&ctx);
+    return st;
+}
+
+/* POSENC_CL_KERNEL_DIR (README): the OpenCL sources read from a folder instead of the
+ * embedded copies. The embedded files written there give the copy's result; a copy.cl
+ * that does not compile, a missing copy.cl and a FIFO in its place (which must not block)
+ * each fail with POSENC_ERR_BACKEND and leave dst untouched, the last two naming the
+ * variable and the path. */
+static void test_cl_kernel_dir(void **state)
+{
+    (void)state;
+    if (th.kind != POSENC_BACKEND_OPENCL || !&pe_cl_file_count)
+        skip();
+    char dir[] = "/tmp/posenc-cl-XXXXXX", path[300];
+    assert_non_null(mkdtemp(dir));
+    for (size_t i = 0; i < pe_cl_file_count; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, pe_cl_files[i].name);
+        spit(path, pe_cl_files[i].data, pe_cl_files[i].size, 0600);
+    }
+    float src[64];
+    for (int i = 0; i < 64; i++)
+        src[i] = (float)i * 0.25f - 5.0f;
+    unsigned char dst[256], poison[256];
+    memset(poison, 0x7e, sizeof(poison));
+    char msg[1024];
+    assert_int_equal(kernel_dir_copy(dir, src, dst, msg, sizeof(msg)), POSENC_OK);
+    assert_memory_equal(dst, src, sizeof(src));
+
+    snprintf(path, sizeof(path), "%s/copy.cl", dir);
+    static const char broken[] = "__kernel void pe_copy(__global float *x) { x[0] = ; }\n";
+    spit(path, broken, sizeof(broken) - 1, 0600);
+    assert_int_equal(kernel_dir_copy(dir, src, dst, msg, sizeof(msg)), POSENC_ERR_BACKEND);
+    assert_memory_equal(dst, poison, sizeof(poison));
+
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(kernel_dir_copy(dir, src, dst, msg, sizeof(msg)), POSENC_ERR_BACKEND);
+    assert_memory_equal(dst, poison, sizeof(poison));
+    assert_non_null(strstr(msg, "POSENC_CL_KERNEL_DIR"));
+    assert_non_null(strstr(msg, path));
+
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(kernel_dir_copy(dir, src, dst, msg, sizeof(msg)), POSENC_ERR_BACKEND);
+    assert_memory_equal(dst, poison, sizeof(poison));
+    assert_non_null(strstr(msg, "POSENC_CL_KERNEL_DIR"));
+    assert_non_null(strstr(msg, path));
+
+    assert_int_equal(remove(path), 0);
+    for (size_t i = 0; i < pe_cl_file_count; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, pe_cl_files[i].name);
+        remove(path);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(int argc, char **argv)
 {
     int rc = th_init(argc, argv, "reliability");
@@ -685,6 +778,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_max_binding_overflow),
         cmocka_unit_test(test_rope_qk_fused_in_place),
         cmocka_unit_test(test_cl_program_cache),
+        cmocka_unit_test(test_cl_kernel_dir),
         cmocka_unit_test(test_rope_seq_len_degenerate_positions),
         cmocka_unit_test(test_attention_blocks_write_nothing_on_failure),
     };
