@@ -15,7 +15,7 @@
  *    same backend), within twice that bound (each is within it of the exact value), when
  *    the case has none of the one-pass-only extras (softcap, mask_slopes, sinks).
  * With --backend cpu, the CPU reference backend's own one-pass path is checked too, within
- * half an ulp of dst's type (check_reference_backend). Padding around dst must come back
+ * half an ulp of dst's type, on the smaller cases (check_reference_backend). Padding around dst must come back
  * unchanged. A backend without a one-pass kernel must refuse the extras with
  * POSENC_ERR_UNSUPPORTED and leave dst untouched; OpenCL must run them.
  *
@@ -447,8 +447,10 @@ static void check_padding(const struct fa_case *c, const struct fa_tensor *o,
  * the exact value here: |err| <= 2^-24 |exact| (f32) or 2^-11 |exact| (f16), plus 2^-40
  * (the two double computations' own roundings in their different orders: Tk terms of
  * at most a few units each, ~2^-53 relative, far below it; and f16's subnormal spacing
- * 2^-24 where |exact| < 2^-14). Run with the cpu suite only: it is the same code whatever
- * backend is under test. */
+ * 2^-24 where |exact| < 2^-14). Run with the cpu suite only (it is the same code whatever
+ * backend is under test), on the cases of at most 2^24 multiply-adds (26 of them): under
+ * valgrind's memcheck, where the cpu suites also run (scripts/test), checking every case
+ * made this suite 3 min 1 s against 1 min 47 s without the check, these 2 min 2 s. */
 static void check_reference_backend(const struct fa_case *c, const struct fa_inputs *in,
                                     const double *ref)
 {
@@ -562,7 +564,8 @@ static void test_case(void **state)
            worst, worst_u);
     if (hu)
         run_free(&ru);
-    if (th.kind == POSENC_BACKEND_CPU)
+    if (th.kind == POSENC_BACKEND_CPU &&
+        (double)c->B * c->Tq * c->Tk * c->Hq * (c->D + c->Dv) <= 0x1p24)
         check_reference_backend(c, &in, ref);
 done:
     free(hf);
