@@ -753,17 +753,20 @@ static void make_cases(void)
     c->qt = POSENC_DTYPE_F16;
     c->causal = 1;
     c->q_off = 128;
-    /* ALiBi's symmetric form (encoders), not causal: keys on both sides of each query */
-    c = add(64, 64, 8, 2, 12, 50, 2, "alibi-sym");
-    c->kt = c->vt = POSENC_DTYPE_F16;
-    c->enc = ENC_ALIBI;
-    c->alibi_sym = 1;
-    c->q_off = 20;
-    c = add(128, 128, 32, 8, 1, 700, 1, "alibi-sym");
-    c->kt = c->vt = POSENC_DTYPE_F16;
-    c->enc = ENC_ALIBI;
-    c->alibi_sym = 1;
-    c->q_off = 300;
+    /* ALiBi's symmetric form (encoders), not causal: keys on both sides of each query,
+     * prefill and decode */
+    static const struct {
+        int64_t D, Hq, Hk, Tq, Tk, B;
+        int q_off;
+    } sym[] = {{64, 8, 2, 12, 50, 2, 20}, {128, 32, 8, 1, 700, 1, 300}};
+    for (size_t i = 0; i < sizeof(sym) / sizeof(sym[0]); i++) {
+        c = add(sym[i].D, sym[i].D, sym[i].Hq, sym[i].Hk, sym[i].Tq, sym[i].Tk, sym[i].B,
+                "alibi-sym");
+        c->kt = c->vt = POSENC_DTYPE_F16;
+        c->enc = ENC_ALIBI;
+        c->alibi_sym = 1;
+        c->q_off = sym[i].q_off;
+    }
     finish_names();
 }
 
