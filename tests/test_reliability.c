@@ -473,35 +473,54 @@ static void cache_log_fn(posenc_log_level level, const char *msg, void *user)
         th.warnings++; /* a driver message; the cache's own refusal is expected */
 }
 
+/* A fresh OpenCL context, with the environment variable `var` set to `val` while it lives,
+ * copies the 64 floats of src from f32 to dst_dtype into dst (256 bytes, which start as
+ * 0x7e), logging through log_fn (NULL: none) from INFO up. Returns the copy's status and
+ * *msg its error text. */
+static posenc_status fresh_cl_copy(const char *var, const char *val, posenc_dtype dst_dtype,
+                                   posenc_log_fn log_fn, void *log_user, const float *src,
+                                   unsigned char *dst, char *msg, size_t msg_size)
+{
+    setenv(var, val, 1);
+    struct posenc_context_params p = {.backend = POSENC_BACKEND_OPENCL, .log_fn = log_fn,
+                                      .log_level = POSENC_LOG_INFO, .log_user_data = log_user};
+    posenc_context *ctx = NULL;
+    char err[512];
+    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
+    if (st != POSENC_OK) {
+        unsetenv(var);
+        fail_msg("opencl context: %s", err);
+    }
+    memset(dst, 0x7e, 256);
+    posenc_buffer *bs = th_upload(ctx, src, 256), *bd = th_upload(ctx, dst, 256);
+    const posenc_tensor ts = posenc_tensor_contiguous(bs, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
+    const posenc_tensor td = posenc_tensor_contiguous(bd, 0, dst_dtype, 64, 1, 1, 1);
+    alarm(120); /* a hang (a FIFO read) fails the test instead of blocking it */
+    st = posenc_copy(ctx, &ts, &td);
+    snprintf(msg, msg_size, "%s", posenc_context_last_error(ctx));
+    assert_int_equal(posenc_buffer_read(bd, 0, dst, 256), POSENC_OK);
+    alarm(0);
+    unsetenv(var);
+    posenc_buffer_destroy(&bs);
+    posenc_buffer_destroy(&bd);
+    posenc_context_destroy(&ctx);
+    return st;
+}
+
 /* A fresh OpenCL context on cache folder `dir` copies 64 floats from f32 to dst_dtype;
  * the result must be right. Returns how the copy.cl program came: 'L' loaded from the
  * cache, 'B' built from source. */
 static char cache_copy(const char *dir, posenc_dtype dst_dtype)
 {
-    setenv("POSENC_CACHE_DIR", dir, 1);
     struct cache_log log = {0, 0};
-    struct posenc_context_params p = {.backend = POSENC_BACKEND_OPENCL, .log_fn = cache_log_fn,
-                                      .log_level = POSENC_LOG_INFO, .log_user_data = &log};
-    posenc_context *ctx = NULL;
-    char err[512];
-    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
-    unsetenv("POSENC_CACHE_DIR");
-    if (st != POSENC_OK)
-        fail_msg("opencl context: %s", err);
     float src[64];
     for (int i = 0; i < 64; i++)
         src[i] = (float)i * 0.5f - 3.0f;
-    posenc_buffer *bs = th_upload(ctx, src, sizeof(src)), *bd = NULL;
-    assert_int_equal(posenc_buffer_create(ctx, sizeof(src), &bd), POSENC_OK);
-    posenc_tensor ts = posenc_tensor_contiguous(bs, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
-    posenc_tensor td = posenc_tensor_contiguous(bd, 0, dst_dtype, 64, 1, 1, 1);
-    alarm(120); /* a hang fails the test instead of blocking it */
-    st = posenc_copy(ctx, &ts, &td);
-    if (st != POSENC_OK)
-        fail_msg("posenc_copy: %s", posenc_context_last_error(ctx));
     unsigned char got[256];
-    assert_int_equal(posenc_buffer_read(bd, 0, got, 64 * posenc_dtype_size(dst_dtype)), POSENC_OK);
-    alarm(0);
+    char msg[512];
+    if (fresh_cl_copy("POSENC_CACHE_DIR", dir, dst_dtype, cache_log_fn, &log, src, got, msg,
+                      sizeof(msg)) != POSENC_OK)
+        fail_msg("posenc_copy: %s", msg);
     for (int i = 0; i < 64; i++) {
         float v = dst_dtype == POSENC_DTYPE_F16 ? posenc_f16_to_f32(((uint16_t *)got)[i])
                                                 : ((float *)got)[i];
@@ -509,9 +528,6 @@ static char cache_copy(const char *dir, posenc_dtype dst_dtype)
             fail_msg("copy to %s through the cache in %s: element %d is %g, want %g",
                      posenc_dtype_name(dst_dtype), dir, i, v, src[i]);
     }
-    posenc_buffer_destroy(&bs);
-    posenc_buffer_destroy(&bd);
-    posenc_context_destroy(&ctx);
     assert_true(log.loaded + log.built == 1);
     return log.loaded ? 'L' : 'B';
 }
@@ -684,34 +700,12 @@ struct embedded_cl {
 extern const struct embedded_cl pe_cl_files[] __attribute__((weak));
 extern const size_t pe_cl_file_count __attribute__((weak));
 
-/* A posenc_copy of 64 floats on a new OpenCL context whose sources come from `dir`
- * (POSENC_CL_KERNEL_DIR); dst starts as 0x7e bytes. Returns the status; *msg the error. */
+/* fresh_cl_copy (f32 -> f32) with its sources from `dir` */
 static posenc_status kernel_dir_copy(const char *dir, const float *src, unsigned char *dst,
                                      char *msg, size_t msg_size)
 {
-    setenv("POSENC_CL_KERNEL_DIR", dir, 1);
-    struct posenc_context_params p = {.backend = POSENC_BACKEND_OPENCL};
-    posenc_context *ctx = NULL;
-    char err[512];
-    posenc_status st = posenc_context_create(&p, &ctx, err, sizeof(err));
-    if (st != POSENC_OK) {
-        unsetenv("POSENC_CL_KERNEL_DIR");
-        fail_msg("opencl context: %s", err);
-    }
-    memset(dst, 0x7e, 256);
-    posenc_buffer *bs = th_upload(ctx, src, 256), *bd = th_upload(ctx, dst, 256);
-    const posenc_tensor ts = posenc_tensor_contiguous(bs, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
-    const posenc_tensor td = posenc_tensor_contiguous(bd, 0, POSENC_DTYPE_F32, 64, 1, 1, 1);
-    alarm(120); /* a hang (a FIFO read) fails the test instead of blocking it */
-    st = posenc_copy(ctx, &ts, &td);
-    snprintf(msg, msg_size, "%s", posenc_context_last_error(ctx));
-    assert_int_equal(posenc_buffer_read(bd, 0, dst, 256), POSENC_OK);
-    alarm(0);
-    unsetenv("POSENC_CL_KERNEL_DIR");
-    posenc_buffer_destroy(&bs);
-    posenc_buffer_destroy(&bd);
-    posenc_context_destroy(&ctx);
-    return st;
+    return fresh_cl_copy("POSENC_CL_KERNEL_DIR", dir, POSENC_DTYPE_F32, NULL, NULL, src, dst,
+                         msg, msg_size);
 }
 
 /* POSENC_CL_KERNEL_DIR (README): the OpenCL sources read from a folder instead of the
