@@ -50,6 +50,8 @@
 #define AR_FMA 1
 #endif
 
+#define AR_HK 8 /* K/V heads (q has 32: GQA 32/8, as posenc bench's rows) */
+
 #define CHECK(call)                                                                       \
     do {                                                                                  \
         posenc_status st_ = (call);                                                       \
@@ -118,7 +120,7 @@ static void read_half(int id)
 #define RD_TILE 64
 static void read_half_tiled(int id)
 {
-    const size_t h = rd_bytes / 2, krow = rd_row, tile = (size_t)RD_TILE * 8 * krow;
+    const size_t h = rd_bytes / 2, krow = rd_row, tile = (size_t)RD_TILE * AR_HK * krow;
     uint64_t s = 0;
     const unsigned char *k = rd_k + (size_t)id * h, *v = rd_v + (size_t)id * h;
     for (size_t o = 0; o < tile && o < h; o += 64) { /* the first tile, at once */
@@ -128,11 +130,11 @@ static void read_half_tiled(int id)
     for (size_t t0 = 0; t0 < h; t0 += tile) {
         const size_t nt = h - t0 < tile ? h - t0 : tile, next = t0 + tile;
         size_t pk = 0, pv = 0; /* lines of the next tile requested so far */
-        for (int hd = 0; hd < 8; hd++) {
+        for (int hd = 0; hd < AR_HK; hd++) {
             for (int w = 0; w < 2; w++) {
                 const unsigned char *base = w ? v : k;
                 size_t *pn = w ? &pv : &pk;
-                for (size_t r = (size_t)hd * krow; r + krow <= nt; r += 8 * krow) {
+                for (size_t r = (size_t)hd * krow; r + krow <= nt; r += AR_HK * krow) {
                     for (size_t o = 0; o < krow; o += 64) {
                         uint64_t x;
                         memcpy(&x, base + t0 + r + o, sizeof(x));
@@ -282,7 +284,7 @@ int main(int argc, char **argv)
     }
     size_t align = 0;
     CHECK(posenc_buffer_host_alignment(ctx, &align));
-    const size_t kv_bytes = (size_t)D * 8 * (size_t)Tk * 2, q_bytes = (size_t)D * 32 * 4;
+    const size_t kv_bytes = (size_t)D * AR_HK * (size_t)Tk * 2, q_bytes = (size_t)D * 32 * 4;
     const size_t copy_bytes = (size_t)64 << 20;
     uint16_t *k = host_alloc(kv_bytes, 0), *v = host_alloc(kv_bytes, 0);
     float *qh = malloc(q_bytes), *src = malloc(copy_bytes);
@@ -326,8 +328,8 @@ int main(int argc, char **argv)
     free(qh);
     const posenc_tensor tq = posenc_tensor_contiguous(bq, 0, POSENC_DTYPE_F32, D, 32, 1, 1);
     const posenc_tensor ty = posenc_tensor_contiguous(by, 0, POSENC_DTYPE_F32, D, 32, 1, 1);
-    const posenc_tensor tk = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F16, D, 8, Tk, 1);
-    const posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F16, D, 8, Tk, 1);
+    const posenc_tensor tk = posenc_tensor_contiguous(bk, 0, POSENC_DTYPE_F16, D, AR_HK, Tk, 1);
+    const posenc_tensor tv = posenc_tensor_contiguous(bv, 0, POSENC_DTYPE_F16, D, AR_HK, Tk, 1);
     const posenc_tensor t0 =
         posenc_tensor_contiguous(c0, 0, POSENC_DTYPE_F32, (int64_t)copy_bytes / 4, 1, 1, 1);
     const posenc_tensor t1 =
