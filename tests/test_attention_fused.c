@@ -610,7 +610,7 @@ static void finish_names(void)
 {
     static const char *lay[] = {"contig", "padded", "permuted", "padded16"};
     static const char *msk[] = {"", "/mask", "/mask_bh", "/mask_bhb"};
-    static const char *enc[] = {"", "/alibi", "/relbias", "/alibi_sym"};
+    static const char *enc[] = {"", "/alibi", "/relbias"};
     for (size_t i = 0; i < n_cases; i++) {
         struct fa_case *c = &cases[i];
         char what[48];
@@ -618,11 +618,12 @@ static void finish_names(void)
         what[sizeof(what) - 1] = '\0';
         snprintf(c->name, sizeof(c->name),
                  "fused/%s/D=%lld/Dv=%lld/H=%lld:%lld/Tq=%lld/Tk=%lld/B=%lld/q%s.k%s.v%s.o%s/%s%s%s"
-                 "%s%s%s%s%s",
+                 "%s%s%s%s%s%s",
                  what, (long long)c->D, (long long)c->Dv, (long long)c->Hq, (long long)c->Hk,
                  (long long)c->Tq, (long long)c->Tk, (long long)c->B, dt_name(c->qt),
                  dt_name(c->kt), dt_name(c->vt), dt_name(c->ot), lay[c->layout], msk[c->mask],
-                 enc[c->enc == ENC_ALIBI && c->alibi_sym ? 3 : c->enc], c->causal ? "/causal" : "", c->softcap > 0 ? "/softcap" : "",
+                 enc[c->enc], c->alibi_sym ? "_sym" : "", c->causal ? "/causal" : "",
+                 c->softcap > 0 ? "/softcap" : "",
                  c->mslopes ? "/mslopes" : "", c->sinks ? "/sinks" : "",
                  c->dead_rows ? "/dead" : "");
     }
