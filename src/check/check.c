@@ -377,6 +377,36 @@ void set_val(unsigned char *img, size_t at, posenc_dtype dt, double v)
     }
 }
 
+bool pc_img_alloc(struct pc_img *t, const int64_t ne[4], posenc_dtype dt, struct pc_layout l)
+{
+    memcpy(t->ne, ne, sizeof(t->ne));
+    t->dt = dt;
+    t->l = l;
+    t->img = malloc(l.bytes);
+    if (t->img)
+        memset(t->img, (int)PC_POISON, l.bytes);
+    return t->img != NULL;
+}
+
+void pc_img_fill_random(struct pc_img *t, uint64_t *rng)
+{
+    for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+                for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+                    pc_img_put(t, i0, i1, i2, i3, 4.0 * pc_rand_uniform(rng) - 2.0);
+}
+
+double pc_img_val(const struct pc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
+{
+    return get_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt);
+}
+
+void pc_img_put(struct pc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double v)
+{
+    set_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt, v);
+}
+
 /* Buffers of one context for one case. */
 struct pc_bufs {
     posenc_buffer *dst, *x, *pos;

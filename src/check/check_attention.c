@@ -575,54 +575,29 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
 
 /* ---- images -------------------------------------------------------------------------- */
 
-struct att_img {
-    unsigned char *img; /* NULL: not used */
-    struct pc_layout l;
-    posenc_dtype dt;
-    int64_t ne[4];
-};
-
 struct att_images {
-    struct att_img q, k, v, dst, w, mask, qpos, kpos, table;
+    struct pc_img q, k, v, dst, w, mask, qpos, kpos, table;
 };
 
 static void free_images(struct att_images *im)
 {
-    struct att_img *all[] = {&im->q, &im->k, &im->v, &im->dst, &im->w,
+    struct pc_img *all[] = {&im->q, &im->k, &im->v, &im->dst, &im->w,
                              &im->mask, &im->qpos, &im->kpos, &im->table};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         free(all[i]->img);
     memset(im, 0, sizeof(*im));
 }
 
-static bool alloc_img(struct att_img *t, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
+static bool alloc_img(struct pc_img *t, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
                       posenc_dtype dt, enum pc_view v)
 {
-    t->ne[0] = n0;
-    t->ne[1] = n1;
-    t->ne[2] = n2;
-    t->ne[3] = n3;
-    t->dt = dt;
-    t->l = make_layout(t->ne, posenc_dtype_size(dt), v);
-    t->img = malloc(t->l.bytes);
-    if (t->img)
-        memset(t->img, (int)PC_POISON, t->l.bytes);
-    return t->img != NULL;
-}
-
-static double val(const struct att_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
-{
-    return get_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt);
-}
-
-static void put(struct att_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double v)
-{
-    set_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt, v);
+    const int64_t ne[4] = {n0, n1, n2, n3};
+    return pc_img_alloc(t, ne, dt, make_layout(ne, posenc_dtype_size(dt), v));
 }
 
 /* Random tokens [n0, H, T, B] in [-2, 2), drawn in generation order, then token t of the
  * image holding the content of token perm[t]. */
-static bool fill_tokens(struct att_img *t, uint64_t *rng, const int64_t *perm)
+static bool fill_tokens(struct pc_img *t, uint64_t *rng, const int64_t *perm)
 {
     const int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     double *raw = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
@@ -635,7 +610,7 @@ static bool fill_tokens(struct att_img *t, uint64_t *rng, const int64_t *perm)
             for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
                 for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
                     int64_t src = perm ? perm[i2] : i2;
-                    put(t, i0, i1, i2, i3,
+                    pc_img_put(t, i0, i1, i2, i3,
                         raw[i0 + t->ne[0] * (i1 + t->ne[1] * (src + t->ne[2] * i3))]);
                 }
     free(raw);
@@ -644,14 +619,14 @@ static bool fill_tokens(struct att_img *t, uint64_t *rng, const int64_t *perm)
 
 /* Explicit positions [T, 4, B, 1] i32: stream s of token t in batch b is
  * offset + t + 5b + (s t) mod 7 (stream 0 is the plain sequence, shifted per batch). */
-static bool make_positions(struct att_img *t, int64_t T, int64_t B, int64_t offset)
+static bool make_positions(struct pc_img *t, int64_t T, int64_t B, int64_t offset)
 {
     if (!alloc_img(t, T, N_STREAMS, B, 1, POSENC_DTYPE_I32, PC_VIEW_CONTIGUOUS))
         return false;
     for (int64_t b = 0; b < B; b++)
         for (int64_t s = 0; s < N_STREAMS; s++)
             for (int64_t i = 0; i < T; i++)
-                put(t, i, s, b, 0, (double)(offset + i + 5 * b + (s * i) % 7));
+                pc_img_put(t, i, s, b, 0, (double)(offset + i + 5 * b + (s * i) % 7));
     return true;
 }
 
@@ -680,7 +655,7 @@ static bool make_images(const struct pc_case *c, const int64_t *q_perm, const in
                 for (int64_t k = 0; k < a->tk; k++) {
                     double r = pc_rand_uniform(&rng);
                     double v = r < 0.2 || (b == 0 && q == Tq - 1) ? -INFINITY : 2.0 * r - 1.0;
-                    put(&im->mask, k, q, 0, b, v);
+                    pc_img_put(&im->mask, k, q, 0, b, v);
                 }
     } else if (a->mask == 2) {
         /* [Tk, Tq, Hq, 1] f16: -inf where (k + q + h) % 3 == 0, else in [-1, 1) */
@@ -690,7 +665,7 @@ static bool make_images(const struct pc_case *c, const int64_t *q_perm, const in
             for (int64_t q = 0; q < Tq; q++)
                 for (int64_t k = 0; k < a->tk; k++) {
                     double r = pc_rand_uniform(&rng);
-                    put(&im->mask, k, q, h, 0,
+                    pc_img_put(&im->mask, k, q, h, 0,
                         (k + q + h) % 3 == 0 ? -INFINITY : 2.0 * r - 1.0);
                 }
     }
@@ -702,7 +677,7 @@ static bool make_images(const struct pc_case *c, const int64_t *q_perm, const in
         for (int64_t q = 0; q < Tq; q++)
             for (int64_t k = 0; k < a->tk; k++) {
                 const int64_t d = (q + a->q_offset) - (k + a->k_offset);
-                put(&im->mask, k, q, 0, 0, d < 0 ? -INFINITY : -(double)d / 16.0);
+                pc_img_put(&im->mask, k, q, 0, 0, d < 0 ? -INFINITY : -(double)d / 16.0);
             }
     }
     if (a->explicit_pos && (!make_positions(&im->qpos, Tq, B, a->q_offset + shift) ||
@@ -717,14 +692,14 @@ static bool make_images(const struct pc_case *c, const int64_t *q_perm, const in
         uint64_t trng = c->seed * 0x9e3779b97f4a7c15ull + 3;
         for (int64_t i1 = 0; i1 < n1; i1++)
             for (int64_t i0 = 0; i0 < n0; i0++)
-                put(&im->table, i0, i1, 0, 0, 4.0 * pc_rand_uniform(&trng) - 2.0);
+                pc_img_put(&im->table, i0, i1, 0, 0, 4.0 * pc_rand_uniform(&trng) - 2.0);
     }
     return true;
 }
 
 /* ---- running ------------------------------------------------------------------------- */
 
-static posenc_tensor tensor_of(posenc_buffer *b, const struct att_img *t)
+static posenc_tensor tensor_of(posenc_buffer *b, const struct pc_img *t)
 {
     return view_of(b, &t->l, t->dt, t->ne);
 }
@@ -732,13 +707,13 @@ static posenc_tensor tensor_of(posenc_buffer *b, const struct att_img *t)
 /* Run on ctx. w_dt: weights dtype (F32 or F16) or -1 for none; *w_img receives the
  * weights image (malloc'd, layout w_out->l) when asked. */
 static posenc_status run_on(posenc_context *ctx, const struct pc_case *c, int32_t shift,
-                            const struct att_images *im, int w_dt, struct att_img *w_out,
+                            const struct att_images *im, int w_dt, struct pc_img *w_out,
                             unsigned char *dst_img, char *msg, size_t msg_size)
 {
     const struct pc_attn_case *a = &c->attn;
     enum { BQ, BK, BV, BD, BW, BM, BQP, BKP, BT, NB };
     posenc_buffer *buf[NB] = {0};
-    const struct att_img *imgs[NB] = {&im->q,    &im->k,    &im->v,    &im->dst,  NULL,
+    const struct pc_img *imgs[NB] = {&im->q,    &im->k,    &im->v,    &im->dst,  NULL,
                                       &im->mask, &im->qpos, &im->kpos, &im->table};
     posenc_status st = POSENC_OK;
     if (w_dt >= 0) {
@@ -838,7 +813,7 @@ static double position(const struct pc_case *c, const struct att_images *im, int
                        int32_t shift, int64_t t, int64_t s, int64_t b)
 {
     if (c->attn.explicit_pos)
-        return val(is_q ? &im->qpos : &im->kpos, t, s, b, 0);
+        return pc_img_val(is_q ? &im->qpos : &im->kpos, t, s, b, 0);
     return (double)((is_q ? c->attn.q_offset : c->attn.k_offset) + shift + t);
 }
 
@@ -907,7 +882,7 @@ static bool make_host(const struct pc_case *c, const struct att_images *im, int3
 /* X^ and e_x for every element of x ([n0, H, T, B]); `is_q` picks the positions, and
  * `encoded` whether the encoding applies to this tensor at all. */
 static bool enc_bounds(const struct pc_case *c, const struct att_images *im,
-                       const struct att_host *h, const struct att_img *x, int is_q, int encoded,
+                       const struct att_host *h, const struct pc_img *x, int is_q, int encoded,
                        int32_t shift, struct enc_bound *out)
 {
     const int64_t n0 = x->ne[0], H = x->ne[1], T = x->ne[2], B = x->ne[3];
@@ -922,7 +897,7 @@ static bool enc_bounds(const struct pc_case *c, const struct att_images *im,
             for (int64_t hh = 0; hh < H; hh++)
                 for (int64_t i = 0; i < n0; i++) {
                     const int64_t at = i + n0 * (hh + H * (t + T * b));
-                    const double xv = val(x, i, hh, t, b);
+                    const double xv = pc_img_val(x, i, hh, t, b);
                     double hat = fabs(xv), err = 0.0;
                     if (e == POSENC_ATTENTION_SINUSOIDAL) {
                         int64_t half = n0 / 2;
@@ -933,7 +908,7 @@ static bool enc_bounds(const struct pc_case *c, const struct att_images *im,
                         err = pc_bound_sincos_f32(fabs(p * h->freq[pair]), xs);
                     } else if (e == POSENC_ATTENTION_LEARNED) {
                         int64_t row = (int64_t)position(c, im, is_q, shift, t, 0, b);
-                        hat = fabs(xv) + fabs(val(&im->table, i, row, 0, 0));
+                        hat = fabs(xv) + fabs(pc_img_val(&im->table, i, row, 0, 0));
                         err = pc_ulp32(hat);
                     } else if (e == POSENC_ATTENTION_ROPE) {
                         int64_t j = -1, ia = 0, ib = 0, rel = i - h->n_offs;
@@ -943,7 +918,8 @@ static bool enc_bounds(const struct pc_case *c, const struct att_images *im,
                             ib = ia + (h->pairing == 0 ? 1 : h->n_pairs);
                         }
                         if (j >= 0) {
-                            double xsum = fabs(val(x, ia, hh, t, b)) + fabs(val(x, ib, hh, t, b));
+                            double xsum = fabs(pc_img_val(x, ia, hh, t, b)) +
+                                          fabs(pc_img_val(x, ib, hh, t, b));
                             double p = position(c, im, is_q, shift, t, h->stream[j], b);
                             hat = fabs(h->mscale) * xsum;
                             err = pc_bound_rope_f32(pc_angle_err32(p * h->freq[j]),
@@ -1037,7 +1013,7 @@ static bool attn_bounds(const struct pc_case *c, const struct att_images *im, in
                     const int64_t kp = a->k_offset + shift + ik;
                     double mk = 0.0;
                     if (im->mask.img)
-                        mk = val(&im->mask, ik, iq, im->mask.ne[2] == 1 ? 0 : hh,
+                        mk = pc_img_val(&im->mask, ik, iq, im->mask.ne[2] == 1 ? 0 : hh,
                                  im->mask.ne[3] == 1 ? 0 : b);
                     if ((a->causal && kp > qp) || mk == -INFINITY) {
                         eps[ik] = -1.0; /* masked: exactly 0 */
@@ -1056,7 +1032,7 @@ static bool attn_bounds(const struct pc_case *c, const struct att_images *im, in
                     else if (a->encoding == POSENC_ATTENTION_RELBIAS) {
                         int32_t u = 0;
                         posenc_relbias_bucket(&c->relbias, kp - qp, &u);
-                        bias = fabs(val(&im->table, u, hh, 0, 0));
+                        bias = fabs(pc_img_val(&im->table, u, hh, 0, 0));
                     }
                     double ek_ = sc * ((double)(D + 2) * 1.01 * U32 * S + E) + 2.01 * U32 * bias +
                                  3.0 * U32 * (sc * S + bias + fabs(mk));
@@ -1135,7 +1111,7 @@ static void compare(struct pc_result *r, const char *what, int64_t i0, int64_t i
 }
 
 /* Bytes of `img` outside the view (ne, layout) that differ from `orig`. */
-static int64_t guard_changes(const struct att_img *t, const unsigned char *img,
+static int64_t guard_changes(const struct pc_img *t, const unsigned char *img,
                              const unsigned char *orig)
 {
     size_t es = posenc_dtype_size(t->dt);
@@ -1156,7 +1132,7 @@ static int64_t guard_changes(const struct att_img *t, const unsigned char *img,
 }
 
 /* An image as packed doubles. */
-static double *unpack(const struct att_img *w)
+static double *unpack(const struct pc_img *w)
 {
     const int64_t n = w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3];
     double *p = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
@@ -1167,7 +1143,7 @@ static double *unpack(const struct att_img *w)
             for (int64_t i1 = 0; i1 < w->ne[1]; i1++)
                 for (int64_t i0 = 0; i0 < w->ne[0]; i0++)
                     p[i0 + w->ne[0] * (i1 + w->ne[1] * (i2 + w->ne[2] * i3))] =
-                        val(w, i0, i1, i2, i3);
+                        pc_img_val(w, i0, i1, i2, i3);
     return p;
 }
 
@@ -1178,7 +1154,7 @@ void pc_run_attention_case(posenc_context *ref, posenc_context *dut, const struc
     const struct pc_attn_case *a = &c->attn;
     const int64_t Hq = c->ne[1], Tq = c->ne[2], B = c->ne[3], Tk = a->tk, Dv = a->dv;
     struct att_images im;
-    struct att_img ref_w, dut_w;
+    struct pc_img ref_w, dut_w;
     memset(&ref_w, 0, sizeof(ref_w));
     memset(&dut_w, 0, sizeof(dut_w));
     unsigned char *ref_dst = NULL, *dut_dst = NULL;
@@ -1220,7 +1196,7 @@ void pc_run_attention_case(posenc_context *ref, posenc_context *dut, const struc
         snprintf(r->msg, sizeof(r->msg), "computing the bounds failed");
         goto done;
     }
-    const struct att_img *o = &im.dst;
+    const struct pc_img *o = &im.dst;
     for (int64_t b = 0; b < B; b++)
         for (int64_t iq = 0; iq < Tq; iq++)
             for (int64_t h = 0; h < Hq; h++)
@@ -1238,7 +1214,7 @@ void pc_run_attention_case(posenc_context *ref, posenc_context *dut, const struc
                 for (int64_t iq = 0; iq < Tq; iq++)
                     for (int64_t ik = 0; ik < Tk; ik++) {
                         int64_t at = ik + Tk * (iq + Tq * (h + Hq * b));
-                        double rv = p[at], dv = val(&dut_w, ik, iq, h, b);
+                        double rv = p[at], dv = pc_img_val(&dut_w, ik, iq, h, b);
                         double bound = w_bound[at];
                         if (dut_w.dt == POSENC_DTYPE_F16)
                             bound = pc_bound_to_f16(bound, rv);
@@ -1292,7 +1268,7 @@ posenc_status pc_attn_eval(posenc_context *ctx, const struct pc_case *c, const i
     const struct pc_attn_case *a = &c->attn;
     const int64_t Hq = c->ne[1], Tq = c->ne[2], B = c->ne[3], Tk = a->tk, Dv = a->dv;
     struct att_images im;
-    struct att_img w;
+    struct pc_img w;
     memset(&w, 0, sizeof(w));
     unsigned char *dst = NULL;
     posenc_status st = POSENC_ERR_OUT_OF_MEMORY;

@@ -394,17 +394,10 @@ void pc_encoding_cases(enum pc_op op, struct pc_case **cases, size_t *n, size_t 
 
 /* ---- images ------------------------------------------------------------------------------ */
 
-struct enc_img {
-    unsigned char *img; /* NULL: the tensor is not used */
-    struct pc_layout l;
-    posenc_dtype dt;
-    int64_t ne[4];
-};
-
 /* out: dst or dtable; in: x, dy, src, logits or dlogits; table: learned / relbias table;
  * pos: learned positions. */
 struct enc_images {
-    struct enc_img out, in, table, pos;
+    struct pc_img out, in, table, pos;
 };
 
 static struct pc_layout enc_layout(const int64_t ne[4], size_t es, enum pc_view v)
@@ -423,34 +416,11 @@ static struct pc_layout enc_layout(const int64_t ne[4], size_t es, enum pc_view 
     return l;
 }
 
-static bool alloc_img(struct enc_img *t, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
+static bool alloc_img(struct pc_img *t, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
                       posenc_dtype dt, enum pc_view v)
 {
-    t->ne[0] = n0;
-    t->ne[1] = n1;
-    t->ne[2] = n2;
-    t->ne[3] = n3;
-    t->dt = dt;
-    t->l = enc_layout(t->ne, posenc_dtype_size(dt), v);
-    t->img = malloc(t->l.bytes);
-    if (t->img)
-        memset(t->img, (int)PC_POISON, t->l.bytes);
-    return t->img != NULL;
-}
-
-static void fill_random(struct enc_img *t, uint64_t *rng)
-{
-    for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
-                    set_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt,
-                            4.0 * pc_rand_uniform(rng) - 2.0);
-}
-
-static double val(const struct enc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
-{
-    return get_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt);
+    const int64_t ne[4] = {n0, n1, n2, n3};
+    return pc_img_alloc(t, ne, dt, enc_layout(ne, posenc_dtype_size(dt), v));
 }
 
 static void free_images(struct enc_images *im)
@@ -508,8 +478,8 @@ static bool make_images(const struct pc_case *c, struct enc_images *im)
         if (!alloc_img(&im->out, ne[0], c->rows, 1, 1, c->dtype, c->view) ||
             !alloc_img(&im->in, ne[0], ne[1], ne[2], ne[3], c->x_dtype, c->view))
             return false;
-        fill_random(&im->out, &rng); /* the gradient accumulated so far */
-        fill_random(&im->in, &rng);
+        pc_img_fill_random(&im->out, &rng); /* the gradient accumulated so far */
+        pc_img_fill_random(&im->in, &rng);
         return make_positions(c, im, &rng);
     case PC_OP_SINCOS_2D:
         return alloc_img(&im->out, ne[0], ne[1], 1, 1, c->dtype, c->view);
@@ -518,15 +488,15 @@ static bool make_images(const struct pc_case *c, struct enc_images *im)
             !alloc_img(&im->in, ne[0], c->grid[0] * c->grid[1] + c->resize.cls_token, 1, 1,
                        c->table_dtype, c->view))
             return false;
-        fill_random(&im->in, &rng);
+        pc_img_fill_random(&im->in, &rng);
         return true;
     case PC_OP_RELBIAS_BACKWARD:
         if (!alloc_img(&im->out, relbias_n_buckets(&c->relbias), ne[2], 1, 1, c->dtype,
                        c->view) ||
             !alloc_img(&im->in, ne[0], ne[1], ne[2], ne[3], c->x_dtype, c->view))
             return false;
-        fill_random(&im->out, &rng);
-        fill_random(&im->in, &rng);
+        pc_img_fill_random(&im->out, &rng);
+        pc_img_fill_random(&im->in, &rng);
         return true;
     default:
         return false;
@@ -534,11 +504,11 @@ static bool make_images(const struct pc_case *c, struct enc_images *im)
     if (fused && c->has_x == 1) {
         if (!alloc_img(&im->in, ne[0], ne[1], ne[2], ne[3], c->x_dtype, c->view))
             return false;
-        fill_random(&im->in, &rng);
+        pc_img_fill_random(&im->in, &rng);
     } else if (fused && c->has_x == 2) {
         /* in place: the output starts as the input (same dtype and layout); a copy is
          * kept as the "input" image, for the bounds */
-        fill_random(&im->out, &rng);
+        pc_img_fill_random(&im->out, &rng);
         if (!alloc_img(&im->in, ne[0], ne[1], ne[2], ne[3], c->dtype, c->view))
             return false;
         memcpy(im->in.img, im->out.img, im->out.l.bytes);
@@ -546,21 +516,21 @@ static bool make_images(const struct pc_case *c, struct enc_images *im)
     if (c->op == PC_OP_LEARNED) {
         if (!alloc_img(&im->table, ne[0], c->rows, 1, 1, c->table_dtype, c->view))
             return false;
-        fill_random(&im->table, &rng);
+        pc_img_fill_random(&im->table, &rng);
         return make_positions(c, im, &rng);
     }
     if (c->op == PC_OP_RELBIAS) {
         if (!alloc_img(&im->table, relbias_n_buckets(&c->relbias), ne[2], 1, 1, c->table_dtype,
                        c->view))
             return false;
-        fill_random(&im->table, &rng);
+        pc_img_fill_random(&im->table, &rng);
     }
     return true;
 }
 
 /* ---- running on one context -------------------------------------------------------------- */
 
-static posenc_tensor tensor_of(posenc_buffer *b, const struct enc_img *t)
+static posenc_tensor tensor_of(posenc_buffer *b, const struct pc_img *t)
 {
     return view_of(b, &t->l, t->dt, t->ne);
 }
@@ -746,7 +716,7 @@ static void free_host(struct enc_host *h)
 
 static int32_t pos_at(const struct enc_images *im, const struct pc_case *c, int64_t t, int64_t b)
 {
-    return (int32_t)val(&im->pos, t, c->pos_batched ? b : 0, 0, 0);
+    return (int32_t)pc_img_val(&im->pos, t, c->pos_batched ? b : 0, 0, 0);
 }
 
 static bool make_host(const struct pc_case *c, const struct enc_images *im, struct enc_host *h)
@@ -788,7 +758,7 @@ static bool make_host(const struct pc_case *c, const struct enc_images *im, stru
                     for (int64_t k = 0; k < ne[0]; k++) {
                         int64_t rel = (k + c->relbias.k_offset) - (q + c->relbias.q_offset);
                         int64_t u = h->bucket[rel - h->rel_min];
-                        h->sum_abs[u + nb * hh] += fabs(val(&im->in, k, q, hh, b));
+                        h->sum_abs[u + nb * hh] += fabs(pc_img_val(&im->in, k, q, hh, b));
                         h->count[u + nb * hh]++;
                     }
         return true;
@@ -804,7 +774,7 @@ static bool make_host(const struct pc_case *c, const struct enc_images *im, stru
                 int32_t r = pos_at(im, c, t, b);
                 h->count[r]++;
                 for (int64_t i0 = 0; i0 < d; i0++)
-                    h->sum_abs[i0 + d * r] += fabs(val(&im->in, i0, t, b, 0));
+                    h->sum_abs[i0 + d * r] += fabs(pc_img_val(&im->in, i0, t, b, 0));
             }
         return true;
     }
@@ -821,13 +791,13 @@ static double element_bound(const struct pc_case *c, const struct enc_images *im
     posenc_dtype dt = c->dtype;
     switch (c->op) {
     case PC_OP_LEARNED: {
-        double t = val(&im->table, i0, pos_at(im, c, i1, i2), 0, 0);
-        double x = c->has_x ? val(&im->in, i0, i1, i2, 0) : 0.0;
+        double t = pc_img_val(&im->table, i0, pos_at(im, c, i1, i2), 0, 0);
+        double x = c->has_x ? pc_img_val(&im->in, i0, i1, i2, 0) : 0.0;
         return to_dtype(dt, bound_add_f32(t + x, c->has_x != 0), rv);
     }
     case PC_OP_LEARNED_BACKWARD: {
         int64_t d = c->ne[0];
-        double old = fabs(val(&im->out, i0, i1, 0, 0));
+        double old = fabs(pc_img_val(&im->out, i0, i1, 0, 0));
         return to_dtype(dt, bound_accumulate(h->count[i1], old + h->sum_abs[i0 + d * i1], rv), rv);
     }
     case PC_OP_SINCOS_2D: {
@@ -853,24 +823,25 @@ static double element_bound(const struct pc_case *c, const struct enc_images *im
         check_taps(c->grid[1], c->grid[3], c->resize.filter, col, ix, wx);
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++)
-                S += fabs(wy[a] * wx[b] * val(&im->in, i0, cls + iy[a] * c->grid[1] + ix[b], 0, 0));
+                S += fabs(wy[a] * wx[b] *
+                          pc_img_val(&im->in, i0, cls + iy[a] * c->grid[1] + ix[b], 0, 0));
         return to_dtype(dt, bound_resize(S, rv), rv);
     }
     case PC_OP_RELBIAS: {
         int64_t rel = (i0 + c->relbias.k_offset) - (i1 + c->relbias.q_offset);
-        double t = val(&im->table, h->bucket[rel - h->rel_min], i2, 0, 0);
-        double x = c->has_x ? val(&im->in, i0, i1, i2, i3) : 0.0;
+        double t = pc_img_val(&im->table, h->bucket[rel - h->rel_min], i2, 0, 0);
+        double x = c->has_x ? pc_img_val(&im->in, i0, i1, i2, i3) : 0.0;
         return to_dtype(dt, bound_add_f32(t + x, c->has_x != 0), rv);
     }
     case PC_OP_RELBIAS_BACKWARD: {
         int64_t nb = relbias_n_buckets(&c->relbias), at = i0 + nb * i1;
-        double old = fabs(val(&im->out, i0, i1, 0, 0));
+        double old = fabs(pc_img_val(&im->out, i0, i1, 0, 0));
         return to_dtype(dt, bound_accumulate(h->count[at], old + h->sum_abs[at], rv), rv);
     }
     case PC_OP_ALIBI: {
         int64_t qp = i1 + c->alibi.q_offset, kp = i0 + c->alibi.k_offset;
         int64_t dist = c->alibi.symmetric ? llabs(qp - kp) : qp - kp;
-        double x = c->has_x ? val(&im->in, i0, i1, i2, i3) : 0.0;
+        double x = c->has_x ? pc_img_val(&im->in, i0, i1, i2, i3) : 0.0;
         double md = fabs(h->slopes[i2] * (double)dist);
         return to_dtype(dt, bound_alibi(md, x - h->slopes[i2] * (double)dist), rv);
     }
@@ -894,7 +865,7 @@ void pc_run_encoding_case(posenc_context *ref, posenc_context *dut, const struct
         snprintf(r->msg, sizeof(r->msg), "building the inputs or host tables failed");
         goto done;
     }
-    const struct enc_img *o = &im.out;
+    const struct pc_img *o = &im.out;
     ref_img = malloc(o->l.bytes);
     dut_img = malloc(o->l.bytes);
     mask = calloc(1, o->l.bytes);

@@ -4,7 +4,9 @@
 
 #include "check.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define PC_GUARD 64     /* guard bytes before and after every output view */
 #define PC_POISON 0xA5u /* byte pattern outputs are filled with before an op */
@@ -24,6 +26,24 @@ posenc_status upload(posenc_context *ctx, const unsigned char *img, size_t bytes
                      posenc_buffer **out);
 posenc_tensor view_of(posenc_buffer *b, const struct pc_layout *l, posenc_dtype dt,
                       const int64_t ne[4]);
+/* One tensor of a case: its host image (NULL: the tensor is not used), layout, type and
+ * shape. */
+struct pc_img {
+    unsigned char *img;
+    struct pc_layout l;
+    posenc_dtype dt;
+    int64_t ne[4];
+};
+
+/* t as a tensor of shape ne and type dt laid out as l, its image filled with PC_POISON;
+ * false when out of memory (t->img NULL). */
+bool pc_img_alloc(struct pc_img *t, const int64_t ne[4], posenc_dtype dt, struct pc_layout l);
+/* Every element of t uniform in [-2, 2) (pc_rand_uniform), in index order i0 fastest. */
+void pc_img_fill_random(struct pc_img *t, uint64_t *rng);
+/* Element (i0, i1, i2, i3) of t as a double, or set to v (rounded to t's type). */
+double pc_img_val(const struct pc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
+void pc_img_put(struct pc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double v);
+
 void add_case(struct pc_case **cases, size_t *n, size_t *cap, const struct pc_case *c);
 const char *view_name(enum pc_view v);
 

@@ -340,44 +340,20 @@ void pc_rope_cases(struct pc_case **cases, size_t *n, size_t *cap)
 
 /* ---- running a case ---------------------------------------------------------------------- */
 
-/* One tensor of the case: its host image and layout. */
-struct pc_timg {
-    unsigned char *img;
-    struct pc_layout l;
-    posenc_dtype dt;
-    int64_t ne[4];
-};
-
 struct pc_rope_images {
-    struct pc_timg x, dst, k, k_out, pos, pos_from;
+    struct pc_img x, dst, k, k_out, pos, pos_from;
     int has_k, has_from;
 };
 
-static void free_timg(struct pc_timg *t)
+static void free_timg(struct pc_img *t)
 {
     free(t->img);
     t->img = NULL;
 }
 
-static bool alloc_timg(struct pc_timg *t, const int64_t ne[4], posenc_dtype dt, enum pc_view v)
+static bool alloc_timg(struct pc_img *t, const int64_t ne[4], posenc_dtype dt, enum pc_view v)
 {
-    memcpy(t->ne, ne, sizeof(t->ne));
-    t->dt = dt;
-    t->l = make_layout(ne, posenc_dtype_size(dt), v);
-    t->img = malloc(t->l.bytes);
-    if (t->img)
-        memset(t->img, (int)PC_POISON, t->l.bytes);
-    return t->img != NULL;
-}
-
-static void fill_random(struct pc_timg *t, uint64_t *rng)
-{
-    for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
-        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
-            for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
-                for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
-                    set_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt,
-                            4.0 * pc_rand_uniform(rng) - 2.0);
+    return pc_img_alloc(t, ne, dt, make_layout(ne, posenc_dtype_size(dt), v));
 }
 
 static bool make_rope_images(const struct pc_case *c, struct pc_rope_images *im)
@@ -388,7 +364,7 @@ static bool make_rope_images(const struct pc_case *c, struct pc_rope_images *im)
     im->has_from = c->rope_call == PC_ROPE_REROTATE;
     if (!alloc_timg(&im->x, c->ne, c->x_dtype, c->view))
         return false;
-    fill_random(&im->x, &rng);
+    pc_img_fill_random(&im->x, &rng);
     if (!alloc_timg(&im->dst, c->ne, c->dtype, c->view))
         return false;
     if (c->has_x == 2)
@@ -398,7 +374,7 @@ static bool make_rope_images(const struct pc_case *c, struct pc_rope_images *im)
         if (!alloc_timg(&im->k, kne, c->x_dtype, c->view) ||
             !alloc_timg(&im->k_out, kne, c->dtype, c->view))
             return false;
-        fill_random(&im->k, &rng);
+        pc_img_fill_random(&im->k, &rng);
         if (c->has_x == 2)
             memcpy(im->k_out.img, im->k.img, im->k.l.bytes);
     }
@@ -508,7 +484,7 @@ struct pc_table {
     struct posenc_rope_info info;
 };
 
-static double max_position(const struct pc_timg *pos)
+static double max_position(const struct pc_img *pos)
 {
     double mx = 0.0;
     for (int64_t b = 0; b < pos->ne[2]; b++)
@@ -519,7 +495,7 @@ static double max_position(const struct pc_timg *pos)
 }
 
 static posenc_status host_table(const struct pc_case *c, const struct posenc_rope_params *p,
-                                const struct pc_timg *pos, struct pc_table *t)
+                                const struct pc_img *pos, struct pc_table *t)
 {
     struct posenc_rope_params q = *p;
     if (q.scaling.seq_len == 0 && (q.scaling.kind == POSENC_ROPE_SCALING_DYNAMIC_NTK ||
@@ -530,7 +506,7 @@ static posenc_status host_table(const struct pc_case *c, const struct posenc_rop
 
 /* Compare one output tensor (dst of x, or k_out of k). */
 static void compare_tensor(const struct pc_case *c, const struct pc_rope_images *im,
-                           const struct pc_timg *in, const struct pc_timg *out,
+                           const struct pc_img *in, const struct pc_img *out,
                            const unsigned char *ref_img, const unsigned char *dut_img,
                            const struct pc_table *ta, const struct pc_table *tf,
                            struct pc_result *r)
