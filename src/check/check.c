@@ -407,6 +407,35 @@ void pc_img_put(struct pc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3
     set_val(t->img, byte_at(&t->l, i0, i1, i2, i3), t->dt, v);
 }
 
+void pc_compare(struct pc_result *r, const char *what, int64_t i0, int64_t i1, int64_t i2,
+                int64_t i3, double dv, double rv, double bound)
+{
+    double err;
+    if (isnan(rv) || isnan(dv))
+        err = (isnan(rv) && isnan(dv)) ? 0.0 : INFINITY;
+    else if (isinf(rv) || isinf(dv))
+        err = rv == dv ? 0.0 : INFINITY;
+    else
+        err = fabs(dv - rv);
+    r->n_checked++;
+    if (!(err <= bound)) {
+        if (r->n_bad == 0)
+            snprintf(r->msg, sizeof(r->msg),
+                     "first bad element%s%s (%lld,%lld,%lld,%lld): got %.9g, reference %.9g, "
+                     "|err| %.3g > bound %.3g",
+                     what ? " of " : "", what ? what : "", (long long)i0, (long long)i1,
+                     (long long)i2, (long long)i3, dv, rv, err, bound);
+        r->n_bad++;
+    }
+    double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0);
+    if (ratio > r->worst_ratio)
+        r->worst_ratio = ratio;
+    if (err > r->max_err || r->n_checked == 1) {
+        r->max_err = err;
+        r->bound_at_max = bound;
+    }
+}
+
 /* Buffers of one context for one case. */
 struct pc_bufs {
     posenc_buffer *dst, *x, *pos;
@@ -644,31 +673,7 @@ void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case 
                     double rv = get_val(ref_img, at, c->dtype);
                     double dv = get_val(dut_img, at, c->dtype);
                     double bound = sinusoidal_bound(c, &im, freq, i0, i1, i2, i3, rv);
-                    double err;
-                    if (isnan(rv) || isnan(dv))
-                        err = (isnan(rv) && isnan(dv)) ? 0.0 : INFINITY;
-                    else if (isinf(rv) || isinf(dv))
-                        err = rv == dv ? 0.0 : INFINITY;
-                    else
-                        err = fabs(dv - rv);
-                    r->n_checked++;
-                    double ratio = err / bound;
-                    if (!(err <= bound)) {
-                        if (r->n_bad == 0)
-                            snprintf(r->msg, sizeof(r->msg),
-                                     "first bad element (%lld,%lld,%lld,%lld): got %.9g, "
-                                     "reference %.9g, |err| %.3g > bound %.3g",
-                                     (long long)i0, (long long)i1, (long long)i2, (long long)i3,
-                                     dv, rv, err, bound);
-                        r->n_bad++;
-                    }
-                    if (ratio > r->worst_ratio || r->n_checked == 1) {
-                        r->worst_ratio = ratio;
-                    }
-                    if (err > r->max_err || r->n_checked == 1) {
-                        r->max_err = err;
-                        r->bound_at_max = bound;
-                    }
+                    pc_compare(r, NULL, i0, i1, i2, i3, dv, rv, bound);
                 }
     for (size_t i = 0; i < im.dl.bytes; i++)
         if (!mask[i] && (dut_img[i] != im.dst0[i] || ref_img[i] != im.dst0[i]))

@@ -1081,34 +1081,6 @@ done:
 
 /* ---- the runner ------------------------------------------------------------------------ */
 
-static void compare(struct pc_result *r, const char *what, int64_t i0, int64_t i1, int64_t i2,
-                    int64_t i3, double dv, double rv, double bound)
-{
-    double err;
-    if (isnan(rv) || isnan(dv))
-        err = (isnan(rv) && isnan(dv)) ? 0.0 : INFINITY;
-    else if (isinf(rv) || isinf(dv))
-        err = rv == dv ? 0.0 : INFINITY;
-    else
-        err = fabs(dv - rv);
-    r->n_checked++;
-    if (!(err <= bound)) {
-        if (r->n_bad == 0)
-            snprintf(r->msg, sizeof(r->msg),
-                     "first bad %s element (%lld,%lld,%lld,%lld): got %.9g, reference %.9g, "
-                     "|err| %.3g > bound %.3g",
-                     what, (long long)i0, (long long)i1, (long long)i2, (long long)i3, dv, rv,
-                     err, bound);
-        r->n_bad++;
-    }
-    double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0);
-    if (ratio > r->worst_ratio)
-        r->worst_ratio = ratio;
-    if (err > r->max_err || r->n_checked == 1) {
-        r->max_err = err;
-        r->bound_at_max = bound;
-    }
-}
 
 /* Bytes of `img` outside the view (ne, layout) that differ from `orig`. */
 static int64_t guard_changes(const struct pc_img *t, const unsigned char *img,
@@ -1206,7 +1178,7 @@ void pc_run_attention_case(posenc_context *ref, posenc_context *dut, const struc
                     double bound = o_bound[i + Dv * (h + Hq * (iq + Tq * b))];
                     if (o->dt == POSENC_DTYPE_F16)
                         bound = pc_bound_to_f16(bound, rv);
-                    compare(r, "dst", i, h, iq, b, dv, rv, bound);
+                    pc_compare(r, "dst", i, h, iq, b, dv, rv, bound);
                 }
     if (a->weights)
         for (int64_t b = 0; b < B; b++)
@@ -1218,7 +1190,7 @@ void pc_run_attention_case(posenc_context *ref, posenc_context *dut, const struc
                         double bound = w_bound[at];
                         if (dut_w.dt == POSENC_DTYPE_F16)
                             bound = pc_bound_to_f16(bound, rv);
-                        compare(r, "weights", ik, iq, h, b, dv, rv, bound);
+                        pc_compare(r, "weights", ik, iq, h, b, dv, rv, bound);
                     }
     r->guard_bad = guard_changes(o, ref_dst, o->img) + guard_changes(o, dut_dst, o->img);
     if (a->weights) {

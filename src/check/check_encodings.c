@@ -896,30 +896,7 @@ void pc_run_encoding_case(posenc_context *ref, posenc_context *dut, const struct
                     memset(mask + at, 1, es);
                     double rv = get_val(ref_img, at, o->dt), dv = get_val(dut_img, at, o->dt);
                     double bound = element_bound(c, &im, &host, i0, i1, i2, i3, rv);
-                    double err;
-                    if (isnan(rv) || isnan(dv))
-                        err = (isnan(rv) && isnan(dv)) ? 0.0 : INFINITY;
-                    else if (isinf(rv) || isinf(dv))
-                        err = rv == dv ? 0.0 : INFINITY;
-                    else
-                        err = fabs(dv - rv);
-                    r->n_checked++;
-                    if (!(err <= bound)) {
-                        if (r->n_bad == 0)
-                            snprintf(r->msg, sizeof(r->msg),
-                                     "first bad element (%lld,%lld,%lld,%lld): got %.9g, "
-                                     "reference %.9g, |err| %.3g > bound %.3g",
-                                     (long long)i0, (long long)i1, (long long)i2, (long long)i3,
-                                     dv, rv, err, bound);
-                        r->n_bad++;
-                    }
-                    double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0);
-                    if (ratio > r->worst_ratio)
-                        r->worst_ratio = ratio;
-                    if (err > r->max_err || r->n_checked == 1) {
-                        r->max_err = err;
-                        r->bound_at_max = bound;
-                    }
+                    pc_compare(r, NULL, i0, i1, i2, i3, dv, rv, bound);
                 }
     for (size_t i = 0; i < o->l.bytes; i++)
         if (!mask[i] && (dut_img[i] != o->img[i] || ref_img[i] != o->img[i]))

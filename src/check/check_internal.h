@@ -44,6 +44,14 @@ void pc_img_fill_random(struct pc_img *t, uint64_t *rng);
 double pc_img_val(const struct pc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
 void pc_img_put(struct pc_img *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double v);
 
+/* One output element compared with the reference's: its error |dv - rv| (0 where both are
+ * NaN, or the same infinity; infinite where only one is) against bound, counted in r
+ * (n_checked, n_bad, worst_ratio, max_err and bound_at_max). The first element over its
+ * bound is described in r->msg, with what ("dst", "weights", ...) naming the output where
+ * a case has several (NULL: none). */
+void pc_compare(struct pc_result *r, const char *what, int64_t i0, int64_t i1, int64_t i2,
+                int64_t i3, double dv, double rv, double bound);
+
 void add_case(struct pc_case **cases, size_t *n, size_t *cap, const struct pc_case *c);
 const char *view_name(enum pc_view v);
 

@@ -568,30 +568,8 @@ static void compare_tensor(const struct pc_case *c, const struct pc_rope_images 
                         if (out->dt == POSENC_DTYPE_F16)
                             bound = pc_bound_to_f16(bound, rv);
                     }
-                    double e;
-                    if (isnan(rv) || isnan(dv))
-                        e = (isnan(rv) && isnan(dv)) ? 0.0 : INFINITY;
-                    else if (isinf(rv) || isinf(dv))
-                        e = rv == dv ? 0.0 : INFINITY;
-                    else
-                        e = fabs(dv - rv);
-                    r->n_checked++;
-                    if (!(e <= bound)) {
-                        if (r->n_bad == 0)
-                            snprintf(r->msg, sizeof(r->msg),
-                                     "%s: first bad element (%lld,%lld,%lld,%lld): got %.9g, "
-                                     "reference %.9g, |err| %.3g > bound %.3g",
-                                     out == &im->dst ? "dst" : "k_out", (long long)i0,
-                                     (long long)i1, (long long)i2, (long long)i3, dv, rv, e, bound);
-                        r->n_bad++;
-                    }
-                    double ratio = bound > 0 ? e / bound : (e > 0 ? INFINITY : 0.0);
-                    if (ratio > r->worst_ratio)
-                        r->worst_ratio = ratio;
-                    if (e > r->max_err || r->n_checked == 1) {
-                        r->max_err = e;
-                        r->bound_at_max = bound;
-                    }
+                    pc_compare(r, out == &im->dst ? "dst" : "k_out", i0, i1, i2, i3, dv, rv,
+                               bound);
                 }
     /* the initial image of the output: poison, or the input for in-place cases */
     const unsigned char *init = c->has_x == 2 ? in->img : out->img;
