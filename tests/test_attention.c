@@ -35,20 +35,7 @@
 static struct pc_case small_case(posenc_attention_encoding e, int64_t D, int64_t Hq, int64_t Hk,
                                  int64_t Tq, int64_t Tk, int64_t B, uint64_t seed)
 {
-    struct pc_case c;
-    memset(&c, 0, sizeof(c));
-    c.op = PC_OP_ATTENTION;
-    c.dtype = c.x_dtype = c.table_dtype = POSENC_DTYPE_F32;
-    c.attn.k_dtype = c.attn.v_dtype = POSENC_DTYPE_F32;
-    c.attn.encoding = e;
-    c.ne[0] = D;
-    c.ne[1] = Hq;
-    c.ne[2] = Tq;
-    c.ne[3] = B;
-    c.attn.hk = Hk;
-    c.attn.tk = Tk;
-    c.attn.dv = D;
-    c.seed = seed;
+    struct pc_case c = pc_attention_case(e, POSENC_DTYPE_F32, D, Hq, Hk, Tq, Tk, B, seed);
     c.rows = 64;
     c.relbias.kind = POSENC_RELBIAS_CLIPPED;
     c.relbias.max_distance = 3;

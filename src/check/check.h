@@ -121,6 +121,13 @@ const char *pc_op_name(enum pc_op op);
 /* All cases of `op` (or every op for PC_OP_COUNT). Returns a malloc'd array; free() it. */
 struct pc_case *pc_cases(enum pc_op op, size_t *out_count);
 
+/* An attention case with every dtype dt (q, k, v, the output and a table): q [D, Hq, Tq, B],
+ * Hk K/V heads of Tk keys, Dv = D, encoding e with its defaults (relative bias: T5;
+ * learned: rows 0, to be set), the inputs drawn from seed; unnamed. */
+struct pc_case pc_attention_case(posenc_attention_encoding e, posenc_dtype dt, int64_t D,
+                                 int64_t Hq, int64_t Hk, int64_t Tq, int64_t Tk, int64_t B,
+                                 uint64_t seed);
+
 /* Run one case on `dut` against `ref` (a CPU context). */
 void pc_run_case(posenc_context *ref, posenc_context *dut, const struct pc_case *c,
                  struct pc_result *out);

@@ -196,9 +196,9 @@ static void name_case(struct pc_case *c)
     c->name[len] = '\0';
 }
 
-/* A case with every dtype `dt`; the shape [D, Hq, Tq, B] for q, Hk heads and Tk keys. */
-static struct pc_case blank(posenc_attention_encoding e, posenc_dtype dt, int64_t D, int64_t Hq,
-                            int64_t Hk, int64_t Tq, int64_t Tk, int64_t B, uint64_t seed)
+struct pc_case pc_attention_case(posenc_attention_encoding e, posenc_dtype dt, int64_t D,
+                                 int64_t Hq, int64_t Hk, int64_t Tq, int64_t Tk, int64_t B,
+                                 uint64_t seed)
 {
     struct pc_case c;
     memset(&c, 0, sizeof(c));
@@ -244,13 +244,13 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
      * dtypes, one K/V head, permuted views */
     for (int e = 0; e <= (int)POSENC_ATTENTION_RELBIAS; e++) {
         posenc_attention_encoding enc = (posenc_attention_encoding)e;
-        struct pc_case c = blank(enc, F32, 16, 4, 2, 11, 11, 2, seed++);
+        struct pc_case c = pc_attention_case(enc, F32, 16, 4, 2, 11, 11, 2, seed++);
         c.attn.causal = 1;
         c.attn.weights = 1;
         finish(&c);
         add_case(cases, n, cap, &c);
 
-        c = blank(enc, F16, 32, 2, 2, 5, 13, 1, seed++);
+        c = pc_attention_case(enc, F16, 32, 2, 2, 5, 13, 1, seed++);
         c.view = PC_VIEW_PADDED;
         c.attn.q_offset = 8;
         c.attn.weights = 2;
@@ -263,7 +263,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
         finish(&c);
         add_case(cases, n, cap, &c);
 
-        c = blank(enc, F32, 8, 3, 1, 6, 6, 1, seed++);
+        c = pc_attention_case(enc, F32, 8, 3, 1, 6, 6, 1, seed++);
         c.x_dtype = F16;
         c.attn.v_dtype = F16;
         c.table_dtype = F16;
@@ -283,7 +283,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
 
     struct pc_case c;
     /* odd head dims 80 and 96 */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 80, 2, 1, 33, 33, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 80, 2, 1, 33, 33, 2, seed++);
     c.rope.mode = POSENC_ROPE_NEOX;
     c.rope.n_dims = 32;
     c.rope.scaling.kind = POSENC_ROPE_SCALING_YARN;
@@ -294,11 +294,11 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.weights = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_NONE, F32, 96, 2, 2, 64, 64, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F32, 96, 2, 2, 64, 64, 1, seed++);
     c.attn.weights = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ALIBI, F16, 96, 8, 8, 17, 40, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ALIBI, F16, 96, 8, 8, 17, 40, 1, seed++);
     c.attn.q_offset = 23;
     c.attn.causal = 1;
     c.alibi.slopes = alibi_user_slopes;
@@ -306,7 +306,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     finish(&c);
     add_case(cases, n, cap, &c);
     /* M-RoPE with 4-stream positions per batch row */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 2, 1, 9, 9, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 2, 1, 9, 9, 2, seed++);
     c.rope.mode = POSENC_ROPE_MROPE;
     c.rope.sections[0] = 16;
     c.rope.sections[1] = 8;
@@ -316,64 +316,64 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     finish(&c);
     add_case(cases, n, cap, &c);
     /* masks, an all-masked row, fully masked rows from causality */
-    c = blank(POSENC_ATTENTION_NONE, F32, 16, 2, 1, 7, 10, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F32, 16, 2, 1, 7, 10, 2, seed++);
     c.attn.mask = 1;
     c.attn.weights = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_RELBIAS, F16, 16, 3, 3, 6, 6, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_RELBIAS, F16, 16, 3, 3, 6, 6, 2, seed++);
     c.attn.mask = 2;
     c.attn.causal = 1;
     c.attn.weights = 2;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_NONE, F32, 8, 2, 2, 8, 8, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F32, 8, 2, 2, 8, 8, 1, seed++);
     c.attn.causal = 1;
     c.attn.k_offset = 5; /* queries 0..4 see no key */
     c.attn.weights = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
     /* V's head dim differs, explicit scale, PE on V */
-    c = blank(POSENC_ATTENTION_NONE, F32, 16, 2, 1, 5, 9, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F32, 16, 2, 1, 5, 9, 1, seed++);
     c.attn.dv = 24;
     c.attn.scale = 0.3f;
     c.attn.weights = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_SINUSOIDAL, F32, 16, 2, 2, 7, 7, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_SINUSOIDAL, F32, 16, 2, 2, 7, 7, 1, seed++);
     c.attn.pe_on_v = 1;
     c.sin.x_scale = 4.0f;
     c.sin.layout = POSENC_SIN_HALF_SPLIT_COS_FIRST;
     c.attn.explicit_pos = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_LEARNED, F16, 16, 2, 2, 7, 7, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_LEARNED, F16, 16, 2, 2, 7, 7, 2, seed++);
     c.attn.pe_on_v = 1;
     c.attn.explicit_pos = 1;
     c.dtype = F32;
     finish(&c);
     add_case(cases, n, cap, &c);
     /* decoding: one query against 4096 keys, GQA 8:2, f16 K/V */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 128, 8, 2, 1, 4096, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 128, 8, 2, 1, 4096, 1, seed++);
     c.attn.k_dtype = c.attn.v_dtype = F16;
     c.attn.q_offset = 4095;
     c.attn.causal = 1;
     c.attn.weights = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ALIBI, F32, 64, 4, 4, 1, 4096, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ALIBI, F32, 64, 4, 4, 1, 4096, 1, seed++);
     c.attn.q_offset = 4095;
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
     /* 2048 x 2048 (verify only: the CPU reference takes seconds) */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 2, 1, 2048, 2048, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 2, 1, 2048, 2048, 1, seed++);
     c.attn.causal = 1;
     c.attn.weights = 1;
     c.attn.big = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_NONE, F16, 80, 1, 1, 2048, 2048, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F16, 80, 1, 1, 2048, 2048, 1, seed++);
     c.attn.big = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
@@ -385,7 +385,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     seed = 9500;
     for (int e = 0; e <= (int)POSENC_ATTENTION_RELBIAS; e++) {
         posenc_attention_encoding enc = (posenc_attention_encoding)e;
-        c = blank(enc, F32, 24, 6, 2, 13, 70, 2, seed++);
+        c = pc_attention_case(enc, F32, 24, 6, 2, 13, 70, 2, seed++);
         c.attn.k_dtype = c.attn.v_dtype = F16;
         c.attn.causal = 1;
         c.attn.q_offset = 57;
@@ -399,38 +399,38 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
         add_case(cases, n, cap, &c);
     }
     /* prefill: causal, GQA 8:2, queries and keys over several blocks / tiles */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 8, 2, 77, 77, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 8, 2, 77, 77, 1, seed++);
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
     /* f16 everywhere, one head per K/V head, keys ahead of the queries (k_offset) */
-    c = blank(POSENC_ATTENTION_ALIBI, F16, 32, 3, 3, 40, 100, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ALIBI, F16, 32, 3, 3, 40, 100, 1, seed++);
     c.view = PC_VIEW_PERMUTED;
     c.attn.k_offset = 3;
     c.attn.dv = 20;
     finish(&c);
     add_case(cases, n, cap, &c);
     /* causality as a mask (ggml's KQ mask): whole key tiles hidden from every row */
-    c = blank(POSENC_ATTENTION_NONE, F32, 32, 8, 2, 100, 100, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F32, 32, 8, 2, 100, 100, 1, seed++);
     c.attn.k_dtype = c.attn.v_dtype = F16;
     c.attn.mask = 3;
     finish(&c);
     add_case(cases, n, cap, &c);
     /* decode with 12 K/V heads of 8 query heads each, 2 batches: blocks of K/V heads per
      * work item, the last block short on the CPU */
-    c = blank(POSENC_ATTENTION_NONE, F32, 8, 96, 12, 1, 100, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F32, 8, 96, 12, 1, 100, 2, seed++);
     c.attn.k_dtype = c.attn.v_dtype = F16;
     finish(&c);
     add_case(cases, n, cap, &c);
     /* long rows: one query against 32768 keys (f16 K/V, ALiBi, causal) and 32771 keys
      * (f32, MQA 2:1, odd D) */
-    c = blank(POSENC_ATTENTION_ALIBI, F32, 64, 2, 2, 1, 32768, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ALIBI, F32, 64, 2, 2, 1, 32768, 1, seed++);
     c.attn.k_dtype = c.attn.v_dtype = F16;
     c.attn.q_offset = 32767;
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_NONE, F32, 40, 2, 1, 1, 32771, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_NONE, F32, 40, 2, 1, 1, 32771, 1, seed++);
     finish(&c);
     add_case(cases, n, cap, &c);
 
@@ -440,7 +440,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
      * (few rows: the CPU's x86 loops), prefill (many rows: the transposed tile), f16 and
      * f32 K, padded and permuted views. */
     seed = 9700;
-    c = blank(POSENC_ATTENTION_ROPE, F32, 40, 8, 2, 1, 300, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 40, 8, 2, 1, 300, 2, seed++);
     c.rope.n_offs = 4;
     c.rope.n_dims = 16;
     c.rope.scaling.kind = POSENC_ROPE_SCALING_YARN;
@@ -452,7 +452,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 4, 2, 70, 70, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 4, 2, 70, 70, 2, seed++);
     c.rope.mode = POSENC_ROPE_NEOX;
     c.rope.n_offs = 8;
     c.rope.n_dims = 32;
@@ -462,7 +462,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.view = PC_VIEW_PADDED;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 6, 2, 3, 130, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 6, 2, 3, 130, 2, seed++);
     c.rope.mode = POSENC_ROPE_MROPE;
     c.rope.sections[0] = 12;
     c.rope.sections[1] = 10;
@@ -474,7 +474,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.view = PC_VIEW_PERMUTED;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ROPE, F16, 32, 2, 1, 9, 40, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F16, 32, 2, 1, 9, 40, 1, seed++);
     c.rope.mode = POSENC_ROPE_IMROPE;
     c.rope.sections[0] = 4;
     c.rope.sections[1] = 6;
@@ -482,7 +482,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.explicit_pos = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ROPE, F32, 32, 4, 4, 16, 16, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 32, 4, 4, 16, 16, 1, seed++);
     c.rope.mode = POSENC_ROPE_VISION;
     c.rope.sections[0] = 8;
     c.rope.sections[1] = 8;
@@ -490,7 +490,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     finish(&c);
     add_case(cases, n, cap, &c);
     /* decode as the benchmark runs it: d 128, GQA 32:8, f16 K/V, 4096 keys */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 128, 32, 8, 1, 4096, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 128, 32, 8, 1, 4096, 1, seed++);
     c.attn.k_dtype = c.attn.v_dtype = F16;
     c.attn.q_offset = 4095;
     c.attn.causal = 1;
@@ -499,7 +499,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     /* windows off the kernels' vector widths: NeoX pairs 12 dims apart (not a multiple of
      * 16, 8: OpenCL rotates dim by dim), and adjacent pairs from dim 16 to dim 36 (the
      * window ends inside a vector), in decode and prefill */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 8, 2, 1, 300, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 8, 2, 1, 300, 1, seed++);
     c.rope.mode = POSENC_ROPE_NEOX;
     c.rope.n_dims = 24;
     c.attn.k_dtype = c.attn.v_dtype = F16;
@@ -507,14 +507,14 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 4, 1, 2, 200, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 4, 1, 2, 200, 1, seed++);
     c.rope.n_offs = 16;
     c.rope.n_dims = 20;
     c.attn.q_offset = 198;
     c.attn.causal = 1;
     finish(&c);
     add_case(cases, n, cap, &c);
-    c = blank(POSENC_ATTENTION_ROPE, F32, 64, 4, 1, 24, 40, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 64, 4, 1, 24, 40, 1, seed++);
     c.rope.n_offs = 16;
     c.rope.n_dims = 20;
     c.attn.k_dtype = c.attn.v_dtype = F16;
@@ -531,7 +531,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
         bool kv_f16;
     } narrow[] = {{40, 8, 26, true}, {36, 4, 30, false}};
     for (size_t i = 0; i < sizeof(narrow) / sizeof(narrow[0]); i++) {
-        c = blank(POSENC_ATTENTION_ROPE, F32, narrow[i].D, 8, 2, 1, 150, 1, seed++);
+        c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, narrow[i].D, 8, 2, 1, 150, 1, seed++);
         c.rope.n_offs = narrow[i].n_offs;
         c.rope.n_dims = narrow[i].n_dims;
         if (narrow[i].kv_f16)
@@ -547,7 +547,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
      * then the offsets (q_offset + Tq = original_ctx + 1) in decode. The reference context
      * resolves the length in the same front end, so these check the kernels with those
      * frequencies; test_attention's test_rope_seq_len_resolved checks the length itself. */
-    c = blank(POSENC_ATTENTION_ROPE, F32, 32, 4, 2, 12, 20, 2, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 32, 4, 2, 12, 20, 2, seed++);
     c.rope.mode = POSENC_ROPE_NEOX;
     c.rope.scaling.kind = POSENC_ROPE_SCALING_DYNAMIC_NTK;
     c.rope.scaling.factor = 2.0f;
@@ -560,7 +560,7 @@ void pc_attention_cases(struct pc_case **cases, size_t *n, size_t *cap)
                                        1.5f,  1.6f,  1.8f,  2.0f,  2.2f,  2.5f,  2.8f,  3.0f};
     static const float lr_long[16] = {1.0f,  1.1f,  1.3f,  1.6f,  2.0f,  2.6f,  3.3f,  4.2f,
                                       5.4f,  7.0f,  9.0f,  11.5f, 14.6f, 18.8f, 24.0f, 30.0f};
-    c = blank(POSENC_ATTENTION_ROPE, F32, 32, 4, 2, 1, 33, 1, seed++);
+    c = pc_attention_case(POSENC_ATTENTION_ROPE, F32, 32, 4, 2, 1, 33, 1, seed++);
     c.rope.scaling.kind = POSENC_ROPE_SCALING_LONGROPE;
     c.rope.scaling.factor = 4.0f;
     c.rope.scaling.original_ctx = 32;
