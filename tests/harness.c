@@ -2,6 +2,7 @@
 #include "harness.h"
 #include "check.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +268,55 @@ int th_run(const char *suite, const struct CMUnitTest *tests, size_t count)
     }
     free(sel);
     return rc;
+}
+
+int th_run_with_cases(const char *suite, const struct CMUnitTest *fixed, size_t nfixed,
+                      const enum pc_op *ops, size_t nops)
+{
+    struct pc_case *cases[PC_OP_COUNT] = {NULL};
+    size_t counts[PC_OP_COUNT] = {0}, total = nfixed;
+    bool ok = nops <= PC_OP_COUNT;
+    for (size_t o = 0; ok && o < nops; o++) {
+        cases[o] = pc_cases(ops[o], &counts[o]);
+        ok = cases[o] != NULL;
+        total += counts[o];
+    }
+    struct CMUnitTest *tests = ok ? calloc(total ? total : 1, sizeof(*tests)) : NULL;
+    int rc = 1;
+    if (tests) {
+        memcpy(tests, fixed, nfixed * sizeof(*fixed));
+        size_t m = nfixed;
+        for (size_t o = 0; o < nops; o++)
+            for (size_t i = 0; i < counts[o]; i++) {
+                const struct pc_case *c = &cases[o][i];
+                if (c->op == PC_OP_ATTENTION && c->attn.big)
+                    continue;
+                tests[m].name = c->name;
+                tests[m].test_func = th_run_case;
+                tests[m].initial_state = (void *)c;
+                m++;
+            }
+        rc = th_run(suite, tests, m);
+        free(tests);
+    } else {
+        fprintf(stderr, "%s: out of memory for the shared cases\n", suite);
+    }
+    for (size_t o = 0; o < nops && o < PC_OP_COUNT; o++)
+        free(cases[o]);
+    return rc;
+}
+
+void th_expect_untouched(posenc_buffer *b, unsigned char byte, const char *what)
+{
+    unsigned char *img = th_download(b);
+    for (size_t i = 0; i < posenc_buffer_size(b); i++)
+        if (img[i] != byte) {
+            const unsigned got = img[i];
+            free(img);
+            fail_msg("%s: byte %zu of the buffer is 0x%02X, not 0x%02X: a failing call wrote it",
+                     what, i, got, (unsigned)byte);
+        }
+    free(img);
 }
 
 void th_expect(posenc_status got, posenc_status want, const char *needle, const char *what)

@@ -89,6 +89,16 @@ void th_env_restore(const char *name, char *saved);
  * (tests/meson.build); a filter that selects none of them fails the run. */
 int th_run(const char *suite, const struct CMUnitTest *tests, size_t count);
 
+/* th_run of the fixed tests followed by one th_run_case test per shared case (src/check)
+ * of each of the nops ops, in order (attention: not the big ones, which `posenc verify
+ * --op attention` runs). Returns 1 when the cases cannot be had (out of memory). */
+int th_run_with_cases(const char *suite, const struct CMUnitTest *fixed, size_t nfixed,
+                      const enum pc_op *ops, size_t nops);
+
+/* Fail unless every byte of b is still `byte`, the pattern it was filled with before a
+ * failing call (which must write nothing); `what` names the call or buffer. */
+void th_expect_untouched(posenc_buffer *b, unsigned char byte, const char *what);
+
 /* Whether POSENC_TEST_FILTER (unset: everything) selects the test called name. */
 int th_selected(const char *name);
 

@@ -138,28 +138,14 @@ int main(int argc, char **argv)
     int rc = th_init(argc, argv, "copy");
     if (rc >= 0)
         return rc;
-    size_t n = 0;
-    struct pc_case *cases = pc_cases(PC_OP_COPY, &n);
     const struct CMUnitTest fixed[] = {
         cmocka_unit_test(test_known_conversions),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_cpu_threads),
     };
-    size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
-    struct CMUnitTest *tests = calloc(nfixed + n, sizeof(*tests));
-    if (!tests || !cases) {
-        fprintf(stderr, "out of memory\n");
-        return 1;
-    }
-    memcpy(tests, fixed, sizeof(fixed));
-    for (size_t i = 0; i < n; i++) {
-        tests[nfixed + i].name = cases[i].name;
-        tests[nfixed + i].test_func = th_run_case;
-        tests[nfixed + i].initial_state = (void *)&cases[i];
-    }
-    rc = th_run("copy", tests, nfixed + n);
-    free(tests);
-    free(cases);
+    static const enum pc_op ops[] = {PC_OP_COPY};
+    rc = th_run_with_cases("copy", fixed, sizeof(fixed) / sizeof(fixed[0]), ops,
+                           sizeof(ops) / sizeof(ops[0]));
     th_fini();
     return rc;
 }
