@@ -69,28 +69,12 @@ __kernel void pe_relbias(__global DST_T *dst, const long dst_off, const long4 ds
 #ifndef PE_VEC16
 #define PE_VEC16 0
 #endif
-/* 16-wide loads of the logits and stores of dst (pe_relbias_row, pe_alibi_vec; the f32
- * stores may be streaming ones, PE_NT_STORE below). */
+/* 16-wide loads of the logits (pe_relbias_row, pe_alibi_vec); dst's stores are common.cl's
+ * PE_STORE16_DST (streaming ones with PE_NT_STORE). */
 #if HAS_X && X_F16
 #define PE_LOAD16_LG(p, i) vload_half16(0, (p) + (i))
 #else
 #define PE_LOAD16_LG(p, i) vload16(0, (p) + (i))
-#endif
-#if DST_F16
-#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
-#else
-#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
-#endif
-/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): f32 results are
- * written with streaming (non-temporal) stores where the compiler has them (clang's
- * __builtin_nontemporal_store): no read for ownership of the destination. The host uses
- * it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
-#ifndef PE_NT_STORE
-#define PE_NT_STORE 0
-#endif
-#if PE_NT_STORE && defined(__clang__) && !DST_F16
-#undef PE_STORE16_DST
-#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
 #endif
 /* The table entries of 16 keys (bucket list entries bk[0..15]) of head row tr, gathered one
  * by one; f16 entries as raw bits, converted 16 at a time (one scalar vload_half per entry

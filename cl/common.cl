@@ -245,6 +245,34 @@ static inline void pe_nt_store_half16(__global half *p, const float16 v)
 }
 #endif
 
+/* 8 or 16 floats v to element i of p: PE_STORE8_AS / PE_STORE16_AS(F16, p, i, v) for a
+ * destination of halves (F16 1: rounded to nearest even) or floats (0), F16 a literal 0 or
+ * 1 (a -D value); PE_STORE8_DST / PE_STORE16_DST to dst (DST_F16). PE_NT_STORE (-D, 1 for
+ * large out-of-place outputs on CPU devices): streaming (non-temporal) stores where the
+ * compiler has them (clang's __builtin_nontemporal_store; halves through pe_nt_store_half*
+ * above), no read for ownership of the destination. The host sets it only where every 8-
+ * and 16-wide store is aligned (rows aligned to 16 elements). */
+#ifndef PE_NT_STORE
+#define PE_NT_STORE 0
+#endif
+#if PE_NT_STORE && defined(__clang__)
+#define PE_STORE8_F0(p, i, v) __builtin_nontemporal_store((v), (__global float8 *)((p) + (i)))
+#define PE_STORE16_F0(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
+#define PE_STORE8_F1(p, i, v) pe_nt_store_half8((p) + (i), (v))
+#define PE_STORE16_F1(p, i, v) pe_nt_store_half16((p) + (i), (v))
+#else
+#define PE_STORE8_F0(p, i, v) vstore8((v), 0, (p) + (i))
+#define PE_STORE16_F0(p, i, v) vstore16((v), 0, (p) + (i))
+#define PE_STORE8_F1(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
+#define PE_STORE16_F1(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
+#endif
+#define PE_CAT_(a, b) a##b
+#define PE_CAT(a, b) PE_CAT_(a, b)
+#define PE_STORE8_AS(F16, p, i, v) PE_CAT(PE_STORE8_F, F16)(p, i, v)
+#define PE_STORE16_AS(F16, p, i, v) PE_CAT(PE_STORE16_F, F16)(p, i, v)
+#define PE_STORE8_DST(p, i, v) PE_STORE8_AS(DST_F16, p, i, v)
+#define PE_STORE16_DST(p, i, v) PE_STORE16_AS(DST_F16, p, i, v)
+
 /* Layouts of the sinusoidal op; the same values as posenc_sin_layout. */
 #define PE_SIN_INTERLEAVED 0
 #define PE_SIN_HALF_SPLIT 1

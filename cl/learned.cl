@@ -57,26 +57,6 @@ __kernel void pe_learned(__global DST_T *dst, const long dst_off, const long4 ds
 #else
 #define PE_LOAD16_TAB(p, i) vload16(0, (p) + (i))
 #endif
-#if DST_F16
-#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
-#else
-#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
-#endif
-/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices, as in sinusoidal.cl):
- * streaming stores where the compiler has them (clang's __builtin_nontemporal_store; f16
- * through common.cl's pe_nt_store_half16): no read for ownership of dst. The vector path's
- * rows start on multiples of 16 elements, so every 16-wide store is aligned. */
-#ifndef PE_NT_STORE
-#define PE_NT_STORE 0
-#endif
-#if PE_NT_STORE && defined(__clang__)
-#undef PE_STORE16_DST
-#if !DST_F16
-#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
-#else
-#define PE_STORE16_DST(p, i, v) pe_nt_store_half16((p) + (i), (v))
-#endif
-#endif
 __kernel void pe_learned_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                              __global const X_T *x, const long x_off, const long4 x_st,
                              __global const TAB_T *tab, const long tab_off, const long4 tab_st,

@@ -79,32 +79,6 @@ __kernel void pe_sinusoidal(__global DST_T *dst, const long dst_off, const long4
 #define PE_LOAD8_X(p, i) vload8(0, (p) + (i))
 #define PE_LOAD16_X(p, i) vload16(0, (p) + (i))
 #endif
-#if DST_F16
-#define PE_STORE8_DST(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
-#define PE_STORE16_DST(p, i, v) vstore_half16_rte((v), 0, (p) + (i))
-#else
-#define PE_STORE8_DST(p, i, v) vstore8((v), 0, (p) + (i))
-#define PE_STORE16_DST(p, i, v) vstore16((v), 0, (p) + (i))
-#endif
-
-/* PE_NT_STORE (-D, 1 for large out-of-place outputs on CPU devices): results (f32, or f16
- * through pe_nt_store_half*) are written with streaming (non-temporal) stores where the
- * compiler has them (clang's __builtin_nontemporal_store): no read for ownership of the
- * destination. The host uses it only with rows aligned to 16 elements, so every 8- and 16-wide store is aligned. */
-#ifndef PE_NT_STORE
-#define PE_NT_STORE 0
-#endif
-#if PE_NT_STORE && defined(__clang__)
-#undef PE_STORE8_DST
-#undef PE_STORE16_DST
-#if !DST_F16
-#define PE_STORE8_DST(p, i, v) __builtin_nontemporal_store((v), (__global float8 *)((p) + (i)))
-#define PE_STORE16_DST(p, i, v) __builtin_nontemporal_store((v), (__global float16 *)((p) + (i)))
-#else
-#define PE_STORE8_DST(p, i, v) pe_nt_store_half8((p) + (i), (v))
-#define PE_STORE16_DST(p, i, v) pe_nt_store_half16((p) + (i), (v))
-#endif
-#endif
 
 __kernel void pe_sinusoidal_vec(__global DST_T *dst, const long dst_off, const long4 dst_st,
                                 __global const X_T *x, const long x_off, const long4 x_st,
