@@ -217,16 +217,10 @@ static int draw_plot(const char *out, const struct curve *cv, int n, int64_t dis
         canvas_rect(&c, lx + 8, y + FONT_H / 2 - 1, 24, 3, dc_palette[k]);
         canvas_text(&c, lx + 40, y, cv[k].label, ink);
     }
-    char comment[256], err[512];
+    char comment[256];
     snprintf(comment, sizeof(comment), "posenc decay: d=%lld base %g, r = 0..%lld%s",
              (long long)d, base, (long long)dist, log_x ? " (log x)" : "");
-    int ok = png_write(out, &c, comment, err, sizeof(err));
-    canvas_free(&c);
-    if (!ok)
-        tool_error(cmd, "%s", err);
-    else if (!quiet)
-        printf("wrote %s (%dx%d): %s\n", out, W, H, comment);
-    return ok;
+    return tool_save_png(cmd, &c, out, comment, quiet);
 }
 
 int cmd_decay(int argc, char **argv)

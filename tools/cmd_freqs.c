@@ -204,16 +204,10 @@ static int draw(const char *out, const struct fcurve *cv, int n, const double *w
         canvas_rect(&c, lx + 8, y + FONT_H / 2 - 1, 24, 3, dc_palette[k]);
         canvas_text(&c, lx + 40, y, cv[k].label, ink);
     }
-    char comment[256], err[512];
+    char comment[256];
     snprintf(comment, sizeof(comment), "posenc freqs: d=%lld base %g, %d scalings, orig %lld",
              (long long)d, base, n, (long long)orig);
-    int ok = png_write(out, &c, comment, err, sizeof(err));
-    canvas_free(&c);
-    if (!ok)
-        tool_error(cmd, "%s", err);
-    else if (!quiet)
-        printf("wrote %s (%dx%d): %s\n", out, W, H, comment);
-    return ok;
+    return tool_save_png(cmd, &c, out, comment, quiet);
 }
 
 int cmd_freqs(int argc, char **argv)

@@ -396,20 +396,14 @@ int cmd_heatmap(int argc, char **argv)
                     (int)bar_h, masked, g.angle ? "rad" : NULL, pi_ticks);
     draw_title(&c, g.title, g.note, (int)W / 2);
 
-    char comment[512], err[512];
+    char comment[512];
     snprintf(comment, sizeof(comment),
              "%s; computed on %s; cells %lldx%lld of %lldx%lld px at (%d, %d); range [%g, %g] %s",
              g.title, g.device, (long long)g.cols, (long long)g.rows, (long long)cw,
-             (long long)ch, HM_LEFT,
-             HM_TOP, lo + 0.0, hi + 0.0,
-             map == PE_CMAP_DIVERGING ? "diverging" : map == PE_CMAP_CYCLIC ? "cyclic" : "sequential");
-    ok = png_write(out, &c, comment, err, sizeof(err));
-    canvas_free(&c);
+             (long long)ch, HM_LEFT, HM_TOP, lo + 0.0, hi + 0.0,
+             map == PE_CMAP_DIVERGING ? "diverging"
+             : map == PE_CMAP_CYCLIC  ? "cyclic"
+                                      : "sequential");
     enc_grid_free(&g);
-    if (!ok) {
-        tool_error(cmd, "%s", err);
-        return TOOL_FAILED;
-    }
-    printf("wrote %s (%lldx%lld): %s\n", out, (long long)W, (long long)H, comment);
-    return TOOL_OK;
+    return tool_save_png(cmd, &c, out, comment, 0) ? TOOL_OK : TOOL_FAILED;
 }

@@ -1,5 +1,6 @@
 /* common.c - argument helpers and context opening for the posenc tool (see tool.h). */
 #include "tool.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <float.h>
@@ -254,4 +255,18 @@ int tool_scaling_setup(const char *cmd, struct posenc_rope_scaling *s,
         *factors = f;
     }
     return 1;
+}
+
+int tool_save_png(const char *cmd, struct canvas *c, const char *path, const char *comment,
+                  int quiet)
+{
+    char err[512];
+    const int w = c->w, h = c->h;
+    const int ok = png_write(path, c, comment, err, sizeof(err));
+    canvas_free(c);
+    if (!ok)
+        tool_error(cmd, "%s", err);
+    else if (!quiet)
+        printf("wrote %s (%dx%d): %s\n", path, w, h, comment);
+    return ok;
 }

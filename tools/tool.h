@@ -40,6 +40,13 @@ const char *tool_value(const char *cmd, int argc, char **argv, int *i);
  * and returns NULL on failure. */
 posenc_context *tool_open(const char *cmd, posenc_backend_kind kind);
 
+struct canvas; /* plot.h */
+/* Write c to path as a PNG with the text comment (png_write), then free c. Prints "wrote
+ * PATH (WxH): COMMENT" unless quiet, or the error through tool_error(cmd). Returns 1 on
+ * success, else 0. */
+int tool_save_png(const char *cmd, struct canvas *c, const char *path, const char *comment,
+                  int quiet);
+
 /* Print "CMD: CALL: status: reason" for a failed library call (the reason from the
  * context, or posenc_last_error() for calls without one: ctx NULL). Returns 0. */
 int tool_lib_failed(const char *cmd, posenc_context *ctx, const char *call, posenc_status st);
